@@ -1,0 +1,24 @@
+import type { Config } from '@codeagent/config';
+
+export interface Component {
+  description: string;
+  /** Started by `codeagent start`, in this order. */
+  inStart: boolean;
+  start(config: Config): Promise<unknown>;
+}
+
+/** Every component that can run alone (`codeagent <name>`), as containers run them. */
+export const components = {
+  backend: {
+    description: 'public API and internal routes (127.0.0.1:BACKEND_PORT)',
+    inStart: true,
+    start: async (config: Config) => (await import('@codeagent/backend')).startBackend(config),
+  },
+  gateway: {
+    description: 'the single ingress (HOST:PORT)',
+    inStart: true,
+    start: async (config: Config) => (await import('@codeagent/gateway')).startGateway(config),
+  },
+} satisfies Record<string, Component>;
+
+export type ComponentName = keyof typeof components;

@@ -1,0 +1,13 @@
+import type { Config } from '@codeagent/config';
+import { migrate, openDatabase } from '@codeagent/db';
+
+export async function runMigrations(config: Config): Promise<number> {
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  try {
+    const applied = await migrate(database);
+    console.log(applied.length === 0 ? 'database is up to date' : `applied ${applied.join(', ')}`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,66 @@
+import { randomUUID } from 'node:crypto';
+import { SignJWT, jwtVerify, errors } from 'jose';
+
+export interface UserTokenClaims {
+  /** user id */
+  sub: string;
+  /** token id, used to revoke a token at logout */
+  jti: string;
+  exp: number;
+}
+
+export interface IssuedToken {
+  token: string;
+  jti: string;
+  expiresAt: Date;
+}
+
+export class InvalidTokenError extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'InvalidTokenError';
+  }
+}
+
+const ISSUER = 'codeagent';
+const AUDIENCE = 'codeagent-user';
+
+function keyOf(secret: string): Uint8Array {
+  return new TextEncoder().encode(secret);
+}
+
+export async function issueUserToken(userId: string, secret: string, ttlSeconds: number): Promise<IssuedToken> {
+  const jti = randomUUID();
+  const now = Math.floor(Date.now() / 1000);
+  const exp = now + ttlSeconds;
+  const token = await new SignJWT({})
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(userId)
+    .setJti(jti)
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setIssuedAt(now)
+    .setExpirationTime(exp)
+    .sign(keyOf(secret));
+  return { token, jti, expiresAt: new Date(exp * 1000) };
+}
+
+/** Verifies signature (HS256 only), issuer, audience and expiry; throws InvalidTokenError otherwise. */
+export async function verifyUserToken(token: string, secret: string): Promise<UserTokenClaims> {
+  if (token === '') throw new InvalidTokenError('missing token');
+  try {
+    const { payload } = await jwtVerify(token, keyOf(secret), {
+      algorithms: ['HS256'],
+      issuer: ISSUER,
+      audience: AUDIENCE,
+    });
+    if (typeof payload.sub !== 'string' || typeof payload.jti !== 'string' || typeof payload.exp !== 'number') {
+      throw new InvalidTokenError('incomplete claims');
+    }
+    return { sub: payload.sub, jti: payload.jti, exp: payload.exp };
+  } catch (err) {
+    if (err instanceof InvalidTokenError) throw err;
+    if (err instanceof errors.JWTExpired) throw new InvalidTokenError('token expired');
+    throw new InvalidTokenError('invalid token');
+  }
+}

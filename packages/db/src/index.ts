@@ -1,0 +1,10 @@
+export { openDatabase } from './open.js';
+export type { Database, OpenOptions } from './open.js';
+export { migrate, listMigrations } from './migrate.js';
+export { startEmbeddedDatabaseServer } from './embedded-server.js';
+export type { EmbeddedDatabaseServer } from './embedded-server.js';
+export { createTestDatabase, testDatabaseTargets } from './testing.js';
+export type { TestDatabase, TestDatabaseTarget } from './testing.js';
+export { isSerializationFailure, isUniqueViolation, withRetry } from './errors.js';
+export type { DB } from './schema.js';
+export * from './schema.js';

@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { createTestDatabase, type TestDatabase } from './testing.js';
+import { listMigrations, migrate } from './migrate.js';
+
+describe(`migrations (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await t.drop();
+  });
+
+  it('records every numbered migration once', async () => {
+    const rows = await t.database.db.selectFrom('schema_migrations').select('version').orderBy('version').execute();
+    expect(rows.map((r) => r.version)).toEqual(listMigrations().map((m) => m.version));
+  });
+
+  it('is idempotent: a second and third run apply nothing and keep the data', async () => {
+    await t.database.db.insertInto('workspaces').values({ name: 'keep me' }).execute();
+    expect(await migrate(t.database)).toEqual([]);
+    expect(await migrate(t.database)).toEqual([]);
+    const ws = await t.database.db.selectFrom('workspaces').select('name').execute();
+    expect(ws.map((w) => w.name)).toContain('keep me');
+  });
+
+  it('runs concurrently from several callers without applying anything twice', async () => {
+    const results = await Promise.all([migrate(t.database), migrate(t.database), migrate(t.database)]);
+    expect(results.flat()).toEqual([]);
+  });
+
+  it('seeds the admin and user platform roles', async () => {
+    const roles = await t.database.db.selectFrom('platform_roles').select('id').orderBy('id').execute();
+    expect(roles.map((r) => r.id)).toEqual(['admin', 'user']);
+  });
+
+  it('rolls a failing migration back whole and reports which one failed', async () => {
+    const bad = [...listMigrations(), { version: '999_broken', sql: 'CREATE TABLE half_done (id int); SELECT * FROM no_such_table;' }];
+    await expect(migrate(t.database, bad)).rejects.toThrow(/999_broken/);
+    const exists = await sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name = 'half_done'`.execute(t.database.db);
+    expect(exists.rows[0]?.n).toBe(0);
+    const versions = await t.database.db.selectFrom('schema_migrations').select('version').execute();
+    expect(versions.map((v) => v.version)).not.toContain('999_broken');
+  });
+
+  it('reports affected rows of updates through the query layer', async () => {
+    const res = await t.database.db.updateTable('workspaces').set({ description: 'x' }).where('name', '=', 'keep me').executeTakeFirst();
+    expect(Number(res.numUpdatedRows)).toBe(1);
+  });
+});

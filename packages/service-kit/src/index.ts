@@ -1,0 +1,15 @@
+export {
+  AppError,
+  BadRequestError,
+  UnauthorizedError,
+  ForbiddenError,
+  NotFoundError,
+  ConflictError,
+  PayloadTooLargeError,
+  ServiceUnavailableError,
+} from './errors.js';
+export { serviceKit, loggerOptions, requestIdOptions } from './plugin.js';
+export type { ServiceKitOptions } from './plugin.js';
+export { encodeCursor, decodeCursor, ListQuery, listResponse } from './pagination.js';
+export type { ListQueryType } from './pagination.js';
+export { listen } from './listen.js';

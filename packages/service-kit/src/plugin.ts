@@ -1,0 +1,129 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { FastifyError, FastifyInstance, FastifyServerOptions } from 'fastify';
+import fp from 'fastify-plugin';
+import FindMyWay from 'find-my-way';
+import { AppError } from './errors.js';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/** Fastify options for request ids: keep a caller's well-formed `x-request-id`, else make one. */
+export function requestIdOptions(): Pick<FastifyServerOptions, 'genReqId' | 'requestIdHeader'> {
+  return {
+    requestIdHeader: false,
+    genReqId: (req: IncomingMessage) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+  };
+}
+
+/** Structured JSON logs; headers that carry secrets are never written. */
+export function loggerOptions(level: string, name: string): FastifyServerOptions['logger'] {
+  return {
+    level,
+    name,
+    redact: {
+      paths: [
+        'req.headers.authorization',
+        'req.headers.cookie',
+        'req.headers["x-internal-service-token"]',
+        'res.headers["set-cookie"]',
+        '*.password',
+        '*.AuthPassword',
+      ],
+      censor: '[redacted]',
+    },
+  };
+}
+
+export interface ServiceKitOptions {
+  /** Extra fields added to 404 bodies (none by default). */
+  notFoundBody?: Record<string, unknown>;
+}
+
+function validationFields(err: FastifyError): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const v of err.validation ?? []) {
+    const params = v.params as Record<string, unknown>;
+    const missing = typeof params.missingProperty === 'string' ? params.missingProperty : undefined;
+    const extra = typeof params.additionalProperty === 'string' ? params.additionalProperty : undefined;
+    const path = (v.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+    const key = [path, missing ?? extra].filter(Boolean).join('.') || err.validationContext || 'body';
+    fields[key] ??= extra ? 'unknown field' : (v.message ?? 'invalid');
+  }
+  return fields;
+}
+
+/**
+ * The error mapping of SPEC §3, in one place for every service: AppError subclasses,
+ * schema violations and malformed JSON (400 invalid_request with fields), unknown routes
+ * (404 not_found), known routes with another method (405), and `x-request-id` on every answer.
+ * Register it before any route so that it sees all of them.
+ */
+export const serviceKit = fp<ServiceKitOptions>(
+  async (app: FastifyInstance, opts) => {
+    const known = FindMyWay({ ignoreTrailingSlash: false });
+    app.addHook('onRoute', (route) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      for (const m of methods) {
+        try {
+          known.on(m as 'GET', route.url, () => undefined);
+        } catch {
+          // duplicate (e.g. the HEAD twin of a GET route): already known
+        }
+      }
+    });
+
+    app.addHook('onRequest', async (req, reply) => {
+      reply.header('x-request-id', req.id);
+    });
+
+    app.setNotFoundHandler(async (req, reply) => {
+      const path = req.url.split('?')[0] ?? '/';
+      const allowed = METHODS.filter((m) => m !== req.method && known.find(m, path) !== null);
+      if (allowed.length > 0) {
+        return reply
+          .code(405)
+          .header('allow', allowed.join(', '))
+          .send({ error: 'method_not_allowed', message: `${req.method} is not allowed here; use ${allowed.join(', ')}` });
+      }
+      return reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${path}`, ...opts.notFoundBody });
+    });
+
+    app.setErrorHandler(async (err: FastifyError, req, reply) => {
+      if (err instanceof AppError) {
+        return reply.code(err.statusCode).send({ error: err.code, message: err.message, ...err.extra });
+      }
+      if (err.validation) {
+        const fields = validationFields(err);
+        return reply.code(400).send({
+          error: 'invalid_request',
+          message: `request ${err.validationContext ?? 'body'} is invalid: ${Object.entries(fields)
+            .map(([k, v]) => `${k} ${v}`)
+            .join('; ')}`,
+          fields,
+        });
+      }
+      switch (err.code) {
+        case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+          return reply.code(400).send({ error: 'invalid_request', message: 'request body is not valid JSON', fields: {} });
+        case 'FST_ERR_CTP_BODY_TOO_LARGE':
+          return reply.code(413).send({ error: 'payload_too_large', message: 'request body is too large' });
+        case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+          return reply
+            .code(415)
+            .send({ error: 'unsupported_media_type', message: `content type ${req.headers['content-type'] ?? '(none)'} is not accepted here` });
+      }
+      if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+        return reply.code(err.statusCode).send({ error: 'invalid_request', message: err.message, fields: {} });
+      }
+      req.log.error({ err }, 'unhandled error');
+      return reply.code(500).send({ error: 'internal', message: `internal error; quote request id ${req.id} when reporting it` });
+    });
+  },
+  { name: '@codeagent/service-kit', fastify: '5.x' },
+);

@@ -1,0 +1,62 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { sql, type Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+
+/** A dependency check: resolves true when healthy. Must settle quickly (it has its own timeout). */
+export type Probe = () => Promise<boolean>;
+
+export interface HealthRoutesOptions {
+  db: Kysely<DB>;
+  storageProbe: Probe;
+  runtimeProbe: Probe;
+}
+
+async function settle(probe: Probe, timeoutMs = 2000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      probe().catch(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, opts) => {
+  const Check = Type.Union([Type.Literal('ok'), Type.Literal('error')]);
+  const Body = Type.Object({
+    status: Type.Union([Type.Literal('ok'), Type.Literal('error')]),
+    checks: Type.Object({
+      database: Check,
+      storage: Check,
+      runtime: Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]),
+    }),
+  });
+  app.get(
+    '/health',
+    { schema: { tags: ['health'], summary: 'Health of the backend and what it depends on', response: { 200: Body, 503: Body } } },
+    async (_req, reply) => {
+      const [database, storage, runtime] = await Promise.all([
+        settle(async () => {
+          await sql`SELECT 1`.execute(opts.db);
+          return true;
+        }),
+        settle(opts.storageProbe),
+        settle(opts.runtimeProbe),
+      ]);
+      const ok = database && storage;
+      return reply.code(ok ? 200 : 503).send({
+        status: ok ? 'ok' : 'error',
+        checks: {
+          database: database ? 'ok' : 'error',
+          storage: storage ? 'ok' : 'error',
+          runtime: runtime ? 'ok' : 'unavailable',
+        },
+      });
+    },
+  );
+};

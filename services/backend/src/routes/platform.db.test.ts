@@ -1,0 +1,205 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+
+describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+  let b: TestBackend;
+  let alice: { id: string; token: string };
+  let bob: { id: string; token: string };
+  beforeAll(async () => {
+    b = await startTestBackend();
+    alice = await createAndLogin(b, 'alice@example.com');
+    bob = await createAndLogin(b, 'bob@example.com');
+  });
+  afterAll(async () => {
+    await b.close();
+  });
+
+  const api = (method: string, url: string, payload?: unknown, token = b.adminToken) =>
+    b.app.inject({ method: method as 'GET', url: `/api/v1/platform${url}`, headers: bearer(token), ...(payload === undefined ? {} : { payload: payload as object }) });
+
+  const newWorkspace = async (name = 'ws') => (await api('POST', '/workspaces', { name })).json<{ id: string }>().id;
+
+  describe('users', () => {
+    it('creates a user (201) with the default role user', async () => {
+      const res = await api('POST', '/users', { email: 'Carol@Example.com', name: 'Carol', password: 'password-123' });
+      expect(res.statusCode).toBe(201);
+      expect(res.json()).toMatchObject({ email: 'carol@example.com', name: 'Carol', platform_role_id: 'user', is_system_admin: false });
+    });
+
+    it('creates a system administrator with platform_role_id admin', async () => {
+      const res = await api('POST', '/users', { email: 'root2@example.com', name: 'Root', password: 'password-123', platform_role_id: 'admin' });
+      expect(res.statusCode).toBe(201);
+      expect(res.json().is_system_admin).toBe(true);
+    });
+
+    it('refuses a duplicate email (case-insensitive) with 409 conflict', async () => {
+      const res = await api('POST', '/users', { email: 'ALICE@example.com', name: 'A', password: 'password-123' });
+      expect(res.statusCode).toBe(409);
+      expect(res.json().error).toBe('conflict');
+    });
+
+    it('validates the body: 400 invalid_request naming the fields', async () => {
+      const res = await api('POST', '/users', { email: 'not-an-email', name: '', password: 'short' });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error).toBe('invalid_request');
+      expect(Object.keys(res.json().fields)).toEqual(expect.arrayContaining(['email']));
+      const role = await api('POST', '/users', { email: 'dave@example.com', name: 'D', password: 'password-123', platform_role_id: 'wizard' });
+      expect(role.statusCode).toBe(400);
+      expect(role.json().fields).toHaveProperty('platform_role_id');
+      const extra = await api('POST', '/users', { email: 'erin@example.com', name: 'E', password: 'password-123', is_system_admin: true });
+      expect(extra.statusCode).toBe(400);
+    });
+
+    it('lists users with limit and cursor', async () => {
+      const all = await api('GET', '/users');
+      expect(all.statusCode).toBe(200);
+      const total = all.json().items.length;
+      expect(total).toBeGreaterThanOrEqual(4);
+      expect(all.json().next_cursor).toBeNull();
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: { items: { id: string }[]; next_cursor: string | null } = (
+          await api('GET', `/users?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+        ).json();
+        expect(page.items.length).toBeLessThanOrEqual(2);
+        seen.push(...page.items.map((u) => u.id));
+        cursor = page.next_cursor;
+      } while (cursor);
+      expect(seen).toEqual(all.json().items.map((u: { id: string }) => u.id));
+      expect((await api('GET', '/users?limit=0')).statusCode).toBe(400);
+      expect((await api('GET', '/users?limit=1001')).statusCode).toBe(400);
+      expect((await api('GET', '/users?cursor=garbage')).statusCode).toBe(400);
+    });
+
+    it('forbids non-administrators (403) and anonymous callers (401)', async () => {
+      const res = await api('GET', '/users', undefined, alice.token);
+      expect(res.statusCode).toBe(403);
+      expect(res.json().error).toBe('forbidden');
+      const anon = await b.app.inject({ method: 'GET', url: '/api/v1/platform/users' });
+      expect(anon.statusCode).toBe(401);
+      expect(anon.json().error).toBe('unauthorized');
+    });
+  });
+
+  describe('workspaces', () => {
+    it('creates a workspace with the caller as its first admin', async () => {
+      const res = await api('POST', '/workspaces', { name: 'Research', description: 'papers' });
+      expect(res.statusCode).toBe(201);
+      expect(res.json()).toMatchObject({ name: 'Research', description: 'papers', deleted_at: null, member_count: 1 });
+      const members = (await api('GET', `/workspaces/${res.json().id}/members`)).json();
+      expect(members.items).toEqual([expect.objectContaining({ user_id: b.adminId, role: 'admin', email: 'admin@localhost' })]);
+    });
+
+    it('creates a workspace whose first admin is admin_user_id', async () => {
+      const res = await api('POST', '/workspaces', { name: 'Alice WS', admin_user_id: alice.id });
+      expect(res.statusCode).toBe(201);
+      const members = (await api('GET', `/workspaces/${res.json().id}/members`)).json();
+      expect(members.items).toEqual([expect.objectContaining({ user_id: alice.id, role: 'admin' })]);
+      const unknown = await api('POST', '/workspaces', { name: 'x', admin_user_id: '00000000-0000-0000-0000-000000000000' });
+      expect(unknown.statusCode).toBe(404);
+      expect((await api('POST', '/workspaces', { description: 'no name' })).statusCode).toBe(400);
+    });
+
+    it('reads, updates, lists and soft-deletes a workspace', async () => {
+      const id = await newWorkspace('Before');
+      const got = await api('GET', `/workspaces/${id}`);
+      expect(got.statusCode).toBe(200);
+      expect(Object.keys(got.json()).sort()).toEqual(['created_at', 'deleted_at', 'description', 'id', 'member_count', 'name', 'updated_at']);
+      const patched = await api('PATCH', `/workspaces/${id}`, { name: 'After', description: 'changed' });
+      expect(patched.statusCode).toBe(200);
+      expect(patched.json()).toMatchObject({ name: 'After', description: 'changed' });
+      expect((await api('PATCH', `/workspaces/${id}`, { name: '' })).statusCode).toBe(400);
+      expect((await api('GET', '/workspaces')).json().items.map((w: { id: string }) => w.id)).toContain(id);
+
+      const del = await api('DELETE', `/workspaces/${id}`);
+      expect(del.statusCode).toBe(204);
+      expect((await api('DELETE', `/workspaces/${id}`)).statusCode).toBe(404);
+      expect((await api('GET', `/workspaces/${id}`)).statusCode).toBe(404);
+      expect((await api('PATCH', `/workspaces/${id}`, { name: 'x' })).statusCode).toBe(404);
+      expect((await api('GET', '/workspaces')).json().items.map((w: { id: string }) => w.id)).not.toContain(id);
+      const withDeleted = (await api('GET', '/workspaces?include_deleted=true')).json().items.find((w: { id: string }) => w.id === id);
+      expect(withDeleted.deleted_at).not.toBeNull();
+    });
+
+    it('soft delete cascades to the members in the same transaction', async () => {
+      const id = await newWorkspace('Cascade');
+      await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'editor' });
+      await api('POST', `/workspaces/${id}/members`, { user_id: bob.id, role: 'viewer' });
+      expect((await api('GET', `/workspaces/${id}`)).json().member_count).toBe(3);
+      await api('DELETE', `/workspaces/${id}`);
+      const rows = await b.t.database.db.selectFrom('workspace_members').select(['user_id', 'deleted_at']).where('workspace_id', '=', id).execute();
+      expect(rows).toHaveLength(3);
+      expect(rows.every((r) => r.deleted_at !== null)).toBe(true);
+      const ws = await b.t.database.db.selectFrom('workspaces').select('deleted_at').where('id', '=', id).executeTakeFirstOrThrow();
+      expect(rows[0]!.deleted_at!.getTime()).toBe(ws.deleted_at!.getTime());
+      expect((await api('GET', `/workspaces/${id}/members`)).statusCode).toBe(404);
+      const aliceMe = await b.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(alice.token) });
+      expect(aliceMe.json().workspaces.map((w: { id: string }) => w.id)).not.toContain(id);
+    });
+
+    it('answers 404 for unknown and malformed ids', async () => {
+      expect((await api('GET', '/workspaces/00000000-0000-0000-0000-000000000000')).statusCode).toBe(404);
+      expect((await api('GET', '/workspaces/not-a-uuid')).json().error).toBe('not_found');
+    });
+  });
+
+  describe('members', () => {
+    it('adds, lists, changes and removes members', async () => {
+      const id = await newWorkspace('Team');
+      const added = await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'editor' });
+      expect(added.statusCode).toBe(201);
+      expect(Object.keys(added.json()).sort()).toEqual(['created_at', 'email', 'name', 'role', 'updated_at', 'user_id', 'workspace_id']);
+      expect(added.json()).toMatchObject({ workspace_id: id, user_id: alice.id, email: 'alice@example.com', role: 'editor' });
+      expect((await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'viewer' })).json().error).toBe('conflict');
+      expect((await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'viewer' })).statusCode).toBe(409);
+      expect((await api('POST', `/workspaces/${id}/members`, { user_id: '00000000-0000-0000-0000-000000000000', role: 'viewer' })).statusCode).toBe(404);
+      expect((await api('POST', `/workspaces/${id}/members`, { user_id: bob.id, role: 'owner' })).statusCode).toBe(400);
+
+      const changed = await api('PATCH', `/workspaces/${id}/members/${alice.id}`, { role: 'admin' });
+      expect(changed.statusCode).toBe(200);
+      expect(changed.json().role).toBe('admin');
+      expect((await api('PATCH', `/workspaces/${id}/members/${bob.id}`, { role: 'admin' })).statusCode).toBe(404);
+
+      const list = (await api('GET', `/workspaces/${id}/members`)).json();
+      expect(list.items.map((m: { user_id: string }) => m.user_id).sort()).toEqual([b.adminId, alice.id].sort());
+
+      expect((await api('DELETE', `/workspaces/${id}/members/${alice.id}`)).statusCode).toBe(204);
+      expect((await api('DELETE', `/workspaces/${id}/members/${alice.id}`)).statusCode).toBe(404);
+    });
+
+    it('refuses to remove or demote the last admin with 409 last_admin', async () => {
+      const id = (await api('POST', '/workspaces', { name: 'Solo', admin_user_id: alice.id })).json().id;
+      await api('POST', `/workspaces/${id}/members`, { user_id: bob.id, role: 'editor' });
+      const demote = await api('PATCH', `/workspaces/${id}/members/${alice.id}`, { role: 'viewer' });
+      expect(demote.statusCode).toBe(409);
+      expect(demote.json().error).toBe('last_admin');
+      const remove = await api('DELETE', `/workspaces/${id}/members/${alice.id}`);
+      expect(remove.statusCode).toBe(409);
+      expect(remove.json().error).toBe('last_admin');
+      // an admin "changed" to admin is fine, and non-admins can go
+      expect((await api('PATCH', `/workspaces/${id}/members/${alice.id}`, { role: 'admin' })).statusCode).toBe(200);
+      expect((await api('DELETE', `/workspaces/${id}/members/${bob.id}`)).statusCode).toBe(204);
+      // with a second admin the first may go
+      await api('POST', `/workspaces/${id}/members`, { user_id: bob.id, role: 'admin' });
+      expect((await api('DELETE', `/workspaces/${id}/members/${alice.id}`)).statusCode).toBe(204);
+    });
+
+    it('refuses a system administrator removing themselves with 409 self_removal', async () => {
+      const id = await newWorkspace('Self');
+      await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'admin' });
+      const res = await api('DELETE', `/workspaces/${id}/members/${b.adminId}`);
+      expect(res.statusCode).toBe(409);
+      expect(res.json().error).toBe('self_removal');
+      // demoting oneself is not removal
+      expect((await api('PATCH', `/workspaces/${id}/members/${b.adminId}`, { role: 'editor' })).statusCode).toBe(200);
+    });
+
+    it('forbids members routes to non-administrators', async () => {
+      const id = await newWorkspace('Closed');
+      expect((await api('GET', `/workspaces/${id}/members`, undefined, alice.token)).statusCode).toBe(403);
+      expect((await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'admin' }, alice.token)).statusCode).toBe(403);
+      expect((await api('DELETE', `/workspaces/${id}`, undefined, alice.token)).statusCode).toBe(403);
+    });
+  });
+});

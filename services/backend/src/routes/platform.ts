@@ -1,0 +1,171 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+import { ListQuery, listResponse } from '@codeagent/service-kit';
+import { createUser, listUsers, toUserDto } from '../domain/users.js';
+import {
+  addMember,
+  changeMemberRole,
+  createWorkspace,
+  getWorkspace,
+  listMembers,
+  listWorkspaces,
+  removeMember,
+  softDeleteWorkspace,
+  updateWorkspace,
+} from '../domain/workspaces.js';
+import { Email, Member, MemberRole, Name, Password, User, Workspace, errors } from './schemas.js';
+
+export interface PlatformRoutesOptions {
+  db: Kysely<DB>;
+}
+
+const WorkspaceParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+const MemberParams = Type.Object({ id: Type.String({ maxLength: 64 }), user_id: Type.String({ maxLength: 64 }) });
+const Description = Type.String({ maxLength: 10_000 });
+
+/** Platform administration (SPEC §4.2): system administrators only. */
+export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = async (app, { db }) => {
+  app.addHook('onRequest', app.requireSystemAdmin);
+  const tags = ['platform'];
+
+  app.post(
+    '/users',
+    {
+      schema: {
+        tags,
+        summary: 'Create a user',
+        body: Type.Object({ email: Email, name: Name, password: Password, platform_role_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) }, { additionalProperties: false }),
+        response: { 201: User, ...errors(400, 401, 403, 409) },
+      },
+    },
+    async (req, reply) => reply.code(201).send(toUserDto(await createUser(db, req.body))),
+  );
+
+  app.get(
+    '/users',
+    { schema: { tags, summary: 'List users', querystring: ListQuery, response: { 200: listResponse(User), ...errors(400, 401, 403) } } },
+    async (req) => listUsers(db, req.query.limit ?? 100, req.query.cursor),
+  );
+
+  app.post(
+    '/workspaces',
+    {
+      schema: {
+        tags,
+        summary: 'Create a workspace; its first member (the caller by default) becomes its admin',
+        body: Type.Object(
+          { name: Name, description: Type.Optional(Description), admin_user_id: Type.Optional(Type.String({ maxLength: 64 })) },
+          { additionalProperties: false },
+        ),
+        response: { 201: Workspace, ...errors(400, 401, 403, 404) },
+      },
+    },
+    async (req, reply) =>
+      reply.code(201).send(
+        await createWorkspace(db, { name: req.body.name, description: req.body.description, adminUserId: req.body.admin_user_id ?? req.user.id }),
+      ),
+  );
+
+  app.get(
+    '/workspaces',
+    {
+      schema: {
+        tags,
+        summary: 'List workspaces (soft-deleted ones only with include_deleted=true)',
+        querystring: Type.Composite([ListQuery, Type.Object({ include_deleted: Type.Optional(Type.Boolean({ default: false })) })]),
+        response: { 200: listResponse(Workspace), ...errors(400, 401, 403) },
+      },
+    },
+    async (req) => listWorkspaces(db, { includeDeleted: req.query.include_deleted ?? false, limit: req.query.limit ?? 100, cursor: req.query.cursor }),
+  );
+
+  app.get(
+    '/workspaces/:id',
+    { schema: { tags, summary: 'Read a workspace', params: WorkspaceParams, response: { 200: Workspace, ...errors(401, 403, 404) } } },
+    async (req) => getWorkspace(db, req.params.id),
+  );
+
+  app.patch(
+    '/workspaces/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Change a workspace',
+        params: WorkspaceParams,
+        body: Type.Object({ name: Type.Optional(Name), description: Type.Optional(Description) }, { additionalProperties: false }),
+        response: { 200: Workspace, ...errors(400, 401, 403, 404) },
+      },
+    },
+    async (req) => updateWorkspace(db, req.params.id, req.body),
+  );
+
+  app.delete(
+    '/workspaces/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Soft-delete a workspace and its members',
+        params: WorkspaceParams,
+        response: { 204: Type.Null(), ...errors(401, 403, 404) },
+      },
+    },
+    async (req, reply) => {
+      await softDeleteWorkspace(db, req.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/workspaces/:id/members',
+    {
+      schema: {
+        tags,
+        summary: 'Add a member',
+        params: WorkspaceParams,
+        body: Type.Object({ user_id: Type.String({ maxLength: 64 }), role: MemberRole }, { additionalProperties: false }),
+        response: { 201: Member, ...errors(400, 401, 403, 404, 409) },
+      },
+    },
+    async (req, reply) => reply.code(201).send(await addMember(db, req.params.id, req.body.user_id, req.body.role)),
+  );
+
+  app.get(
+    '/workspaces/:id/members',
+    {
+      schema: { tags, summary: 'List members', params: WorkspaceParams, querystring: ListQuery, response: { 200: listResponse(Member), ...errors(400, 401, 403, 404) } },
+    },
+    async (req) => listMembers(db, req.params.id, req.query.limit ?? 100, req.query.cursor),
+  );
+
+  app.patch(
+    '/workspaces/:id/members/:user_id',
+    {
+      schema: {
+        tags,
+        summary: "Change a member's role (the last admin cannot be demoted)",
+        params: MemberParams,
+        body: Type.Object({ role: MemberRole }, { additionalProperties: false }),
+        response: { 200: Member, ...errors(400, 401, 403, 404, 409) },
+      },
+    },
+    async (req) => changeMemberRole(db, req.params.id, req.params.user_id, req.body.role),
+  );
+
+  app.delete(
+    '/workspaces/:id/members/:user_id',
+    {
+      schema: {
+        tags,
+        summary: 'Remove a member (not the last admin, not yourself)',
+        params: MemberParams,
+        response: { 204: Type.Null(), ...errors(401, 403, 404, 409) },
+      },
+    },
+    async (req, reply) => {
+      await removeMember(db, req.params.id, req.params.user_id, { userId: req.user.id, isSystemAdmin: true });
+      return reply.code(204).send(null);
+    },
+  );
+};

@@ -1,0 +1,25 @@
+import type { Config } from '@codeagent/config';
+import { migrate, openDatabase } from '@codeagent/db';
+import { listen, loggerOptions } from '@codeagent/service-kit';
+import { buildBackendApp } from './app.js';
+import { ensureBootstrapAdmin } from './domain/users.js';
+import { runtimeProbe, storageProbe } from './probes.js';
+
+/** Starts the backend alone (`codeagent backend`): database, migrations, bootstrap admin, listen on loopback. */
+export async function startBackend(config: Config): Promise<void> {
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  await migrate(database);
+  const app = await buildBackendApp({
+    db: database.db,
+    jwtSecret: config.jwtSecret,
+    jwtTtlSeconds: config.jwtTtlSeconds,
+    storageProbe: storageProbe(config),
+    runtimeProbe: runtimeProbe(config),
+    logger: loggerOptions(config.logLevel, 'backend'),
+  });
+  app.addHook('onClose', async () => database.close());
+  const admin = await ensureBootstrapAdmin(database.db, config.bootstrapAdminEmail, config.bootstrapAdminPassword);
+  if (admin) app.log.info({ email: admin.email }, 'created the bootstrap administrator');
+  // The backend is never reached from outside the machine: the gateway is the only ingress.
+  await listen(app, '127.0.0.1', config.backendPort);
+}

@@ -1,0 +1,63 @@
+import type { FastifyInstance } from 'fastify';
+import { createTestDatabase, type TestDatabase } from '@codeagent/db';
+import { buildBackendApp } from './app.js';
+import { ensureBootstrapAdmin } from './domain/users.js';
+
+export const TEST_JWT_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789';
+export const ADMIN_EMAIL = 'admin@localhost';
+export const ADMIN_PASSWORD = 'admin-password-1';
+
+export interface TestBackend {
+  app: FastifyInstance;
+  t: TestDatabase;
+  adminToken: string;
+  adminId: string;
+  close(): Promise<void>;
+}
+
+/** A backend on a fresh database of this run's target, with the bootstrap admin logged in. */
+export async function startTestBackend(overrides: { jwtTtlSeconds?: number } = {}): Promise<TestBackend> {
+  const t = await createTestDatabase();
+  await ensureBootstrapAdmin(t.database.db, ADMIN_EMAIL, ADMIN_PASSWORD);
+  const app = await buildBackendApp({
+    db: t.database.db,
+    jwtSecret: TEST_JWT_SECRET,
+    jwtTtlSeconds: overrides.jwtTtlSeconds ?? 3600,
+    storageProbe: async () => true,
+    runtimeProbe: async () => false,
+  });
+  await app.ready();
+  const login = await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
+  const body = login.json<{ access_token: string; user: { id: string } }>();
+  return {
+    app,
+    t,
+    adminToken: body.access_token,
+    adminId: body.user.id,
+    async close() {
+      await app.close();
+      await t.drop();
+    },
+  };
+}
+
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
+
+/** Creates a user through the API and logs them in. */
+export async function createAndLogin(
+  b: TestBackend,
+  email: string,
+  role: 'admin' | 'user' = 'user',
+): Promise<{ id: string; token: string }> {
+  const res = await b.app.inject({
+    method: 'POST',
+    url: '/api/v1/platform/users',
+    headers: bearer(b.adminToken),
+    payload: { email, name: email.split('@')[0], password: 'password-123', platform_role_id: role },
+  });
+  if (res.statusCode !== 201) throw new Error(`create user failed: ${res.statusCode} ${res.body}`);
+  const login = await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password: 'password-123' } });
+  return { id: res.json<{ id: string }>().id, token: login.json<{ access_token: string }>().access_token };
+}

@@ -1,0 +1,98 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import Fastify, {
+  LogController,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+  type RawServerBase,
+  type RouteGenericInterface,
+} from 'fastify';
+import httpProxy from '@fastify/http-proxy';
+import { requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import { landingPage } from './landing.js';
+
+export interface Upstreams {
+  backend: string;
+  clusterAdmin: string;
+  bridge: string;
+}
+
+export interface GatewayOptions {
+  upstreams: Upstreams;
+  /** Upstream time limit (headers, and silence between body chunks), default 300 s. */
+  timeoutMs?: number;
+  logger?: FastifyServerOptions['logger'];
+}
+
+/** Error body of a failed upstream: 504 for a time-out, 502 for anything else (down, reset, garbage). */
+function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBase>, { error }: { error: Error }): void {
+  const { statusCode, code } = error as Error & { statusCode?: number; code?: string };
+  const timedOut = statusCode === 504;
+  reply.request.log.warn({ code, upstream_error: error.message }, 'upstream failed');
+  if (reply.sent) return;
+  void reply
+    .code(timedOut ? 504 : 502)
+    .send(
+      timedOut
+        ? { error: 'gateway_timeout', message: 'the component behind this route did not answer in time' }
+        : { error: 'bad_gateway', message: 'the component behind this route is not reachable; is it running?' },
+    );
+}
+
+/**
+ * The single ingress (SPEC §10): routes by path prefix and does nothing else. Bodies are
+ * streamed both ways, `x-request-id` is passed on (and made when missing), `x-forwarded-*`
+ * are set. `/internal/*` is never routed.
+ */
+export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    ...requestIdOptions(),
+    // A proxy must not cap bodies: the backend enforces MAX_UPLOAD_BYTES itself.
+    bodyLimit: Number.MAX_SAFE_INTEGER,
+    // Per-request log lines would cost more than the proxying itself; failures are still logged.
+    logController: new LogController({ disableRequestLogging: true }),
+    // Keep-alive from clients longer than undici's idle timeout towards them.
+    keepAliveTimeout: 72_000,
+  });
+  await app.register(serviceKit);
+
+  const timeout = opts.timeoutMs ?? 300_000;
+  const forwardHeaders = (req: FastifyRequest<RouteGenericInterface, RawServerBase>, headers: IncomingHttpHeaders): IncomingHttpHeaders => {
+    const prior = req.headers['x-forwarded-for'];
+    return {
+      ...headers,
+      'x-request-id': req.id,
+      'x-forwarded-for': prior ? `${String(prior)}, ${req.ip}` : req.ip,
+      'x-forwarded-proto': req.protocol,
+      'x-forwarded-host': req.headers.host ?? '',
+    };
+  };
+
+  const route = async (prefix: string, upstream: string) => {
+    await app.register(httpProxy, {
+      upstream,
+      prefix,
+      rewritePrefix: prefix,
+      undici: { connections: 128, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: timeout, bodyTimeout: timeout },
+      replyOptions: {
+        rewriteRequestHeaders: forwardHeaders,
+        onError: onUpstreamError,
+      },
+    });
+  };
+
+  await route('/api/v1', opts.upstreams.backend);
+  await route('/admin', opts.upstreams.clusterAdmin);
+  await route('/mcp', opts.upstreams.clusterAdmin);
+  await route('/codeagent-bridge', opts.upstreams.bridge);
+
+  // Never routed, whatever the method (SPEC §5.1, §10).
+  app.all('/internal', async (_req, reply) => reply.code(404).send({ error: 'not_found' }));
+  app.all('/internal/*', async (_req, reply) => reply.code(404).send({ error: 'not_found' }));
+
+  app.get('/', async (_req, reply) => reply.type('text/html; charset=utf-8').send(landingPage));
+
+  return app;
+}

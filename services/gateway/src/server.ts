@@ -1,0 +1,12 @@
+import type { Config } from '@codeagent/config';
+import { listen, loggerOptions } from '@codeagent/service-kit';
+import { buildGatewayApp } from './app.js';
+
+/** Starts the gateway alone (`codeagent gateway`) on HOST:PORT. */
+export async function startGateway(config: Config): Promise<string> {
+  const app = await buildGatewayApp({
+    upstreams: { backend: config.backendUrl, clusterAdmin: config.clusterAdminUrl, bridge: config.bridgeUrl },
+    logger: loggerOptions(config.logLevel, 'gateway'),
+  });
+  return listen(app, config.host, config.port);
+}
