@@ -1,0 +1,131 @@
+// bench/api: the gateway beside configurable-http-proxy (JupyterHub's proxy, the named anchor),
+// nginx when installed, and the upstream called directly, all in the same run, 50 connections:
+//  1. proxy capacity: every proxy in front of the same trivial backend (a fixed JSON answer),
+//     so that the proxies, not the backend, are measured;
+//  2. end to end: GET /api/v1/auth/me of the real backend (JWT check + two queries).
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { cli, freePort, load, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
+
+const duration = Number(process.env.BENCH_DURATION ?? 10);
+const connections = 50;
+const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+async function freshDatabase() {
+  const c = new pg.Client({ connectionString: serverUrl });
+  try {
+    await c.connect();
+  } catch {
+    return undefined; // no PostgreSQL: the backend uses its embedded database
+  }
+  await c.query('DROP DATABASE IF EXISTS codeagent_bench WITH (FORCE)');
+  await c.query('CREATE DATABASE codeagent_bench');
+  await c.end();
+  const u = new URL(serverUrl);
+  u.pathname = '/codeagent_bench';
+  return u.toString();
+}
+
+import { createServer } from 'node:http';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-bench-api-'));
+const [backendPort, gatewayPort, chpPort, chpApiPort, nginxPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+const databaseUrl = await freshDatabase();
+const env = {
+  DATA_DIR: dataDir,
+  BACKEND_PORT: String(backendPort),
+  PORT: String(gatewayPort),
+  STORAGE_BACKEND: 'local',
+  LOG_LEVEL: 'warn',
+  BOOTSTRAP_ADMIN_PASSWORD: 'bench-password-1',
+  ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+};
+const backend = startProcess(process.execPath, [cli, 'backend'], env);
+await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
+
+/** Starts the gateway, configurable-http-proxy and nginx (if installed) in front of `upstreamPort`. */
+async function startProxies(upstreamPort) {
+  const gateway = startProcess(process.execPath, [cli, 'gateway'], { ...env, BACKEND_URL: `http://127.0.0.1:${upstreamPort}` });
+  const chp = startProcess(process.execPath, [
+    join(root, 'node_modules/configurable-http-proxy/bin/configurable-http-proxy'),
+    '--ip', '127.0.0.1', '--port', String(chpPort), '--api-ip', '127.0.0.1', '--api-port', String(chpApiPort),
+    '--default-target', `http://127.0.0.1:${upstreamPort}`, '--log-level', 'error',
+  ]);
+  let nginx;
+  if (existsSync('/usr/sbin/nginx')) {
+    const dir = join(dataDir, 'nginx');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, 'nginx.conf'),
+      `worker_processes 1; daemon off; pid ${dir}/nginx.pid; error_log ${dir}/error.log;
+events { worker_connections 1024; }
+http { access_log off; upstream b { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  server { listen 127.0.0.1:${nginxPort}; location / { proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection ""; } } }`,
+    );
+    nginx = startProcess('/usr/sbin/nginx', ['-c', join(dir, 'nginx.conf'), '-p', dir]);
+  }
+  await waitFor(`http://127.0.0.1:${gatewayPort}/api/v1/health`);
+  await waitFor(`http://127.0.0.1:${chpPort}/api/v1/health`);
+  if (nginx) await waitFor(`http://127.0.0.1:${nginxPort}/api/v1/health`);
+  return [gateway, chp, nginx].filter(Boolean);
+}
+
+const login = await fetch(`http://127.0.0.1:${backendPort}/api/v1/auth/login`, {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }),
+});
+const { access_token: token } = await login.json();
+const headers = { authorization: `Bearer ${token}` };
+
+async function scenario(title, upstreamPort, path, headers) {
+  const proxies = await startProxies(upstreamPort);
+  const targets = [
+    ['upstream direct', upstreamPort],
+    ['gateway', gatewayPort],
+    ['configurable-http-proxy', chpPort],
+    ...(proxies.length === 3 ? [['nginx', nginxPort]] : []),
+  ];
+  const results = {};
+  for (const [name, port] of targets) {
+    const url = `http://127.0.0.1:${port}${path}`;
+    await load(url, { connections, duration: 2, headers }); // warm-up
+    results[name] = await load(url, { connections, duration, headers });
+  }
+  for (const c of proxies) await stopProcess(c);
+  const gw = results.gateway;
+  console.log(`\n${title}: GET ${path}, ${connections} connections, ${duration} s each`);
+  console.log(
+    table(
+      Object.entries(results).map(([name, r]) => ({
+        target: name,
+        'req/s': r.rps,
+        'p50 ms': r.p50,
+        'p99 ms': r.p99,
+        'gateway ÷ this': (gw.rps / r.rps).toFixed(2),
+      })),
+    ),
+  );
+  const ratio = gw.rps / results['configurable-http-proxy'].rps;
+  console.log(`gateway vs configurable-http-proxy: ${ratio.toFixed(2)}× throughput (target ≥ 1.5×); gateway p99 ${gw.p99} ms (target < 20 ms)`);
+  return results;
+}
+
+console.log(`bench/api on ${execFileSync('nproc').toString().trim()} cores, node ${process.versions.node}; backend database: ${databaseUrl ? 'PostgreSQL' : 'embedded PGlite'}`);
+const trivial = createServer((_req, res) => {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end('{"status":"ok","checks":{"database":"ok","storage":"ok","runtime":"ok"}}');
+});
+const trivialPort = await freePort();
+await new Promise((r) => trivial.listen(trivialPort, '127.0.0.1', r));
+const proxyCapacity = await scenario('1. proxy capacity (trivial backend)', trivialPort, '/api/v1/health', {});
+trivial.close();
+const endToEnd = await scenario('2. end to end (real backend)', backendPort, '/api/v1/auth/me', headers);
+
+mkdirSync(join(root, 'bench/results'), { recursive: true });
+writeFileSync(join(root, 'bench/results/api.json'), JSON.stringify({ when: new Date().toISOString(), connections, duration, proxyCapacity, endToEnd }, null, 2));
+await stopProcess(backend);
+process.exit(0);
