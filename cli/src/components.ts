@@ -14,6 +14,11 @@ export const components = {
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/backend')).startBackend(config),
   },
+  runtime: {
+    description: 'kernel actions on real Jupyter kernels (127.0.0.1:RUNTIME_PORT)',
+    inStart: true,
+    start: async (config: Config) => (await import('@codeagent/runtime')).startRuntime(config),
+  },
   gateway: {
     description: 'the single ingress (HOST:PORT)',
     inStart: true,

@@ -52,6 +52,13 @@ export interface Config {
     workdir: string;
     allowedHosts: string[];
   };
+  /** Kernels of the runtime: a Jupyter server it starts (with `python`), or one at `url`. */
+  jupyter: {
+    url: string | undefined;
+    token: string | undefined;
+    python: string;
+    cullIdleSeconds: number;
+  };
   maxUploadBytes: number;
   logLevel: string;
 }
@@ -242,6 +249,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
       password: env.CODEAGENT_BRIDGE_PASSWORD === '' ? undefined : env.CODEAGENT_BRIDGE_PASSWORD,
       workdir: resolve(cwd, str('CODEAGENT_BRIDGE_WORKDIR') ?? cwd),
       allowedHosts: list('CODEAGENT_BRIDGE_ALLOWED_HOSTS').map((h) => h.toLowerCase()),
+    },
+    jupyter: {
+      url: str('JUPYTER_URL') === undefined ? undefined : url('JUPYTER_URL', ''),
+      token: str('JUPYTER_TOKEN'),
+      python: str('JUPYTER_PYTHON') ?? '/usr/bin/python3',
+      cullIdleSeconds: int('KERNEL_CULL_IDLE_SECONDS', 3600, 0),
     },
     maxUploadBytes: int('MAX_UPLOAD_BYTES', 10 * 1024 ** 3, 1),
     logLevel,

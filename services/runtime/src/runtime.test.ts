@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { buildRuntimeApp } from './app.js';
+import { ManagedJupyterServer } from './jupyter-server.js';
+import { KernelService } from './kernels.js';
+
+const TOKEN = 'runtime-test-token';
+const log = pino({ level: 'silent' });
+
+/** These tests need a real kernel; in CI `.ci/system-deps` installs it, and here they fail (not skip) without one. */
+describe('runtime on a real Jupyter kernel', () => {
+  let jupyter: ManagedJupyterServer;
+  let app: FastifyInstance;
+  let kernelId: string;
+
+  const act = async (body: Record<string, unknown>, token: string | null = TOKEN) =>
+    app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: token === null ? {} : { 'x-internal-service-token': token }, payload: body });
+  const stripAnsi = (s: string) => s.replace(/\u001b\[[0-9;]*m/g, '');
+
+  beforeAll(async () => {
+    jupyter = new ManagedJupyterServer({ python: '/usr/bin/python3', rootDir: `${process.env.TMPDIR ?? '/tmp'}/codeagent-runtime-test`, cullIdleSeconds: 0, log });
+    app = await buildRuntimeApp({ kernels: new KernelService(jupyter), internalServiceToken: TOKEN });
+    const res = await act({ action: 'start_kernel' });
+    expect(res.statusCode, res.body).toBe(200);
+    kernelId = res.json().kernel_id;
+  }, 60_000);
+  afterAll(async () => {
+    await app.close();
+    await jupyter.stop();
+  });
+
+  it('refuses a missing or wrong token with 401 unauthorized', async () => {
+    for (const token of [null, '', 'wrong']) {
+      const res = await act({ action: 'list_kernels' }, token);
+      expect(res.statusCode).toBe(401);
+      expect(res.json().error).toBe('unauthorized');
+    }
+  });
+
+  it('answers an unknown action with 400', async () => {
+    const res = await act({ action: 'explode' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toBe('invalid_request');
+  });
+
+  it('executes print and returns a stream output', async () => {
+    const res = await act({ action: 'execute', kernel_id: kernelId, code: 'print("hello", 6 * 7)' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ status: 'ok', outputs: [{ output_type: 'stream', name: 'stdout', text: 'hello 42\n' }] });
+    expect(res.json().execution_count).toBeGreaterThan(0);
+  });
+
+  it('keeps state between executes and returns execute_result', async () => {
+    await act({ action: 'execute', kernel_id: kernelId, code: 'x = 20' });
+    const res = await act({ action: 'execute', kernel_id: kernelId, code: 'x + 22' });
+    expect(res.json().outputs).toEqual([expect.objectContaining({ output_type: 'execute_result', data: { 'text/plain': '42' } })]);
+  });
+
+  it('reports an exception with ename, evalue and traceback', async () => {
+    const res = await act({ action: 'execute', kernel_id: kernelId, code: 'def f():\n    raise ValueError("bad value")\nf()' });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.status).toBe('error');
+    const error = body.outputs.find((o: { output_type: string }) => o.output_type === 'error');
+    expect(error).toMatchObject({ ename: 'ValueError', evalue: 'bad value' });
+    expect(stripAnsi(error.traceback.join('\n'))).toContain('raise ValueError("bad value")');
+  });
+
+  it('interrupts an execute that exceeds its timeout and stays usable', async () => {
+    const started = Date.now();
+    const res = await act({ action: 'execute', kernel_id: kernelId, code: 'import time\ntime.sleep(30)', timeout_seconds: 1 });
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(res.json()).toMatchObject({ status: 'error', timed_out: true });
+    expect(res.json().outputs.some((o: { ename?: string }) => o.ename === 'KeyboardInterrupt' || o.ename === 'TimeoutError')).toBe(true);
+    const after = await act({ action: 'execute', kernel_id: kernelId, code: 'x' });
+    expect(after.json().outputs[0].data['text/plain']).toBe('20');
+  });
+
+  it('queues concurrent executes on one kernel in order', async () => {
+    await act({ action: 'execute', kernel_id: kernelId, code: 'seen = []' });
+    const results = await Promise.all(
+      [0, 1, 2, 3, 4].map((i) => act({ action: 'execute', kernel_id: kernelId, code: `import time\ntime.sleep(0.05 * (5 - ${i}))\nseen.append(${i})` })),
+    );
+    expect(results.every((r) => r.json().status === 'ok')).toBe(true);
+    const seen = await act({ action: 'execute', kernel_id: kernelId, code: 'seen' });
+    expect(seen.json().outputs[0].data['text/plain']).toBe('[0, 1, 2, 3, 4]');
+  });
+
+  it('lists kernels, interrupts, restarts (state lost) and shuts down', async () => {
+    const list = await act({ action: 'list_kernels' });
+    expect(list.json().kernels).toEqual(expect.arrayContaining([expect.objectContaining({ kernel_id: kernelId, kernel_name: 'python3' })]));
+    expect((await act({ action: 'interrupt', kernel_id: kernelId })).json()).toMatchObject({ kernel_id: kernelId });
+    expect((await act({ action: 'restart', kernel_id: kernelId })).statusCode).toBe(200);
+    const lost = await act({ action: 'execute', kernel_id: kernelId, code: 'x' });
+    expect(lost.json().outputs[0]).toMatchObject({ output_type: 'error', ename: 'NameError' });
+    const down = await act({ action: 'shutdown', kernel_id: kernelId });
+    expect(down.json()).toEqual({ kernel_id: kernelId, status: 'shutdown' });
+    expect((await act({ action: 'execute', kernel_id: kernelId, code: '1' })).statusCode).toBe(404);
+  });
+
+  it('answers 404 not_found for an unknown kernel', async () => {
+    for (const body of [
+      { action: 'execute', kernel_id: '00000000-0000-0000-0000-000000000000', code: '1' },
+      { action: 'interrupt', kernel_id: 'nope' },
+      { action: 'shutdown', kernel_id: '00000000-0000-0000-0000-000000000000' },
+    ]) {
+      const res = await act(body);
+      expect(res.statusCode).toBe(404);
+      expect(res.json().error).toBe('not_found');
+    }
+  });
+
+  it('runs a multi-cell notebook on a fresh kernel and stops at the first error', async () => {
+    const notebook = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: { kernelspec: { name: 'python3', display_name: 'Python 3' } },
+      cells: [
+        { cell_type: 'markdown', source: '# title', metadata: {} },
+        { cell_type: 'code', source: ['a = 2\n', 'print(a)'], metadata: {}, outputs: [], execution_count: null },
+        { cell_type: 'code', source: 'a * 21', metadata: {}, outputs: [], execution_count: null },
+      ],
+    };
+    const ok = await act({ action: 'run_notebook', notebook });
+    expect(ok.statusCode).toBe(200);
+    expect(ok.json().status).toBe('ok');
+    expect(ok.json().duration_ms).toBeGreaterThan(0);
+    const cells = ok.json().notebook.cells;
+    expect(cells[1].outputs[0]).toMatchObject({ output_type: 'stream', text: '2\n' });
+    expect(cells[2].outputs[0].data['text/plain']).toBe('42');
+    expect(cells[2].execution_count).toBe(2);
+
+    const failing = structuredClone(notebook);
+    failing.cells.splice(2, 0, { cell_type: 'code', source: '1/0', metadata: {}, outputs: [], execution_count: null });
+    const bad = await act({ action: 'run_notebook', notebook: failing });
+    expect(bad.json().status).toBe('error');
+    expect(bad.json().notebook.cells[2].outputs[0]).toMatchObject({ output_type: 'error', ename: 'ZeroDivisionError' });
+    expect(bad.json().notebook.cells[3].outputs).toEqual([]);
+
+    expect((await act({ action: 'run_notebook', notebook: { nbformat: 3, cells: [] } })).statusCode).toBe(400);
+  });
+});
+
+describe('runtime without a kernel on the machine', () => {
+  it('answers 503 kernel_unavailable with the install command', async () => {
+    const jupyter = new ManagedJupyterServer({ python: '/nonexistent/python3', rootDir: '/tmp/codeagent-runtime-none', cullIdleSeconds: 0, log });
+    const app = await buildRuntimeApp({ kernels: new KernelService(jupyter), internalServiceToken: TOKEN });
+    const res = await app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: { action: 'start_kernel' } });
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error).toBe('kernel_unavailable');
+    expect(res.json().message).toContain('apt-get install -y python3-jupyter-server python3-ipykernel');
+    await app.close();
+  });
+});
