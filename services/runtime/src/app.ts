@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { safeEqual } from '@codeagent/auth';
@@ -9,7 +9,7 @@ import { UnknownKernelError, type KernelService, type Notebook } from './kernels
 export interface RuntimeAppOptions {
   kernels: KernelService;
   internalServiceToken: string;
-  logger?: FastifyServerOptions['logger'];
+  loggerInstance?: FastifyBaseLogger;
 }
 
 const Timeout = Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 }));
@@ -34,7 +34,11 @@ const ACTIONS = ['start_kernel', 'execute', 'interrupt', 'restart', 'shutdown', 
 
 /** The runtime's action endpoint (SPEC §5.2): internal, token-guarded, on real Jupyter kernels. */
 export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyInstance> {
-  const app = Fastify({ logger: opts.logger ?? false, ...requestIdOptions(), bodyLimit: 64 * 1024 * 1024 }).withTypeProvider<TypeBoxTypeProvider>();
+  const app = Fastify({
+    ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: false }),
+    ...requestIdOptions(),
+    bodyLimit: 64 * 1024 * 1024,
+  }).withTypeProvider<TypeBoxTypeProvider>();
   await app.register(serviceKit);
   const { kernels } = opts;
 

@@ -16,7 +16,7 @@ describe('runtime on a real Jupyter kernel', () => {
 
   const act = async (body: Record<string, unknown>, token: string | null = TOKEN) =>
     app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: token === null ? {} : { 'x-internal-service-token': token }, payload: body });
-  const stripAnsi = (s: string) => s.replace(/\u001b\[[0-9;]*m/g, '');
+  const stripAnsi = (s: string) => s.replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '');
 
   beforeAll(async () => {
     jupyter = new ManagedJupyterServer({ python: '/usr/bin/python3', rootDir: `${process.env.TMPDIR ?? '/tmp'}/codeagent-runtime-test`, cullIdleSeconds: 0, log });
