@@ -49,6 +49,42 @@ export interface SchemaMigrationsTable {
   applied_at: CreatedAt;
 }
 
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+type Nullable<T> = ColumnType<T | null, T | null | undefined, T | null>;
+type NullableTime = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+
+export interface SchedulesTable {
+  id: Generated<string>;
+  workspace_id: string;
+  notebook_path: string;
+  cron: string;
+  timezone: Generated<string>;
+  enabled: Generated<boolean>;
+  next_run_at: NullableTime;
+  last_run_at: NullableTime;
+  created_by: Nullable<string>;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+export interface RunsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  schedule_id: Nullable<string>;
+  notebook_path: string;
+  parameters: ColumnType<Record<string, unknown>, string | undefined, string>;
+  status: ColumnType<RunStatus, RunStatus | undefined, RunStatus>;
+  error: Nullable<string>;
+  log_key: Nullable<string>;
+  output_path: Nullable<string>;
+  created_by: Nullable<string>;
+  created_at: CreatedAt;
+  started_at: NullableTime;
+  finished_at: NullableTime;
+  worker_id: Nullable<string>;
+  lease_expires_at: NullableTime;
+}
+
 /** The database as Kysely sees it. Later migrations add their tables here. */
 export interface DB {
   platform_roles: PlatformRolesTable;
@@ -57,6 +93,8 @@ export interface DB {
   workspaces: WorkspacesTable;
   workspace_members: WorkspaceMembersTable;
   schema_migrations: SchemaMigrationsTable;
+  schedules: SchedulesTable;
+  runs: RunsTable;
 }
 
 export type UserRow = Selectable<UsersTable>;
@@ -64,3 +102,5 @@ export type NewUser = Insertable<UsersTable>;
 export type WorkspaceRow = Selectable<WorkspacesTable>;
 export type WorkspaceUpdate = Updateable<WorkspacesTable>;
 export type MemberRow = Selectable<WorkspaceMembersTable>;
+export type ScheduleRow = Selectable<SchedulesTable>;
+export type RunRow = Selectable<RunsTable>;

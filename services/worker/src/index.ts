@@ -1,0 +1,4 @@
+export { ScheduleWorker } from './worker.js';
+export type { RunIO, NotebookRunner, WorkerOptions } from './worker.js';
+export { executedNotebookPath, injectParameters, parseNotebook, firstError } from './notebook.js';
+export type { Notebook, NotebookCell } from './notebook.js';

@@ -1,0 +1,158 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { openDatabase, createTestDatabase, type Database, type TestDatabase } from '@codeagent/db';
+import { claimRuns, enqueueRun } from '@codeagent/runs';
+import { ScheduleWorker, type NotebookRunner, type RunIO } from './worker.js';
+import type { Notebook } from './notebook.js';
+
+const log = pino({ level: 'silent' });
+const NOTEBOOK: Notebook = {
+  nbformat: 4,
+  nbformat_minor: 5,
+  metadata: {},
+  cells: [{ cell_type: 'code', source: 'print(1)', metadata: { tags: ['parameters'] }, outputs: [] }],
+};
+
+class MemoryIO implements RunIO {
+  files = new Map<string, Buffer>([['ws/nb.ipynb', Buffer.from(JSON.stringify(NOTEBOOK))]]);
+  logs = new Map<string, string>();
+  async readNotebook(workspaceId: string, path: string) {
+    const f = this.files.get(`ws/${path}`);
+    if (!f) throw new Error(`${path} not found in workspace ${workspaceId}`);
+    return f;
+  }
+  async writeExecutedNotebook(_ws: string, path: string, content: Buffer) {
+    this.files.set(`ws/${path}`, content);
+  }
+  async writeRunLog(workspaceId: string, runId: string, content: Buffer) {
+    const key = `${workspaceId}/${runId}.log`;
+    this.logs.set(key, content.toString());
+    return key;
+  }
+}
+
+/** Records which notebooks ran; "runs" each in a few ms. */
+class CountingRuntime implements NotebookRunner {
+  executed: string[] = [];
+  async runNotebook(notebook: Notebook) {
+    const marker = JSON.stringify(notebook.cells.map((c) => c.source));
+    this.executed.push(marker);
+    await new Promise((r) => setTimeout(r, 2));
+    const failing = marker.includes('1/0');
+    return {
+      status: failing ? ('error' as const) : ('ok' as const),
+      notebook: { ...notebook, cells: notebook.cells.map((c) => ({ ...c, outputs: failing ? [{ output_type: 'error', ename: 'ZeroDivisionError', evalue: 'division by zero' }] : [] })) },
+      duration_ms: 2,
+    };
+  }
+}
+
+describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+  let t: TestDatabase;
+  let second: Database;
+  let workspaceId: string;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    // A second connection pool, as a second worker process would have (PGlite has one session).
+    second = t.url ? await openDatabase({ databaseUrl: t.url }) : t.database;
+    workspaceId = (await t.database.db.insertInto('workspaces').values({ name: 'runs' }).returning('id').executeTakeFirstOrThrow()).id;
+  });
+  afterAll(async () => {
+    if (second !== t.database) await second.close();
+    await t.drop();
+  });
+
+  const runsById = async (ids: string[]) =>
+    t.database.db.selectFrom('runs').selectAll().where('id', 'in', ids).execute();
+
+  it('executes each of 200 due runs exactly once with two workers', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      ids.push((await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb', parameters: { i } })).id);
+    }
+    const io = new MemoryIO();
+    const runtime = new CountingRuntime();
+    const workers = [
+      new ScheduleWorker({ db: t.database.db, io, runtime, log, workerId: 'w1', concurrency: 8, pollMs: 5 }),
+      new ScheduleWorker({ db: second.db, io, runtime, log, workerId: 'w2', concurrency: 8, pollMs: 5 }),
+    ];
+    workers.forEach((w) => w.start());
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const open = await t.database.db.selectFrom('runs').select('id').where('id', 'in', ids).where('status', 'in', ['queued', 'running']).execute();
+      if (open.length === 0 || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await Promise.all(workers.map((w) => w.stop()));
+
+    const runs = await runsById(ids);
+    expect(runs.every((r) => r.status === 'succeeded')).toBe(true);
+    // every run's parameters were executed exactly once
+    const perRun = ids.map((_, i) => runtime.executed.filter((m) => m.includes(`loads(\\"${i}\\")`)).length);
+    expect(runtime.executed).toHaveLength(200);
+    expect(perRun.every((n) => n === 1)).toBe(true);
+    expect(io.logs.size).toBe(200);
+    if (t.target === 'postgres') {
+      // both workers took part
+      expect(new Set(runs.map((r) => r.worker_id))).toEqual(new Set(['w1', 'w2']));
+    }
+  });
+
+  it('records output path, log and the first error of a failing notebook', async () => {
+    const io = new MemoryIO();
+    io.files.set('ws/dir/bad.ipynb', Buffer.from(JSON.stringify({ ...NOTEBOOK, cells: [{ cell_type: 'code', source: '1/0', metadata: {} }] })));
+    const ok = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb', parameters: { alpha: 0.5, name: 'x"y' } });
+    const bad = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'dir/bad.ipynb' });
+    const missing = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nope.ipynb' });
+    const w = new ScheduleWorker({ db: t.database.db, io, runtime: new CountingRuntime(), log, concurrency: 3 });
+    await w.tick();
+    await w.drain();
+    const [rOk, rBad, rMissing] = await Promise.all([ok, bad, missing].map(async (r) => (await runsById([r.id]))[0]!));
+    expect(rOk).toMatchObject({ status: 'succeeded', output_path: `nb.runs/${ok.id}.ipynb`, log_key: `${workspaceId}/${ok.id}.log`, error: null });
+    expect(rOk!.finished_at).not.toBeNull();
+    const executed = JSON.parse(io.files.get(`ws/nb.runs/${ok.id}.ipynb`)!.toString()) as Notebook;
+    expect(executed.cells[1]!.metadata?.tags).toEqual(['injected-parameters']);
+    expect((executed.cells[1]!.source as string[]).join('')).toContain('alpha = __import__("json").loads("0.5")');
+    expect(rBad).toMatchObject({ status: 'failed', error: 'ZeroDivisionError: division by zero', output_path: `dir/bad.runs/${bad.id}.ipynb` });
+    expect(rMissing).toMatchObject({ status: 'failed', output_path: null });
+    expect(rMissing!.error).toContain('nope.ipynb not found');
+    const events = io.logs.get(`${workspaceId}/${ok.id}.log`)!.trim().split('\n').map((l) => JSON.parse(l));
+    expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'executed', 'stored', 'finished']);
+    expect(events.every((e) => !Number.isNaN(Date.parse(e.time)))).toBe(true);
+  });
+
+  it('fails a run whose worker died (lease expired) and keeps working', async () => {
+    const orphan = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    // A worker claims it and dies: no heartbeat, no completion.
+    const claimed = await claimRuns(t.database.db, 'dead-worker', 1, 1);
+    expect(claimed.map((r) => r.id)).toEqual([orphan.id]);
+    await new Promise((r) => setTimeout(r, 1500));
+    const fresh = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    const w = new ScheduleWorker({ db: t.database.db, io: new MemoryIO(), runtime: new CountingRuntime(), log });
+    await w.tick();
+    await w.drain();
+    const [dead] = await runsById([orphan.id]);
+    expect(dead).toMatchObject({ status: 'failed' });
+    expect(dead!.error).toMatch(/lease of dead-worker expired/);
+    const [next] = await runsById([fresh.id]);
+    expect(next!.status).toBe('succeeded');
+  });
+
+  it('turns a schedule that missed many ticks into one catch-up run', async () => {
+    const s = await t.database.db
+      .insertInto('schedules')
+      .values({ workspace_id: workspaceId, notebook_path: 'nb.ipynb', cron: '* * * * *', timezone: 'UTC', next_run_at: new Date(Date.now() - 30 * 60_000) })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const w = new ScheduleWorker({ db: t.database.db, io: new MemoryIO(), runtime: new CountingRuntime(), log });
+    await w.tick();
+    await w.tick();
+    await w.drain();
+    const runs = await t.database.db.selectFrom('runs').selectAll().where('schedule_id', '=', s.id).execute();
+    expect(runs).toHaveLength(1);
+    expect(runs[0]!.status).toBe('succeeded');
+    const after = await t.database.db.selectFrom('schedules').selectAll().where('id', '=', s.id).executeTakeFirstOrThrow();
+    expect(after.next_run_at!.getTime()).toBeGreaterThan(Date.now());
+    expect(after.last_run_at).not.toBeNull();
+  });
+});
