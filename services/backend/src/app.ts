@@ -9,6 +9,7 @@ import { userAuth } from './plugins/user-auth.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';
+import { runsRoutes, type RunLogReader } from './routes/runs.js';
 import { ErrorBody } from './routes/schemas.js';
 
 export interface BackendAppOptions {
@@ -17,6 +18,7 @@ export interface BackendAppOptions {
   jwtTtlSeconds: number;
   storageProbe: Probe;
   runtimeProbe: Probe;
+  readRunLog: RunLogReader;
   logger?: FastifyServerOptions['logger'];
   version?: string;
 }
@@ -54,6 +56,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       await api.register(authRoutes, { db: opts.db, jwtSecret: opts.jwtSecret, jwtTtlSeconds: opts.jwtTtlSeconds });
       await api.register(healthRoutes, { db: opts.db, storageProbe: opts.storageProbe, runtimeProbe: opts.runtimeProbe });
       await api.register(platformRoutes, { db: opts.db, prefix: '/platform' });
+      await api.register(runsRoutes, { db: opts.db, readRunLog: opts.readRunLog, prefix: '/workspaces' });
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/api/v1' },

@@ -15,6 +15,8 @@ export async function startBackend(config: Config): Promise<void> {
     jwtTtlSeconds: config.jwtTtlSeconds,
     storageProbe: storageProbe(config),
     runtimeProbe: runtimeProbe(config),
+    // Wired to the run_log storage area once the storage layer is in place.
+    readRunLog: async () => undefined,
     logger: loggerOptions(config.logLevel, 'backend'),
   });
   app.addHook('onClose', async () => database.close());

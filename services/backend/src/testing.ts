@@ -25,6 +25,7 @@ export async function startTestBackend(overrides: { jwtTtlSeconds?: number } = {
     jwtTtlSeconds: overrides.jwtTtlSeconds ?? 3600,
     storageProbe: async () => true,
     runtimeProbe: async () => false,
+    readRunLog: async () => undefined,
   });
   await app.ready();
   const login = await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });

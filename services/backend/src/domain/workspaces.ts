@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
-import { ConflictError, NotFoundError, decodeCursor, encodeCursor } from '@codeagent/service-kit';
+import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, encodeCursor } from '@codeagent/service-kit';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -276,4 +276,30 @@ export async function workspacesOfUser(db: Kysely<DB>, userId: string) {
     .where('w.deleted_at', 'is', null)
     .orderBy('w.name')
     .execute();
+}
+
+export type WorkspaceAccess = 'read' | 'write';
+
+/**
+ * Membership rule of the workspace routes (SPEC §4.3, §4.4): a non-member, or a workspace that
+ * does not exist or was deleted, is 404 (no existence leak); a `viewer` may only read (403 on
+ * writes). Returns the caller's role.
+ */
+export async function requireWorkspaceAccess(db: Kysely<DB>, workspaceId: string, userId: string, access: WorkspaceAccess): Promise<MemberRole> {
+  const member = UUID.test(workspaceId)
+    ? await db
+        .selectFrom('workspace_members as m')
+        .innerJoin('workspaces as w', 'w.id', 'm.workspace_id')
+        .select('m.role')
+        .where('m.workspace_id', '=', workspaceId)
+        .where('m.user_id', '=', userId)
+        .where('m.deleted_at', 'is', null)
+        .where('w.deleted_at', 'is', null)
+        .executeTakeFirst()
+    : undefined;
+  if (!member) throw notFound(workspaceId);
+  if (access === 'write' && member.role === 'viewer') {
+    throw new ForbiddenError('viewers of this workspace may read only; ask a workspace admin for the editor role');
+  }
+  return member.role;
 }

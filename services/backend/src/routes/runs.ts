@@ -1,0 +1,175 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+import { ListQuery, NotFoundError, listResponse } from '@codeagent/service-kit';
+import { createRun, createSchedule, deleteSchedule, getRun, getSchedule, listRuns, listSchedules, toRunDto, updateSchedule } from '../domain/runs.js';
+import { requireWorkspaceAccess } from '../domain/workspaces.js';
+import { errors } from './schemas.js';
+
+/** Reads a run log from the run_log area; undefined when there is none (yet). */
+export type RunLogReader = (logKey: string) => Promise<NodeJS.ReadableStream | undefined>;
+
+export interface RunsRoutesOptions {
+  db: Kysely<DB>;
+  readRunLog: RunLogReader;
+}
+
+const Time = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
+const RunStatus = Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')]);
+export const Run = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    workspace_id: Type.String({ format: 'uuid' }),
+    schedule_id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
+    notebook_path: Type.String(),
+    parameters: Type.Record(Type.String(), Type.Unknown()),
+    status: RunStatus,
+    created_at: Type.String({ format: 'date-time' }),
+    started_at: Time,
+    finished_at: Time,
+    error: Type.Union([Type.String(), Type.Null()]),
+    log_key: Type.Union([Type.String(), Type.Null()]),
+    output_path: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: 'Run' },
+);
+export const Schedule = Type.Object(
+  {
+    id: Type.String({ format: 'uuid' }),
+    workspace_id: Type.String({ format: 'uuid' }),
+    notebook_path: Type.String(),
+    cron: Type.String(),
+    timezone: Type.String(),
+    enabled: Type.Boolean(),
+    next_run_at: Time,
+    last_run_at: Time,
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'Schedule' },
+);
+
+const NotebookPath = Type.String({ minLength: 1, maxLength: 1024, pattern: '\\.ipynb$' });
+const Ws = Type.Object({ ws: Type.String({ maxLength: 64 }) });
+const WsId = Type.Object({ ws: Type.String({ maxLength: 64 }), id: Type.String({ maxLength: 64 }) });
+const Cron = Type.String({ minLength: 1, maxLength: 200 });
+const Zone = Type.String({ minLength: 1, maxLength: 100 });
+
+/** Notebook runs and schedules of a workspace (SPEC §4.4): members read, editors and admins write. */
+export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, readRunLog }) => {
+  app.addHook('onRequest', app.requireUser);
+  const tags = ['runs'];
+
+  app.post(
+    '/:ws/runs',
+    {
+      schema: {
+        tags,
+        summary: "Run a workspace notebook now (queued for a worker, executed on the runtime)",
+        params: Ws,
+        body: Type.Object({ notebook_path: NotebookPath, parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }, { additionalProperties: false }),
+        response: { 202: Run, ...errors(400, 401, 403, 404) },
+      },
+    },
+    async (req, reply) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      return reply.code(202).send(await createRun(db, req.params.ws, { notebookPath: req.body.notebook_path, parameters: req.body.parameters, createdBy: req.user.id }));
+    },
+  );
+
+  app.get(
+    '/:ws/runs',
+    {
+      schema: {
+        tags,
+        summary: 'List runs, newest first',
+        params: Ws,
+        querystring: Type.Composite([ListQuery, Type.Object({ schedule_id: Type.Optional(Type.String({ maxLength: 64 })), status: Type.Optional(RunStatus) })]),
+        response: { 200: listResponse(Run), ...errors(400, 401, 404) },
+      },
+    },
+    async (req) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+      const q = req.query;
+      return listRuns(db, req.params.ws, { scheduleId: q.schedule_id, status: q.status, limit: q.limit ?? 100, cursor: q.cursor });
+    },
+  );
+
+  app.get('/:ws/runs/:id', { schema: { tags, summary: 'Read a run', params: WsId, response: { 200: Run, ...errors(401, 404) } } }, async (req) => {
+    await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+    return toRunDto(await getRun(db, req.params.ws, req.params.id));
+  });
+
+  app.get(
+    '/:ws/runs/:id/log',
+    { schema: { tags, summary: "The run's log: JSON lines of timestamped events", params: WsId } },
+    async (req, reply) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+      const run = await getRun(db, req.params.ws, req.params.id);
+      const stream = run.log_key ? await readRunLog(run.log_key) : undefined;
+      if (!stream) throw new NotFoundError(`run ${run.id} has no log yet (status ${run.status})`);
+      return reply.type('application/x-ndjson; charset=utf-8').send(stream);
+    },
+  );
+
+  app.post(
+    '/:ws/schedules',
+    {
+      schema: {
+        tags,
+        summary: 'Schedule a notebook (cron with 5 fields, or 6 with leading seconds; IANA time zone)',
+        params: Ws,
+        body: Type.Object({ notebook_path: NotebookPath, cron: Cron, timezone: Type.Optional(Zone), enabled: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+        response: { 201: Schedule, ...errors(400, 401, 403, 404) },
+      },
+    },
+    async (req, reply) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      const b = req.body;
+      return reply.code(201).send(await createSchedule(db, req.params.ws, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled, createdBy: req.user.id }));
+    },
+  );
+
+  app.get(
+    '/:ws/schedules',
+    { schema: { tags, summary: 'List schedules', params: Ws, querystring: ListQuery, response: { 200: listResponse(Schedule), ...errors(400, 401, 404) } } },
+    async (req) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+      return listSchedules(db, req.params.ws, req.query.limit ?? 100, req.query.cursor);
+    },
+  );
+
+  app.get('/:ws/schedules/:id', { schema: { tags, summary: 'Read a schedule', params: WsId, response: { 200: Schedule, ...errors(401, 404) } } }, async (req) => {
+    await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+    return getSchedule(db, req.params.ws, req.params.id);
+  });
+
+  app.patch(
+    '/:ws/schedules/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Change a schedule',
+        params: WsId,
+        body: Type.Object({ notebook_path: Type.Optional(NotebookPath), cron: Type.Optional(Cron), timezone: Type.Optional(Zone), enabled: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+        response: { 200: Schedule, ...errors(400, 401, 403, 404) },
+      },
+    },
+    async (req) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      const b = req.body;
+      return updateSchedule(db, req.params.ws, req.params.id, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled });
+    },
+  );
+
+  app.delete(
+    '/:ws/schedules/:id',
+    { schema: { tags, summary: 'Delete a schedule (its runs stay)', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
+    async (req, reply) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      await deleteSchedule(db, req.params.ws, req.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+};
