@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createSecretKey, randomUUID, type KeyObject } from 'node:crypto';
 import { SignJWT, jwtVerify, errors } from 'jose';
 
 export interface UserTokenClaims {
@@ -25,8 +25,16 @@ export class InvalidTokenError extends Error {
 const ISSUER = 'codeagent';
 const AUDIENCE = 'codeagent-user';
 
-function keyOf(secret: string): Uint8Array {
-  return new TextEncoder().encode(secret);
+const keys = new Map<string, KeyObject>();
+
+/** The HMAC key object of a secret, made once: importing a key per request costs more than verifying. */
+function keyOf(secret: string): KeyObject {
+  let key = keys.get(secret);
+  if (!key) {
+    key = createSecretKey(Buffer.from(secret, 'utf8'));
+    keys.set(secret, key);
+  }
+  return key;
 }
 
 export async function issueUserToken(userId: string, secret: string, ttlSeconds: number): Promise<IssuedToken> {
