@@ -59,6 +59,12 @@ export interface Config {
     python: string;
     cullIdleSeconds: number;
   };
+  worker: {
+    leaseSeconds: number;
+    concurrency: number;
+    pollMs: number;
+    runTimeoutSeconds: number;
+  };
   maxUploadBytes: number;
   logLevel: string;
 }
@@ -255,6 +261,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
       token: str('JUPYTER_TOKEN'),
       python: str('JUPYTER_PYTHON') ?? '/usr/bin/python3',
       cullIdleSeconds: int('KERNEL_CULL_IDLE_SECONDS', 3600, 0),
+    },
+    worker: {
+      leaseSeconds: int('WORKER_LEASE_SECONDS', 30, 1, 3600),
+      concurrency: int('WORKER_CONCURRENCY', 2, 1, 64),
+      pollMs: int('WORKER_POLL_MS', 1000, 10, 60_000),
+      runTimeoutSeconds: int('RUN_TIMEOUT_SECONDS', 3600, 1, 7 * 24 * 3600),
     },
     maxUploadBytes: int('MAX_UPLOAD_BYTES', 10 * 1024 ** 3, 1),
     logLevel,
