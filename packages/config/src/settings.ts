@@ -8,6 +8,8 @@ export interface Config {
   mode: 'development' | 'production';
   host: string;
   port: number;
+  /** Listening address of the internal components (backend, runtime, …): loopback unless in a container. */
+  componentHost: string;
   backendPort: number;
   runtimePort: number;
   clusterAdminPort: number;
@@ -207,6 +209,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const config: Config = {
     mode: production ? 'production' : 'development',
     host: str('HOST') ?? '127.0.0.1',
+    componentHost: str('COMPONENT_HOST') ?? '127.0.0.1',
     port,
     backendPort,
     runtimePort,

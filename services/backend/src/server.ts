@@ -22,6 +22,6 @@ export async function startBackend(config: Config): Promise<void> {
   app.addHook('onClose', async () => database.close());
   const admin = await ensureBootstrapAdmin(database.db, config.bootstrapAdminEmail, config.bootstrapAdminPassword);
   if (admin) app.log.info({ email: admin.email }, 'created the bootstrap administrator');
-  // The backend is never reached from outside the machine: the gateway is the only ingress.
-  await listen(app, '127.0.0.1', config.backendPort);
+  // Loopback by default: the gateway is the only ingress (containers set COMPONENT_HOST=0.0.0.0).
+  await listen(app, config.componentHost, config.backendPort);
 }

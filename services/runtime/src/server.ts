@@ -23,5 +23,5 @@ export async function startRuntime(config: Config): Promise<void> {
   // Start the Jupyter server now so that the first action is fast; a machine without kernels
   // keeps the runtime up and answers 503 kernel_unavailable with the install command.
   jupyter.get().catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'no kernel available'));
-  await listen(app, '127.0.0.1', config.runtimePort);
+  await listen(app, config.componentHost, config.runtimePort);
 }
