@@ -82,6 +82,15 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
     expect((await fetch(`${url}/api/v1/openapi.json`)).status).toBe(200);
   });
 
+  it('refuses a second start on the same data directory instead of sharing the embedded database', async () => {
+    const child = spawn(process.execPath, [CLI, 'start'], { env: { ...process.env, DATA_DIR: dataDir, PORT: '0', BACKEND_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(err).toMatch(/in use by process \d+.*DATABASE_URL/);
+  });
+
   it('stops gracefully on SIGTERM with exit code 0', async () => {
     platform!.child.kill('SIGTERM');
     expect(await platform!.exited).toBe(0);

@@ -1,7 +1,7 @@
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { lockEmbeddedDatabase } from './open.js';
 
 export interface EmbeddedDatabaseServer {
   /** postgres:// URL the other components connect to. */
@@ -17,9 +17,7 @@ export interface EmbeddedDatabaseServer {
  * transaction's statements together.
  */
 export async function startEmbeddedDatabaseServer(dataDir: string, port = 0): Promise<EmbeddedDatabaseServer> {
-  mkdirSync(dataDir, { recursive: true });
-  const lockFile = join(dataDir, 'pgdata.lock');
-  writeFileSync(lockFile, String(process.pid));
+  const unlock = lockEmbeddedDatabase(dataDir);
   const db = new PGlite(join(dataDir, 'pgdata'));
   await db.waitReady;
   const chosenPort = port === 0 ? await freePort() : port;
@@ -30,7 +28,7 @@ export async function startEmbeddedDatabaseServer(dataDir: string, port = 0): Pr
     async stop() {
       await server.stop();
       await db.close();
-      rmSync(lockFile, { force: true });
+      unlock();
     },
   };
 }

@@ -123,27 +123,32 @@ function pidAlive(pid: number): boolean {
 
 /**
  * The embedded database lives in `${dataDir}/pgdata` and may be opened by one process only;
- * a lock file with the owner's pid turns a second opener into a clear error instead of corruption.
+ * a lock file with the owner's pid turns a second opener into a clear error instead of
+ * corruption. A lock left by a dead process is taken over. Returns the unlock function.
  */
+export function lockEmbeddedDatabase(dataDir: string): () => void {
+  mkdirSync(dataDir, { recursive: true });
+  const lockFile = join(dataDir, 'pgdata.lock');
+  if (existsSync(lockFile)) {
+    const owner = Number(readFileSync(lockFile, 'utf8').trim());
+    if (Number.isInteger(owner) && owner !== process.pid && pidAlive(owner)) {
+      throw new Error(
+        `the embedded database in ${dataDir} is in use by process ${owner}; ` +
+          'stop it, or set DATABASE_URL to share a PostgreSQL server between components',
+      );
+    }
+  }
+  writeFileSync(lockFile, String(process.pid));
+  return () => rmSync(lockFile, { force: true });
+}
+
 async function openEmbedded(dataDir: string): Promise<Database> {
   let pglite: PGlite;
   let unlock = (): void => undefined;
   if (dataDir === 'memory://') {
     pglite = new PGlite();
   } else {
-    mkdirSync(dataDir, { recursive: true });
-    const lockFile = join(dataDir, 'pgdata.lock');
-    if (existsSync(lockFile)) {
-      const owner = Number(readFileSync(lockFile, 'utf8').trim());
-      if (Number.isInteger(owner) && owner !== process.pid && pidAlive(owner)) {
-        throw new Error(
-          `the embedded database in ${dataDir} is in use by process ${owner}; ` +
-            'stop it, or set DATABASE_URL to share a PostgreSQL server between components',
-        );
-      }
-    }
-    writeFileSync(lockFile, String(process.pid));
-    unlock = () => rmSync(lockFile, { force: true });
+    unlock = lockEmbeddedDatabase(dataDir);
     pglite = new PGlite(join(dataDir, 'pgdata'));
   }
   await pglite.waitReady;
