@@ -52,6 +52,18 @@ export function ensureBuilt() {
   }
 }
 
+/**
+ * Debian packages (Jupyter kernels, Chromium) are installed on first use when this user may
+ * (root or password-less sudo); otherwise the command names them and goes on: the platform
+ * runs without kernels (the runtime answers 503 with the same hint).
+ */
+function ensureSystemPackages(groups) {
+  if (process.platform !== 'linux') return;
+  if (run('bash', [join('scripts', 'system-deps.sh'), ...groups]) !== 0) {
+    say(`could not install the Debian packages for: ${groups.join(', ')} (see above); continuing without them`);
+  }
+}
+
 function reachable(host, port, timeoutMs = 1500) {
   return new Promise((resolve) => {
     const socket = connect({ host, port });
@@ -89,10 +101,12 @@ if (command === 'install') process.exit(0);
 ensureBuilt();
 if (command === 'build') process.exit(0);
 if (command === 'test') {
+  ensureSystemPackages(['kernels', 'browser']);
   process.exit(await test(rest));
 } else if (command === 'bench') {
   process.exit(run(process.execPath, [join('bench', 'run.mjs'), ...rest]));
 } else {
+  if (command === 'start' || command === 'runtime') ensureSystemPackages(['kernels']);
   // `npm start` and any component name: hand over to the CLI in this same process,
   // so that signals reach it directly.
   process.argv = [process.argv[0], join(root, 'cli', 'dist', 'index.js'), command, ...rest];
