@@ -85,6 +85,43 @@ export interface RunsTable {
   lease_expires_at: NullableTime;
 }
 
+export interface ObjectsTable {
+  workspace_id: string;
+  path: string;
+  version_id: string;
+  size: number;
+  sha256: string;
+  content_type: string;
+  updated_at: Timestamp;
+  updated_by: Nullable<string>;
+}
+
+export interface ObjectVersionsTable {
+  id: string;
+  workspace_id: string;
+  path: string;
+  size: number;
+  sha256: string;
+  content_type: string;
+  created_at: ColumnType<Date, Date | string, Date | string>;
+  created_by: Nullable<string>;
+  replaced_at: Timestamp;
+}
+
+export interface TrashItemsTable {
+  id: Generated<string>;
+  workspace_id: string;
+  path: string;
+  version_id: string;
+  size: number;
+  sha256: string;
+  content_type: string;
+  updated_at: ColumnType<Date, Date | string, Date | string>;
+  updated_by: Nullable<string>;
+  deleted_at: Timestamp;
+  deleted_by: Nullable<string>;
+}
+
 /** The database as Kysely sees it. Later migrations add their tables here. */
 export interface DB {
   platform_roles: PlatformRolesTable;
@@ -95,6 +132,9 @@ export interface DB {
   schema_migrations: SchemaMigrationsTable;
   schedules: SchedulesTable;
   runs: RunsTable;
+  objects: ObjectsTable;
+  object_versions: ObjectVersionsTable;
+  trash_items: TrashItemsTable;
 }
 
 export type UserRow = Selectable<UsersTable>;
@@ -104,3 +144,6 @@ export type WorkspaceUpdate = Updateable<WorkspacesTable>;
 export type MemberRow = Selectable<WorkspaceMembersTable>;
 export type ScheduleRow = Selectable<SchedulesTable>;
 export type RunRow = Selectable<RunsTable>;
+export type ObjectRow = Selectable<ObjectsTable>;
+export type ObjectVersionRow = Selectable<ObjectVersionsTable>;
+export type TrashItemRow = Selectable<TrashItemsTable>;

@@ -1,0 +1,142 @@
+import { mkdtempSync, readdirSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import S3rver from 's3rver';
+import { LocalObjectStore } from './local.js';
+import { S3ObjectStore } from './s3.js';
+import { ObjectTooLargeError, type ObjectStore } from './store.js';
+
+async function text(store: ObjectStore, area: 'workspace' | 'version', key: string, range?: { start: number; end: number }): Promise<string | undefined> {
+  const got = await store.get(area, key, range);
+  if (!got) return undefined;
+  const chunks: Buffer[] = [];
+  for await (const c of got.body) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString();
+}
+
+/** A body that sends `head` and then fails, as a client cut off mid-upload. */
+function cutOff(head: string): Readable {
+  let sent = false;
+  return new Readable({
+    read() {
+      if (!sent) {
+        sent = true;
+        this.push(head);
+      } else this.destroy(new Error('client went away'));
+    },
+  });
+}
+
+/** One contract, every backend. */
+function contract(name: string, make: () => Promise<ObjectStore>, cleanup: () => Promise<void>) {
+  describe(`ObjectStore contract: ${name}`, () => {
+    let store: ObjectStore;
+    beforeAll(async () => {
+      store = await make();
+      await store.init();
+    });
+    afterAll(cleanup);
+
+    it('puts a stream and reports size and sha256; gets it back whole and by range', async () => {
+      const res = await store.put('workspace', 'ws/a/b.txt', Readable.from(['hello ', 'world']));
+      expect(res).toEqual({ size: 11, sha256: createHash('sha256').update('hello world').digest('hex') });
+      expect(await text(store, 'workspace', 'ws/a/b.txt')).toBe('hello world');
+      expect(await text(store, 'workspace', 'ws/a/b.txt', { start: 6, end: 10 })).toBe('world');
+      expect((await store.get('workspace', 'ws/a/b.txt'))!.size).toBe(11);
+      expect(await store.head('workspace', 'ws/a/b.txt')).toEqual({ key: 'ws/a/b.txt', size: 11 });
+    });
+
+    it('answers undefined for missing keys and keeps areas apart', async () => {
+      expect(await store.get('workspace', 'ws/missing')).toBeUndefined();
+      expect(await store.head('workspace', 'ws/missing')).toBeUndefined();
+      expect(await store.head('version', 'ws/a/b.txt')).toBeUndefined();
+    });
+
+    it('replaces atomically and keeps the old content when an upload is cut off', async () => {
+      await store.put('workspace', 'ws/keep.txt', Readable.from(['original']));
+      await expect(store.put('workspace', 'ws/keep.txt', cutOff('partial new content'))).rejects.toThrow();
+      expect(await text(store, 'workspace', 'ws/keep.txt')).toBe('original');
+      await expect(store.put('workspace', 'ws/never.txt', cutOff('partial'))).rejects.toThrow();
+      expect(await store.head('workspace', 'ws/never.txt')).toBeUndefined();
+    });
+
+    it('refuses bodies over maxBytes without storing anything', async () => {
+      await expect(store.put('workspace', 'ws/big.bin', Readable.from([Buffer.alloc(600), Buffer.alloc(600)]), { maxBytes: 1000 })).rejects.toBeInstanceOf(
+        ObjectTooLargeError,
+      );
+      expect(await store.head('workspace', 'ws/big.bin')).toBeUndefined();
+    });
+
+    it('lists by prefix with pagination, in key order', async () => {
+      for (const k of ['ls/c', 'ls/a', 'ls/b/1', 'ls/b/2', 'other/x']) await store.put('workspace', k, Readable.from([k]));
+      const all = await store.list('workspace', 'ls/');
+      expect(all.items.map((i) => i.key)).toEqual(['ls/a', 'ls/b/1', 'ls/b/2', 'ls/c']);
+      const first = await store.list('workspace', 'ls/', { limit: 2 });
+      expect(first.items.map((i) => i.key)).toEqual(['ls/a', 'ls/b/1']);
+      const second = await store.list('workspace', 'ls/', { limit: 2, cursor: first.nextCursor });
+      expect(second.items.map((i) => i.key)).toEqual(['ls/b/2', 'ls/c']);
+    });
+
+    it('copies across areas and deletes (idempotently)', async () => {
+      await store.put('workspace', 'ws/copy-me', Readable.from(['payload']));
+      await store.copy('workspace', 'ws/copy-me', 'version', 'ws/v1');
+      expect(await text(store, 'version', 'ws/v1')).toBe('payload');
+      await store.delete('workspace', 'ws/copy-me');
+      expect(await store.head('workspace', 'ws/copy-me')).toBeUndefined();
+      await store.delete('workspace', 'ws/copy-me');
+      expect(await text(store, 'version', 'ws/v1')).toBe('payload');
+    });
+
+    it('refuses keys that break the path rule', async () => {
+      for (const key of ['../escape', '/abs', 'a//b', 'a\\b', 'a/./b']) {
+        await expect(store.put('workspace', key, Readable.from(['x']))).rejects.toThrow(/invalid path/);
+      }
+    });
+
+    it('handles a multi-megabyte object', async () => {
+      const big = Buffer.alloc(12 * 1024 * 1024, 3);
+      const res = await store.put('workspace', 'ws/big', Readable.from([big]));
+      expect(res.size).toBe(big.length);
+      expect((await store.head('workspace', 'ws/big'))!.size).toBe(big.length);
+    });
+
+    it('answers ping', async () => {
+      await expect(store.ping()).resolves.toBeUndefined();
+    });
+  });
+}
+
+const localDir = mkdtempSync(join(tmpdir(), 'codeagent-local-store-'));
+contract('local', async () => new LocalObjectStore(localDir), async () => undefined);
+
+let s3rver: S3rver | undefined;
+const s3Dir = mkdtempSync(join(tmpdir(), 'codeagent-s3rver-'));
+contract(
+  's3 (s3rver)',
+  async () => {
+    s3rver = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: s3Dir });
+    const { port } = await s3rver.run();
+    return new S3ObjectStore({
+      client: { endpoint: `http://127.0.0.1:${port}`, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } },
+      buckets: { workspace: 'ca-workspace', version: 'ca-version', run_log: 'ca-run-log', trash: 'ca-trash' },
+    });
+  },
+  async () => {
+    await s3rver?.close();
+  },
+);
+
+describe('local backend specifics', () => {
+  it('never resolves a key outside its area, and leaves no temporary file behind', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'codeagent-local-escape-'));
+    const store = new LocalObjectStore(dir);
+    await store.init();
+    await expect(store.put('workspace', '../version/x', Readable.from(['x']))).rejects.toThrow();
+    await expect(store.put('workspace', 'a', cutOff('half'))).rejects.toThrow();
+    expect(readdirSync(join(dir, '.staging', 'workspace'))).toEqual([]);
+    expect(existsSync(join(dir, 'version', 'x'))).toBe(false);
+  });
+});

@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidPathError, validateObjectPath, validatePrefix } from './paths.js';
+
+/** Hostile encodings: every one must be refused. Decoded forms are what reaches the rule. */
+const HOSTILE: [string, string][] = [
+  ['..', 'parent'],
+  ['../etc/passwd', 'leading parent'],
+  ['a/../../b', 'inner parent'],
+  ['a/..', 'trailing parent'],
+  ['.', 'dot'],
+  ['./a', 'leading dot'],
+  ['a/./b', 'inner dot'],
+  ['/etc/passwd', 'absolute'],
+  ['//server/share', 'UNC-like'],
+  ['a//b', 'empty segment'],
+  ['a/', 'trailing slash'],
+  ['', 'empty'],
+  ['a\\b', 'backslash'],
+  ['..\\..\\windows', 'backslash parents'],
+  ['C:\\Windows', 'drive path'],
+  ['\\\\server\\share', 'UNC'],
+  ['a\u0000b', 'NUL'],
+  ['a\u0000/../../etc', 'NUL truncation'],
+  ['a\nb', 'newline'],
+  ['a\rb', 'carriage return'],
+  ['a\tb', 'tab'],
+  ['a\u001bb', 'escape'],
+  ['a\u007fb', 'DEL'],
+  ['a\u0085b', 'C1 next line'],
+  ['a\u009bb', 'C1 CSI'],
+  [decodeURIComponent('%2e%2e'), '%2e%2e decoded once'],
+  [decodeURIComponent('%2e%2e%2fetc'), '%2e%2e%2f decoded once'],
+  [decodeURIComponent('a%2f..%2f..%2fb'), '%2f decoded once'],
+  [decodeURIComponent('%5c..%5c'), '%5c decoded once'],
+  [decodeURIComponent('%00'), '%00 decoded once'],
+  ['x'.repeat(1025), 'overlong (1025 bytes)'],
+  ['é'.repeat(513), 'overlong in UTF-8 bytes (1026)'],
+  [`${'a/'.repeat(512)}b`, 'overlong with segments'],
+  ['\ud800', 'lone high surrogate'],
+  ['a\udc00b', 'lone low surrogate'],
+  ['..%2f'.replace('%2f', '/') + '..', 'mixed'],
+];
+
+/** Names that look odd but are ordinary (they cannot leave their directory). */
+const ORDINARY = [
+  'a',
+  'notebooks/analysis.ipynb',
+  '.hidden',
+  '..hidden',
+  'a..b',
+  '...',
+  'a/b/c/d.csv',
+  '%2e%2e',
+  '%2e%2e%2fetc',
+  'a%5cb',
+  'über/naïve.txt',
+  'a\u2215..\u2215b',
+  'a\uff0f..\uff0fb',
+  '\u2024\u2024',
+  'a\u2044b',
+  'emoji-😀.txt',
+  'x'.repeat(1024),
+  'with space/and+plus&amp.txt',
+];
+
+describe('object path rule (SPEC §4.3)', () => {
+  it.each(HOSTILE)('refuses %j (%s)', (path) => {
+    expect(() => validateObjectPath(path)).toThrow(InvalidPathError);
+  });
+
+  it.each(ORDINARY.map((p) => [p]))('accepts %j', (path) => {
+    expect(validateObjectPath(path)).toBe(path);
+  });
+
+  it('has a corpus of at least 30 hostile encodings', () => {
+    expect(HOSTILE.length).toBeGreaterThanOrEqual(30);
+  });
+
+  it('refuses non-strings and names the broken rule', () => {
+    expect(() => validateObjectPath(undefined)).toThrow(/must be a string/);
+    expect(() => validateObjectPath('a/../b')).toThrow(/\.\. segment/);
+  });
+
+  it('checks listing prefixes, which may be empty or end with /', () => {
+    expect(validatePrefix('')).toBe('');
+    expect(validatePrefix('notebooks/')).toBe('notebooks/');
+    expect(() => validatePrefix('../')).toThrow(InvalidPathError);
+    expect(() => validatePrefix('/abs')).toThrow(InvalidPathError);
+  });
+});

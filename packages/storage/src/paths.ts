@@ -1,0 +1,50 @@
+/**
+ * The one object-path rule of the platform (SPEC §4.3), used by the data-resources API, the
+ * internal objects route and the local storage backend alike.
+ *
+ * A path is relative, `/`-separated UTF-8 of 1–1024 bytes, with no empty, `.` or `..` segment,
+ * no leading `/`, no backslash, and no NUL or other control character (C0, DEL, C1), and it
+ * must be well-formed Unicode. Percent-escapes are not decoded here: the HTTP layer decodes a
+ * URL once, so `%2e%2e` arrives as `..` (refused) and `%252e` arrives as the literal `%2e`
+ * (an ordinary name, never decoded again).
+ */
+export class InvalidPathError extends Error {
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+  ) {
+    super(`invalid path ${JSON.stringify(path.length > 80 ? `${path.slice(0, 80)}…` : path)}: ${reason}`);
+    this.name = 'InvalidPathError';
+  }
+}
+
+export const MAX_PATH_BYTES = 1024;
+
+// C0 controls, DEL and C1 controls.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Returns the path unchanged when valid; throws InvalidPathError naming the broken rule otherwise. */
+export function validateObjectPath(path: unknown): string {
+  if (typeof path !== 'string') throw new InvalidPathError(String(path), 'must be a string');
+  if (path.length === 0) throw new InvalidPathError(path, 'must not be empty');
+  if (LONE_SURROGATE.test(path)) throw new InvalidPathError(path, 'must be well-formed Unicode');
+  const bytes = Buffer.byteLength(path, 'utf8');
+  if (bytes > MAX_PATH_BYTES) throw new InvalidPathError(path, `is ${bytes} bytes long; the limit is ${MAX_PATH_BYTES}`);
+  if (CONTROL.test(path)) throw new InvalidPathError(path, 'must not contain NUL or control characters');
+  if (path.includes('\\')) throw new InvalidPathError(path, 'must not contain a backslash; use / between segments');
+  if (path.startsWith('/')) throw new InvalidPathError(path, 'must be relative (no leading /)');
+  for (const segment of path.split('/')) {
+    if (segment === '') throw new InvalidPathError(path, 'must not contain an empty segment (// or a trailing /)');
+    if (segment === '.' || segment === '..') throw new InvalidPathError(path, `must not contain a ${segment} segment`);
+  }
+  return path;
+}
+
+/** Same rule for a listing prefix, which may be empty and may end with `/`. */
+export function validatePrefix(prefix: string): string {
+  if (prefix === '') return prefix;
+  validateObjectPath(prefix.endsWith('/') ? `${prefix}x` : prefix);
+  return prefix;
+}

@@ -1,0 +1,140 @@
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  CopyObjectCommand,
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  HeadObjectCommand,
+  ListObjectsCommand,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { HashingCounter } from './hashing.js';
+import { validateObjectPath } from './paths.js';
+import { AREAS, type Area, type ByteRange, type GetResult, type ListPage, type ObjectInfo, type ObjectStore, type PutOptions, type PutResult } from './store.js';
+
+export interface S3StoreOptions {
+  client: S3ClientConfig;
+  buckets: Record<Area, string>;
+}
+
+function isNotFound(err: unknown): boolean {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return e.name === 'NotFound' || e.name === 'NoSuchKey' || e.$metadata?.httpStatusCode === 404;
+}
+
+/**
+ * `s3` backend (AWS SDK v3): one bucket per area, created when missing. Uploads stream through
+ * `@aws-sdk/lib-storage` (multipart past 8 MiB, parts in parallel); S3 makes an object visible
+ * only when its upload completes, and a failed upload is aborted, so nothing partial is seen.
+ */
+export class S3ObjectStore implements ObjectStore {
+  readonly kind = 's3' as const;
+  readonly client: S3Client;
+
+  constructor(private readonly opts: S3StoreOptions) {
+    // Checksums only where S3 requires them: the SDK's default streaming (aws-chunked) CRC
+    // trailers are not understood by every S3-compatible server (s3rver, older MinIO).
+    this.client = new S3Client({ requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED', ...opts.client });
+  }
+
+  private bucket(area: Area): string {
+    return this.opts.buckets[area];
+  }
+
+  async init(): Promise<void> {
+    for (const area of AREAS) {
+      const Bucket = this.bucket(area);
+      try {
+        await this.client.send(new HeadBucketCommand({ Bucket }));
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+        await this.client.send(new CreateBucketCommand({ Bucket }));
+      }
+    }
+  }
+
+  async put(area: Area, key: string, body: Readable, options: PutOptions = {}): Promise<PutResult> {
+    validateObjectPath(key);
+    const counter = new HashingCounter(options.maxBytes);
+    const upload = new Upload({
+      client: this.client,
+      params: { Bucket: this.bucket(area), Key: key, Body: counter, ContentType: options.contentType ?? 'application/octet-stream' },
+      queueSize: 4,
+      partSize: 8 * 1024 * 1024,
+      leavePartsOnError: false,
+    });
+    const feeding = pipeline(body, counter).catch(async (err: unknown) => {
+      await upload.abort().catch(() => undefined);
+      throw err;
+    });
+    // The body's own failure (cut off, too large) is the cause to report, not the abort it caused.
+    const [fed, uploaded] = await Promise.allSettled([feeding, upload.done()]);
+    if (fed.status === 'rejected') throw fed.reason;
+    if (uploaded.status === 'rejected') throw uploaded.reason;
+    return { size: counter.bytes, sha256: counter.digest() };
+  }
+
+  async get(area: Area, key: string, range?: ByteRange): Promise<GetResult | undefined> {
+    validateObjectPath(key);
+    try {
+      const res = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket(area), Key: key, ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }),
+      );
+      const total = range ? Number(/\/(\d+)$/.exec(res.ContentRange ?? '')?.[1] ?? res.ContentLength) : Number(res.ContentLength);
+      return { body: res.Body as Readable, size: total };
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async head(area: Area, key: string): Promise<ObjectInfo | undefined> {
+    validateObjectPath(key);
+    try {
+      const res = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket(area), Key: key }));
+      return { key, size: Number(res.ContentLength ?? 0) };
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async list(area: Area, prefix: string, options: { limit?: number; cursor?: string | null } = {}): Promise<ListPage> {
+    // ListObjects (v1, Marker) rather than v2: every S3-compatible server pages it correctly.
+    const res = await this.client.send(
+      new ListObjectsCommand({
+        Bucket: this.bucket(area),
+        Prefix: prefix || undefined,
+        MaxKeys: options.limit ?? 1000,
+        ...(options.cursor ? { Marker: options.cursor } : {}),
+      }),
+    );
+    const items = (res.Contents ?? []).map((o) => ({ key: o.Key ?? '', size: Number(o.Size ?? 0) }));
+    return { items, nextCursor: res.IsTruncated && items.length > 0 ? items[items.length - 1]!.key : null };
+  }
+
+  async copy(fromArea: Area, fromKey: string, toArea: Area, toKey: string): Promise<void> {
+    validateObjectPath(fromKey);
+    validateObjectPath(toKey);
+    await this.client.send(
+      new CopyObjectCommand({
+        Bucket: this.bucket(toArea),
+        Key: toKey,
+        CopySource: `${this.bucket(fromArea)}/${fromKey.split('/').map(encodeURIComponent).join('/')}`,
+      }),
+    );
+  }
+
+  async delete(area: Area, key: string): Promise<void> {
+    validateObjectPath(key);
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket(area), Key: key }));
+  }
+
+  async ping(): Promise<void> {
+    await this.client.send(new HeadBucketCommand({ Bucket: this.bucket('workspace') }));
+  }
+}
