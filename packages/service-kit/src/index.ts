@@ -13,3 +13,4 @@ export type { ServiceKitOptions } from './plugin.js';
 export { encodeCursor, decodeCursor, ListQuery, listResponse } from './pagination.js';
 export type { ListQueryType } from './pagination.js';
 export { listen } from './listen.js';
+export { requestBody } from './body.js';

@@ -16,7 +16,7 @@ import { AREAS, type Area, type ByteRange, type GetResult, type ListPage, type O
  */
 export class LocalObjectStore implements ObjectStore {
   readonly kind = 'local' as const;
-  private readonly base: string;
+  readonly base: string;
 
   constructor(baseDir: string) {
     this.base = resolve(baseDir);

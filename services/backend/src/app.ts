@@ -9,7 +9,10 @@ import { userAuth } from './plugins/user-auth.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';
-import { runsRoutes, type RunLogReader } from './routes/runs.js';
+import { runsRoutes } from './routes/runs.js';
+import { dataResourcesRoutes } from './routes/data-resources.js';
+import { internalRoutes } from './routes/internal.js';
+import { WorkspaceFiles, type ObjectStore } from '@codeagent/storage';
 import { ErrorBody } from './routes/schemas.js';
 
 export interface BackendAppOptions {
@@ -18,7 +21,9 @@ export interface BackendAppOptions {
   jwtTtlSeconds: number;
   storageProbe: Probe;
   runtimeProbe: Probe;
-  readRunLog: RunLogReader;
+  store: ObjectStore;
+  internalServiceToken: string;
+  maxUploadBytes: number;
   logger?: FastifyServerOptions['logger'];
   version?: string;
 }
@@ -51,12 +56,18 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
   app.addSchema(ErrorBody);
   await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret });
 
+  const files = new WorkspaceFiles(opts.db, opts.store, app.log);
+  const readRunLog = async (key: string) => (await opts.store.get('run_log', key))?.body;
+
+  await app.register(internalRoutes, { prefix: '/internal/v1', store: opts.store, internalServiceToken: opts.internalServiceToken, maxUploadBytes: opts.maxUploadBytes });
+
   await app.register(
     async (api) => {
       await api.register(authRoutes, { db: opts.db, jwtSecret: opts.jwtSecret, jwtTtlSeconds: opts.jwtTtlSeconds });
       await api.register(healthRoutes, { db: opts.db, storageProbe: opts.storageProbe, runtimeProbe: opts.runtimeProbe });
       await api.register(platformRoutes, { db: opts.db, prefix: '/platform' });
-      await api.register(runsRoutes, { db: opts.db, readRunLog: opts.readRunLog, prefix: '/workspaces' });
+      await api.register(runsRoutes, { db: opts.db, readRunLog, prefix: '/workspaces' });
+      await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/api/v1' },

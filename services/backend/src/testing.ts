@@ -1,23 +1,31 @@
 import type { FastifyInstance } from 'fastify';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
+import { LocalObjectStore, type ObjectStore } from '@codeagent/storage';
 import { buildBackendApp } from './app.js';
 import { ensureBootstrapAdmin } from './domain/users.js';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789';
 export const ADMIN_EMAIL = 'admin@localhost';
 export const ADMIN_PASSWORD = 'admin-password-1';
+export const INTERNAL_TOKEN = 'internal-token-for-tests';
 
 export interface TestBackend {
   app: FastifyInstance;
   t: TestDatabase;
+  store: ObjectStore;
   adminToken: string;
   adminId: string;
   close(): Promise<void>;
 }
 
 /** A backend on a fresh database of this run's target, with the bootstrap admin logged in. */
-export async function startTestBackend(overrides: { jwtTtlSeconds?: number } = {}): Promise<TestBackend> {
+export async function startTestBackend(overrides: { jwtTtlSeconds?: number; maxUploadBytes?: number; store?: ObjectStore } = {}): Promise<TestBackend> {
   const t = await createTestDatabase();
+  const store = overrides.store ?? new LocalObjectStore(mkdtempSync(join(tmpdir(), 'codeagent-backend-store-')));
+  await store.init();
   await ensureBootstrapAdmin(t.database.db, ADMIN_EMAIL, ADMIN_PASSWORD);
   const app = await buildBackendApp({
     db: t.database.db,
@@ -25,7 +33,9 @@ export async function startTestBackend(overrides: { jwtTtlSeconds?: number } = {
     jwtTtlSeconds: overrides.jwtTtlSeconds ?? 3600,
     storageProbe: async () => true,
     runtimeProbe: async () => false,
-    readRunLog: async () => undefined,
+    store,
+    internalServiceToken: INTERNAL_TOKEN,
+    maxUploadBytes: overrides.maxUploadBytes ?? 10 * 1024 * 1024,
   });
   await app.ready();
   const login = await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
@@ -33,6 +43,7 @@ export async function startTestBackend(overrides: { jwtTtlSeconds?: number } = {
   return {
     app,
     t,
+    store,
     adminToken: body.access_token,
     adminId: body.user.id,
     async close() {

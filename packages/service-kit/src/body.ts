@@ -1,0 +1,29 @@
+import type { IncomingMessage } from 'node:http';
+import { PassThrough, type Readable } from 'node:stream';
+
+/**
+ * The request body as a stream that a consumer may destroy (a size limit, a storage failure)
+ * without destroying the connection, so that the error answer still reaches the client; Node
+ * discards the unread rest after the answer. A client that goes away mid-upload makes the
+ * stream fail, so no consumer waits for an end that never comes.
+ */
+export function requestBody(raw: IncomingMessage): Readable {
+  const body = new PassThrough();
+  raw.pipe(body);
+  const cutOff = () => {
+    if (!raw.complete) body.destroy(new Error('the client closed the connection before the body was complete'));
+  };
+  raw.once('aborted', cutOff);
+  raw.once('close', cutOff);
+  raw.once('error', (err) => body.destroy(err));
+  // A consumer that gave up (limit reached, storage failed) leaves the rest unread; Node does
+  // not discard a body that was being read, so drain it here, or a proxy in front of us would
+  // wait forever to finish sending it and never pass our answer on.
+  body.once('close', () => {
+    if (!raw.complete) {
+      raw.unpipe(body);
+      raw.resume();
+    }
+  });
+  return body;
+}

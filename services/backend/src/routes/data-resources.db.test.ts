@@ -1,0 +1,307 @@
+import { createHash } from 'node:crypto';
+import { request } from 'node:http';
+import { readdirSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildGatewayApp } from '@codeagent/gateway';
+import type { LocalObjectStore } from '@codeagent/storage';
+import { INTERNAL_TOKEN, bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+
+const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
+
+describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+  let b: TestBackend;
+  let editor: { id: string; token: string };
+  let viewer: { id: string; token: string };
+  let stranger: { id: string; token: string };
+  let ws: string;
+  let backendUrl: string;
+  let gateway: FastifyInstance;
+  let gatewayUrl: string;
+  const MAX = 1024 * 1024;
+
+  beforeAll(async () => {
+    b = await startTestBackend({ maxUploadBytes: MAX });
+    editor = await createAndLogin(b, 'ed@example.com');
+    viewer = await createAndLogin(b, 'vi@example.com');
+    stranger = await createAndLogin(b, 'st@example.com');
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'data' } })).json().id;
+    for (const [u, role] of [[editor, 'editor'], [viewer, 'viewer']] as const) {
+      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
+    }
+    backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    gateway = await buildGatewayApp({ upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' } });
+    gatewayUrl = await gateway.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await b.close();
+  });
+
+  const url = (rest: string) => `${gatewayUrl}/api/v1/data-resources/${ws}/${rest}`;
+  const put = (path: string, body: string | Buffer, token = editor.token, type = 'text/plain') =>
+    fetch(url(`objects/${path}`), { method: 'PUT', body, headers: { ...bearer(token), 'content-type': type } });
+  const get = (rest: string, token = editor.token, headers: Record<string, string> = {}) => fetch(url(rest), { headers: { ...bearer(token), ...headers } });
+
+  it('stores a raw body (201), replaces it (200) and keeps the replaced content as a version', async () => {
+    const first = await put('notes/a.txt', 'first');
+    expect(first.status).toBe(201);
+    const o1 = (await first.json()) as Record<string, unknown>;
+    expect(Object.keys(o1).sort()).toEqual(['content_type', 'path', 'sha256', 'size', 'updated_at', 'updated_by', 'version_id']);
+    expect(o1).toMatchObject({ path: 'notes/a.txt', size: 5, sha256: sha('first'), content_type: 'text/plain', updated_by: editor.id });
+    const second = await put('notes/a.txt', 'second!');
+    expect(second.status).toBe(200);
+    const o2 = (await second.json()) as { version_id: string };
+    expect(o2.version_id).not.toBe(o1.version_id);
+
+    const versions = (await (await get('versions/notes/a.txt')).json()) as { items: { version_id: string; current: boolean; size: number }[] };
+    expect(versions.items.map((v) => [v.version_id, v.current])).toEqual([
+      [o2.version_id, true],
+      [o1.version_id, false],
+    ]);
+    const old = await get(`versions/notes/a.txt?version_id=${o1.version_id}`);
+    expect(await old.text()).toBe('first');
+
+    const restored = await fetch(url('versions/notes/a.txt/restore'), {
+      method: 'POST',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: JSON.stringify({ version_id: o1.version_id }),
+    });
+    expect(restored.status).toBe(200);
+    expect(((await restored.json()) as { sha256: string }).sha256).toBe(sha('first'));
+    expect(await (await get('objects/notes/a.txt')).text()).toBe('first');
+    const after = (await (await get('versions/notes/a.txt')).json()) as { items: unknown[] };
+    expect(after.items).toHaveLength(3);
+    const missing = await fetch(url('versions/notes/a.txt/restore'), {
+      method: 'POST',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: JSON.stringify({ version_id: '00000000-0000-0000-0000-000000000000' }),
+    });
+    expect(missing.status).toBe(404);
+  });
+
+  it('serves content with ETag, Content-Length, Content-Type, ranges (206/416) and HEAD', async () => {
+    await put('r.bin', '0123456789', editor.token, 'application/octet-stream');
+    const whole = await get('objects/r.bin');
+    expect(whole.status).toBe(200);
+    expect(whole.headers.get('etag')).toBe(`"${sha('0123456789')}"`);
+    expect(whole.headers.get('content-length')).toBe('10');
+    expect(whole.headers.get('content-type')).toBe('application/octet-stream');
+    expect(await whole.text()).toBe('0123456789');
+    const part = await get('objects/r.bin', editor.token, { range: 'bytes=2-5' });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe('bytes 2-5/10');
+    expect(await part.text()).toBe('2345');
+    expect(await (await get('objects/r.bin', editor.token, { range: 'bytes=-3' })).text()).toBe('789');
+    expect(await (await get('objects/r.bin', editor.token, { range: 'bytes=7-' })).text()).toBe('789');
+    const bad = await get('objects/r.bin', editor.token, { range: 'bytes=50-60' });
+    expect(bad.status).toBe(416);
+    expect(bad.headers.get('content-range')).toBe('bytes */10');
+    const cached = await get('objects/r.bin', editor.token, { 'if-none-match': `"${sha('0123456789')}"` });
+    expect(cached.status).toBe(304);
+    const head = await fetch(url('objects/r.bin'), { method: 'HEAD', headers: bearer(viewer.token) });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBe('10');
+    expect(await head.text()).toBe('');
+    expect((await get('objects/nope.bin')).status).toBe(404);
+  });
+
+  it('guesses the content type from the extension when none is given', async () => {
+    const res = await put('nb/x.ipynb', '{"nbformat":4}', editor.token, 'application/octet-stream');
+    expect(((await res.json()) as { content_type: string }).content_type).toBe('application/x-ipynb+json');
+    const json = await put('data/x.json', '{"a":1}', editor.token, 'application/json');
+    expect(((await json.json()) as { size: number }).size).toBe(7);
+    expect(await (await get('objects/data/x.json')).text()).toBe('{"a":1}');
+  });
+
+  it('lists by prefix with cursors', async () => {
+    for (const p of ['list/a', 'list/b', 'list/c/d', 'listing-not']) await put(p, p);
+    const all = (await (await get('objects?prefix=list/')).json()) as { items: { path: string }[]; next_cursor: string | null };
+    expect(all.items.map((i) => i.path)).toEqual(['list/a', 'list/b', 'list/c/d']);
+    const page1 = (await (await get('objects?prefix=list/&limit=2')).json()) as { items: { path: string }[]; next_cursor: string };
+    expect(page1.items.map((i) => i.path)).toEqual(['list/a', 'list/b']);
+    const page2 = (await (await get(`objects?prefix=list/&limit=2&cursor=${page1.next_cursor}`)).json()) as { items: { path: string }[]; next_cursor: null };
+    expect(page2.items.map((i) => i.path)).toEqual(['list/c/d']);
+    expect(page2.next_cursor).toBeNull();
+    expect((await get('objects?prefix=../')).status).toBe(400);
+  });
+
+  it('moves deleted objects to the trash; restores (409 when live again) and purges', async () => {
+    await put('t/file.txt', 'trash me');
+    expect((await fetch(url('objects/t/file.txt'), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(204);
+    expect((await get('objects/t/file.txt')).status).toBe(404);
+    expect((await fetch(url('objects/t/file.txt'), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(404);
+    const trash = (await (await get('trash')).json()) as { items: { id: string; path: string; size: number; deleted_at: string; deleted_by: string }[] };
+    const item = trash.items.find((i) => i.path === 't/file.txt')!;
+    expect(Object.keys(item).sort()).toEqual(['deleted_at', 'deleted_by', 'id', 'path', 'size']);
+    expect(item).toMatchObject({ size: 8, deleted_by: editor.id });
+
+    await put('t/file.txt', 'a new one');
+    const conflict = await fetch(url(`trash/${item.id}/restore`), { method: 'POST', headers: bearer(editor.token) });
+    expect(conflict.status).toBe(409);
+    expect(((await conflict.json()) as { error: string }).error).toBe('conflict');
+    await fetch(url('objects/t/file.txt'), { method: 'DELETE', headers: bearer(editor.token) });
+    const restored = await fetch(url(`trash/${item.id}/restore`), { method: 'POST', headers: bearer(editor.token) });
+    expect(restored.status).toBe(200);
+    expect(await (await get('objects/t/file.txt')).text()).toBe('trash me');
+
+    const again = (await (await get('trash')).json()) as { items: { id: string; path: string }[] };
+    const second = again.items.find((i) => i.path === 't/file.txt')!;
+    expect((await fetch(url(`trash/${second.id}`), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(204);
+    expect((await fetch(url(`trash/${second.id}`), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(404);
+    expect((await fetch(url(`trash/${second.id}/restore`), { method: 'POST', headers: bearer(editor.token) })).status).toBe(404);
+  });
+
+  it('accepts multipart uploads (path, then file)', async () => {
+    const form = new FormData();
+    form.append('path', 'up/data.csv');
+    form.append('file', new Blob(['a,b\n1,2\n'], { type: 'text/csv' }), 'data.csv');
+    const res = await fetch(url('uploads'), { method: 'POST', body: form, headers: bearer(editor.token) });
+    expect(res.status).toBe(201);
+    expect(await res.json()).toMatchObject({ path: 'up/data.csv', size: 8, content_type: 'text/csv' });
+    const wrongOrder = new FormData();
+    wrongOrder.append('file', new Blob(['x']), 'x');
+    wrongOrder.append('path', 'up/x');
+    expect((await fetch(url('uploads'), { method: 'POST', body: wrongOrder, headers: bearer(editor.token) })).status).toBe(400);
+    const badPath = new FormData();
+    badPath.append('path', '../escape');
+    badPath.append('file', new Blob(['x']), 'x');
+    expect((await fetch(url('uploads'), { method: 'POST', body: badPath, headers: bearer(editor.token) })).status).toBe(400);
+  });
+
+  it('enforces membership: non-members 404, viewers read only', async () => {
+    await put('m.txt', 'members only');
+    expect((await get('objects/m.txt', stranger.token)).status).toBe(404);
+    expect((await put('m.txt', 'x', stranger.token)).status).toBe(404);
+    expect((await get('objects/m.txt', viewer.token)).status).toBe(200);
+    const denied = await put('m.txt', 'x', viewer.token);
+    expect(denied.status).toBe(403);
+    expect((await fetch(url('objects/m.txt'), { method: 'DELETE', headers: bearer(viewer.token) })).status).toBe(403);
+    expect((await fetch(url('objects/m.txt'))).status).toBe(401);
+  });
+
+  it('answers 400 for hostile paths in the URL, sent byte for byte (no client-side normalisation)', async () => {
+    const raw = (path: string, base = backendUrl) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const u = new URL(base);
+        const req = request({ host: u.hostname, port: u.port, path: `/api/v1/data-resources/${ws}/objects/${path}`, headers: bearer(editor.token) }, (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    for (const p of ['..%2F..%2Fetc%2Fpasswd', '%2e%2e/x', '%2E%2E%2Fx', 'a/%2e%2e/b', 'a/../b', 'a%5cb', 'a%5c..%5cb', 'a%00b', 'a%0ab', 'a//b', 'a/./b', 'a/%2e/b']) {
+      const res = await raw(p);
+      expect(res.status, p).toBe(400);
+      expect(JSON.parse(res.body).error).toBe('invalid_request');
+    }
+    // The gateway refuses parent segments itself; they never reach a component.
+    for (const p of ['a/../b', '%2e%2e/x', '../../../internal/v1/objects']) {
+      expect((await raw(p, gatewayUrl)).status, p).toBe(400);
+    }
+  });
+
+  it('refuses uploads over MAX_UPLOAD_BYTES with 413, keeping the previous content', async () => {
+    await put('big.bin', 'small original');
+    const declared = await put('big.bin', Buffer.alloc(MAX + 1));
+    expect(declared.status).toBe(413);
+    expect(((await declared.json()) as { error: string }).error).toBe('payload_too_large');
+    // chunked: no Content-Length, the limit is found while streaming
+    const chunked = await new Promise<number>((resolve, reject) => {
+      const u = new URL(url('objects/big.bin'));
+      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { ...bearer(editor.token), 'transfer-encoding': 'chunked' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      for (let i = 0; i < 20; i++) req.write(Buffer.alloc(128 * 1024));
+      req.end();
+    });
+    expect(chunked).toBe(413);
+    expect(await (await get('objects/big.bin')).text()).toBe('small original');
+    const versions = (await (await get('versions/big.bin')).json()) as { items: unknown[] };
+    expect(versions.items).toHaveLength(1);
+  });
+
+  it('keeps the old content when an upload is cut off mid-stream, and leaves nothing partial', async () => {
+    await put('cut.txt', 'the old content');
+    const before = await b.t.database.db.selectFrom('objects').selectAll().where('path', '=', 'cut.txt').executeTakeFirstOrThrow();
+    await new Promise<void>((resolve) => {
+      const u = new URL(url('objects/cut.txt'));
+      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { ...bearer(editor.token), 'content-length': '1000000' } });
+      req.on('error', () => resolve());
+      req.write(Buffer.alloc(300_000, 1));
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, 200);
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await (await get('objects/cut.txt')).text()).toBe('the old content');
+    const after = await b.t.database.db.selectFrom('objects').selectAll().where('path', '=', 'cut.txt').executeTakeFirstOrThrow();
+    expect(after).toEqual(before);
+    const staging = readdirSync(`${(b.store as LocalObjectStore).base}/.staging/workspace`);
+    expect(staging).toEqual([]);
+  });
+
+  it('two concurrent PUTs of one path: one current object, the other kept as a version', async () => {
+    const [r1, r2] = await Promise.all([put('race.txt', 'one'), put('race.txt', 'two')]);
+    expect([r1.status, r2.status].sort()).toEqual([200, 201]);
+    const current = await (await get('objects/race.txt')).text();
+    const versions = (await (await get('versions/race.txt')).json()) as { items: { sha256: string; current: boolean }[] };
+    expect(versions.items).toHaveLength(2);
+    expect(versions.items.find((v) => v.current)!.sha256).toBe(sha(current));
+    expect(versions.items.map((v) => v.sha256).sort()).toEqual([sha('one'), sha('two')].sort());
+  });
+
+  describe('POST /internal/v1/objects', () => {
+    const internal = (query: string, headers: Record<string, string> = { 'x-internal-service-token': INTERNAL_TOKEN }) =>
+      fetch(`${backendUrl}/internal/v1/objects${query}`, { method: 'POST', headers, body: 'log line\n' });
+
+    it('stores the body in the area (201) with the token', async () => {
+      const res = await internal(`?area=run_log&key=${ws}/run-1.log`);
+      expect(res.status).toBe(201);
+      expect(await res.json()).toEqual({ area: 'run_log', key: `${ws}/run-1.log`, size: 9, sha256: sha('log line\n') });
+      const got = await b.store.get('run_log', `${ws}/run-1.log`);
+      expect(got?.size).toBe(9);
+    });
+
+    it('answers 401 unauthorized without or with a wrong token', async () => {
+      for (const headers of [{}, { 'x-internal-service-token': 'wrong' }, { 'x-internal-service-token': '' }] as Record<string, string>[]) {
+        const res = await internal(`?area=run_log&key=a.log`, headers);
+        expect(res.status).toBe(401);
+        expect(((await res.json()) as { error: string }).error).toBe('unauthorized');
+      }
+    });
+
+    it('answers 400 for a bad area or key', async () => {
+      for (const q of ['?area=secrets&key=a', '?key=a', '?area=run_log&key=../a', '?area=run_log', '?area=run_log&key=/abs']) {
+        expect((await internal(q)).status, q).toBe(400);
+      }
+    });
+
+    it('answers 404 for the removed routes and every other path or method, with or without a token', async () => {
+      const paths = ['/internal/v1/uploads', '/internal/v1/uploads/complete', '/internal/v1/objects/list', '/internal/v1/objects/get', '/internal/v1/objects/delete', '/internal/v1', '/internal/v1/other'];
+      for (const withToken of [true, false]) {
+        const headers: Record<string, string> = withToken ? { 'x-internal-service-token': INTERNAL_TOKEN } : {};
+        for (const p of paths) {
+          for (const method of ['GET', 'POST']) {
+            const res = await fetch(`${backendUrl}${p}`, { method, headers, ...(method === 'POST' ? { body: 'x' } : {}) });
+            expect(res.status, `${method} ${p}`).toBe(404);
+          }
+        }
+        for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
+          const res = await fetch(`${backendUrl}/internal/v1/objects?area=run_log&key=a`, { method, headers, ...(method === 'PUT' || method === 'PATCH' ? { body: 'x' } : {}) });
+          expect(res.status, method).toBe(404);
+        }
+      }
+    });
+
+    it('is never reachable through the gateway', async () => {
+      const res = await fetch(`${gatewayUrl}/internal/v1/objects?area=run_log&key=a`, { method: 'POST', headers: { 'x-internal-service-token': INTERNAL_TOKEN }, body: 'x' });
+      expect(res.status).toBe(404);
+    });
+  });
+});

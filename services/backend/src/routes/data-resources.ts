@@ -1,0 +1,317 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import multipart from '@fastify/multipart';
+import type { Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+import { BadRequestError, ListQuery, PayloadTooLargeError, listResponse, requestBody } from '@codeagent/service-kit';
+import { InvalidPathError, validateObjectPath, type ByteRange, type ObjectDto, type WorkspaceFiles } from '@codeagent/storage';
+import { requireWorkspaceAccess } from '../domain/workspaces.js';
+import { errors } from './schemas.js';
+
+export interface DataResourcesOptions {
+  db: Kysely<DB>;
+  files: WorkspaceFiles;
+  maxUploadBytes: number;
+}
+
+const ObjectSchema = Type.Object(
+  {
+    path: Type.String(),
+    size: Type.Integer(),
+    sha256: Type.String(),
+    content_type: Type.String(),
+    version_id: Type.String({ format: 'uuid' }),
+    updated_at: Type.String({ format: 'date-time' }),
+    updated_by: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: 'Object' },
+);
+const VersionSchema = Type.Object({
+  version_id: Type.String({ format: 'uuid' }),
+  size: Type.Integer(),
+  sha256: Type.String(),
+  content_type: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+  created_by: Type.Union([Type.String(), Type.Null()]),
+  current: Type.Boolean(),
+});
+const TrashSchema = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  path: Type.String(),
+  size: Type.Integer(),
+  deleted_at: Type.String({ format: 'date-time' }),
+  deleted_by: Type.Union([Type.String(), Type.Null()]),
+});
+
+const WsPath = Type.Object({ ws: Type.String({ maxLength: 64 }), '*': Type.String() });
+const Ws = Type.Object({ ws: Type.String({ maxLength: 64 }) });
+const WsId = Type.Object({ ws: Type.String({ maxLength: 64 }), id: Type.String({ maxLength: 64 }) });
+
+/** The wildcard segment, checked by the one path rule; a violation is a 400 naming the rule. */
+function pathOf(params: { '*': string }): string {
+  try {
+    return validateObjectPath(params['*']);
+  } catch (err) {
+    if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { path: err.reason });
+    throw err;
+  }
+}
+
+/** Parses a single-range `Range` header against `size`; undefined = whole object, 'unsatisfiable' = 416. */
+export function parseRange(header: string | undefined, size: number): ByteRange | 'unsatisfiable' | undefined {
+  if (!header) return undefined;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return undefined; // malformed or multi-range: ignore (RFC 9110)
+  let start: number;
+  let end: number;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    if (suffix === 0) return 'unsatisfiable';
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  }
+  if (start >= size || start > end) return 'unsatisfiable';
+  return { start, end };
+}
+
+function objectHeaders(reply: FastifyReply, object: ObjectDto): void {
+  reply.header('etag', `"${object.sha256}"`);
+  reply.header('last-modified', new Date(object.updated_at).toUTCString());
+  reply.header('accept-ranges', 'bytes');
+  reply.header('x-version-id', object.version_id);
+  reply.type(object.content_type);
+}
+
+/** Refuses a declared body over the limit before reading a byte of it. */
+function checkDeclaredLength(req: FastifyRequest, max: number): void {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > max) {
+    throw new PayloadTooLargeError(`the upload is ${declared} bytes; MAX_UPLOAD_BYTES is ${max}`);
+  }
+}
+
+/**
+ * Data resources (SPEC §4.3). Content streams from the request to storage and from storage to
+ * the response, never whole in memory.
+ */
+export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions> = async (app, { db, files, maxUploadBytes }) => {
+  app.addHook('onRequest', app.requireUser);
+  const tags = ['data-resources'];
+
+  // Raw uploads: every content type reaches the handler as the untouched request stream.
+  await app.register(async (instance) => {
+    const raw = instance.withTypeProvider<TypeBoxTypeProvider>();
+    // The handler reads the request stream itself: no parser may consume it first.
+    raw.removeAllContentTypeParsers();
+    raw.addContentTypeParser('*', (_req, _payload, done) => done(null));
+    raw.put(
+      '/:ws/objects/*',
+      {
+        schema: {
+          tags,
+          summary: 'Store the raw request body at the path (201 new, 200 replaced; the replaced content becomes a version)',
+          params: WsPath,
+          response: { 200: ObjectSchema, 201: ObjectSchema, ...errors(400, 401, 403, 404, 413) },
+        },
+      },
+      async (req, reply) => {
+        const path = pathOf(req.params);
+        await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+        checkDeclaredLength(req, maxUploadBytes);
+        const { object, created } = await files.put(req.params.ws, path, requestBody(req.raw), {
+          contentType: req.headers['content-type'],
+          actor: req.user.id,
+          maxBytes: maxUploadBytes,
+        });
+        return reply.code(created ? 201 : 200).send(object);
+      },
+    );
+  });
+
+  await app.register(async (instance) => {
+    const form = instance.withTypeProvider<TypeBoxTypeProvider>();
+    await form.register(multipart, { limits: { fileSize: maxUploadBytes, files: 1, fields: 5 } });
+    form.post(
+      '/:ws/uploads',
+      {
+        schema: {
+          tags,
+          summary: 'Upload a file as multipart/form-data: field `path`, then field `file`',
+          params: Ws,
+          consumes: ['multipart/form-data'],
+          response: { 201: ObjectSchema, ...errors(400, 401, 403, 404, 413) },
+        },
+      },
+      async (req, reply) => {
+        await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+        checkDeclaredLength(req, maxUploadBytes + 64 * 1024);
+        if (!req.isMultipart()) throw new BadRequestError('send multipart/form-data with a field `path` and then a field `file`', { file: 'missing' });
+        let path: string | undefined;
+        for await (const part of req.parts()) {
+          if (part.type === 'field') {
+            if (part.fieldname === 'path') path = String(part.value);
+            continue;
+          }
+          if (part.fieldname !== 'file') {
+            part.file.resume();
+            continue;
+          }
+          if (path === undefined) throw new BadRequestError('the field `path` must come before the field `file`', { path: 'missing before file' });
+          const target = pathOf({ '*': path });
+          const { object } = await files.put(req.params.ws, target, part.file, {
+            contentType: part.mimetype,
+            actor: req.user.id,
+            maxBytes: maxUploadBytes,
+          });
+          if (part.file.truncated) throw new PayloadTooLargeError(`the upload is larger than MAX_UPLOAD_BYTES (${maxUploadBytes} bytes)`);
+          return reply.code(201).send(object);
+        }
+        throw new BadRequestError('no field `file` in the form', { file: 'missing' });
+      },
+    );
+  });
+
+  app.get(
+    '/:ws/objects/*',
+    {
+      schema: {
+        tags,
+        summary: 'Read an object (Range → 206)',
+        params: WsPath,
+        headers: Type.Object({ range: Type.Optional(Type.String()), 'if-none-match': Type.Optional(Type.String()) }),
+      },
+      exposeHeadRoute: false,
+    },
+    async (req, reply) => {
+      const path = pathOf(req.params);
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+      const object = await files.stat(req.params.ws, path);
+      const range = parseRange(req.headers.range, object.size);
+      if (range === 'unsatisfiable') {
+        return reply.code(416).header('content-range', `bytes */${object.size}`).send({ error: 'range_not_satisfiable', message: `the object has ${object.size} bytes` });
+      }
+      objectHeaders(reply, object);
+      if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
+      const opened = await files.open(req.params.ws, path, range);
+      if (range) {
+        reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${object.size}`).header('content-length', range.end - range.start + 1);
+      } else {
+        reply.header('content-length', object.size);
+      }
+      return reply.send(opened.body);
+    },
+  );
+
+  app.head('/:ws/objects/*', { schema: { tags, summary: 'Headers of an object', params: WsPath } }, async (req, reply) => {
+    const path = pathOf(req.params);
+    await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+    const object = await files.stat(req.params.ws, path);
+    objectHeaders(reply, object);
+    return reply.header('content-length', object.size).send();
+  });
+
+  app.get(
+    '/:ws/objects',
+    {
+      schema: {
+        tags,
+        summary: 'List objects by prefix',
+        params: Ws,
+        querystring: Type.Composite([ListQuery, Type.Object({ prefix: Type.Optional(Type.String({ maxLength: 1024 })) })]),
+        response: { 200: listResponse(ObjectSchema), ...errors(400, 401, 404) },
+      },
+    },
+    async (req) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+      try {
+        return await files.list(req.params.ws, req.query.prefix ?? '', req.query.limit ?? 100, req.query.cursor);
+      } catch (err) {
+        if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { prefix: err.reason });
+        throw err;
+      }
+    },
+  );
+
+  app.delete(
+    '/:ws/objects/*',
+    { schema: { tags, summary: 'Move an object to the trash', params: WsPath, response: { 204: Type.Null(), ...errors(400, 401, 403, 404) } } },
+    async (req, reply) => {
+      const path = pathOf(req.params);
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      await files.remove(req.params.ws, path, req.user.id);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.get(
+    '/:ws/versions/*',
+    {
+      schema: {
+        tags,
+        summary: 'List the versions of a path, newest first; with version_id, that version’s content',
+        params: WsPath,
+        querystring: Type.Object({ version_id: Type.Optional(Type.String({ maxLength: 64 })) }),
+      },
+    },
+    async (req, reply) => {
+      const path = pathOf(req.params);
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+      if (req.query.version_id === undefined) return { items: await files.versions(req.params.ws, path) };
+      const { version, body } = await files.openVersion(req.params.ws, path, req.query.version_id);
+      reply.header('etag', `"${version.sha256}"`).header('content-length', version.size).header('x-version-id', version.version_id).type(version.content_type);
+      return reply.send(body);
+    },
+  );
+
+  app.post(
+    '/:ws/versions/*',
+    {
+      schema: {
+        tags,
+        summary: 'Restore a version (POST …/versions/{path}/restore); the current content becomes a version',
+        params: WsPath,
+        body: Type.Object({ version_id: Type.String({ maxLength: 64 }) }, { additionalProperties: false }),
+        response: { 200: ObjectSchema, ...errors(400, 401, 403, 404) },
+      },
+    },
+    async (req) => {
+      const raw = req.params['*'];
+      if (!raw.endsWith('/restore')) throw new BadRequestError('POST …/versions/{path}/restore restores a version', { path: 'must end with /restore' });
+      const path = pathOf({ '*': raw.slice(0, -'/restore'.length) });
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      return files.restoreVersion(req.params.ws, path, req.body.version_id, req.user.id);
+    },
+  );
+
+  app.get(
+    '/:ws/trash',
+    { schema: { tags, summary: 'List the trash, newest first', params: Ws, querystring: ListQuery, response: { 200: listResponse(TrashSchema), ...errors(400, 401, 404) } } },
+    async (req) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+      return files.trash(req.params.ws, req.query.limit ?? 100, req.query.cursor);
+    },
+  );
+
+  app.post(
+    '/:ws/trash/:id/restore',
+    { schema: { tags, summary: 'Restore a trashed object to its path (409 if the path is live)', params: WsId, response: { 200: ObjectSchema, ...errors(401, 403, 404, 409) } } },
+    async (req) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      return files.restoreTrash(req.params.ws, req.params.id, req.user.id);
+    },
+  );
+
+  app.delete(
+    '/:ws/trash/:id',
+    { schema: { tags, summary: 'Purge a trash item for good', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
+    async (req, reply) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      await files.purgeTrash(req.params.ws, req.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+};
