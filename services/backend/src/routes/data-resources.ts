@@ -27,15 +27,6 @@ const ObjectSchema = Type.Object(
   },
   { $id: 'Object' },
 );
-const VersionSchema = Type.Object({
-  version_id: Type.String({ format: 'uuid' }),
-  size: Type.Integer(),
-  sha256: Type.String(),
-  content_type: Type.String(),
-  created_at: Type.String({ format: 'date-time' }),
-  created_by: Type.Union([Type.String(), Type.Null()]),
-  current: Type.Boolean(),
-});
 const TrashSchema = Type.Object({
   id: Type.String({ format: 'uuid' }),
   path: Type.String(),
