@@ -19,6 +19,11 @@ export const components = {
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/runtime')).startRuntime(config),
   },
+  worker: {
+    description: 'schedule worker: claims due runs and executes them on the runtime (no port)',
+    inStart: true,
+    start: async (config: Config) => (await import('@codeagent/worker')).startWorker(config),
+  },
   gateway: {
     description: 'the single ingress (HOST:PORT)',
     inStart: true,

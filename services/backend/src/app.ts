@@ -66,7 +66,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       await api.register(authRoutes, { db: opts.db, jwtSecret: opts.jwtSecret, jwtTtlSeconds: opts.jwtTtlSeconds });
       await api.register(healthRoutes, { db: opts.db, storageProbe: opts.storageProbe, runtimeProbe: opts.runtimeProbe });
       await api.register(platformRoutes, { db: opts.db, prefix: '/platform' });
-      await api.register(runsRoutes, { db: opts.db, readRunLog, prefix: '/workspaces' });
+      await api.register(runsRoutes, { db: opts.db, files, readRunLog, prefix: '/workspaces' });
       await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
     },

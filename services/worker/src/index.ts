@@ -2,3 +2,5 @@ export { ScheduleWorker } from './worker.js';
 export type { RunIO, NotebookRunner, WorkerOptions } from './worker.js';
 export { executedNotebookPath, injectParameters, parseNotebook, firstError } from './notebook.js';
 export type { Notebook, NotebookCell } from './notebook.js';
+export { startWorker, platformRunIO } from './server.js';
+export { runtimeClient, putInternalObject } from './clients.js';

@@ -21,10 +21,16 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`
     await b.close();
   });
 
+  const NB = JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] });
+  const upload = (path: string) =>
+    b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' }, payload: NB });
+
   const call = (token: string, method: string, url: string, payload?: object) =>
     b.app.inject({ method: method as 'GET', url: `/api/v1/workspaces/${url}`, headers: bearer(token), ...(payload ? { payload } : {}) });
 
-  it('queues a run (202) with the SPEC fields', async () => {
+  it('queues a run (202) with the SPEC fields; a missing notebook is 404', async () => {
+    expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'missing.ipynb' })).statusCode).toBe(404);
+    for (const p of ['reports/daily.ipynb', 'a.ipynb', 'b.ipynb']) expect((await upload(p)).statusCode).toBe(201);
     const res = await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'reports/daily.ipynb', parameters: { day: '2026-11-22' } });
     expect(res.statusCode).toBe(202);
     const run = res.json();

@@ -5,6 +5,7 @@ import type { DB } from '@codeagent/db';
 import { ListQuery, NotFoundError, listResponse } from '@codeagent/service-kit';
 import { createRun, createSchedule, deleteSchedule, getRun, getSchedule, listRuns, listSchedules, toRunDto, updateSchedule } from '../domain/runs.js';
 import { requireWorkspaceAccess } from '../domain/workspaces.js';
+import type { WorkspaceFiles } from '@codeagent/storage';
 import { errors } from './schemas.js';
 
 /** Reads a run log from the run_log area; undefined when there is none (yet). */
@@ -12,6 +13,7 @@ export type RunLogReader = (logKey: string) => Promise<NodeJS.ReadableStream | u
 
 export interface RunsRoutesOptions {
   db: Kysely<DB>;
+  files: WorkspaceFiles;
   readRunLog: RunLogReader;
 }
 
@@ -57,7 +59,7 @@ const Cron = Type.String({ minLength: 1, maxLength: 200 });
 const Zone = Type.String({ minLength: 1, maxLength: 100 });
 
 /** Notebook runs and schedules of a workspace (SPEC §4.4): members read, editors and admins write. */
-export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, readRunLog }) => {
+export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, files, readRunLog }) => {
   app.addHook('onRequest', app.requireUser);
   const tags = ['runs'];
 
@@ -74,6 +76,7 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
     },
     async (req, reply) => {
       await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      await files.stat(req.params.ws, req.body.notebook_path); // 404 when there is no such notebook
       return reply.code(202).send(await createRun(db, req.params.ws, { notebookPath: req.body.notebook_path, parameters: req.body.parameters, createdBy: req.user.id }));
     },
   );
