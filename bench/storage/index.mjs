@@ -1,0 +1,134 @@
+// bench/storage: a 1 GiB upload and download through the gateway (local backend), beside
+// `cp` of the same file on the same disk (the physical limit) and a bare Node http server that
+// streams the request body to a file (the runtime's limit), all in one run; plus the platform's
+// peak RSS (VmHWM of the backend and gateway processes). BENCH_SIZE_MB changes the size.
+import { execFileSync } from 'node:child_process';
+import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { createServer, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import pg from 'pg';
+import { cli, freePort, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
+
+const SIZE_MB = Number(process.env.BENCH_SIZE_MB ?? 1024);
+const size = SIZE_MB * 1024 * 1024;
+const dir = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'codeagent-bench-storage-'));
+const source = join(dir, 'source.bin');
+console.log(`bench/storage: writing a ${SIZE_MB} MiB test file…`);
+execFileSync('dd', ['if=/dev/urandom', `of=${source}`, 'bs=1M', `count=${SIZE_MB}`, 'status=none']);
+execFileSync('sync');
+
+const seconds = (t0) => Number(process.hrtime.bigint() - t0) / 1e9;
+const mbps = (s) => SIZE_MB / s;
+
+// Anchor 1: cp on the same disk.
+let t = process.hrtime.bigint();
+execFileSync('cp', [source, join(dir, 'cp-copy.bin')]);
+execFileSync('sync');
+const cpSeconds = seconds(t);
+rmSync(join(dir, 'cp-copy.bin'));
+
+// Anchor 2: a bare Node server streaming the body to a file, and streaming a file back.
+const bare = createServer(async (req, res) => {
+  if (req.method === 'PUT') {
+    await pipeline(req, createWriteStream(join(dir, 'bare.bin')));
+    res.end('{}');
+  } else {
+    res.writeHead(200, { 'content-length': statSync(join(dir, 'bare.bin')).size });
+    await pipeline(createReadStream(join(dir, 'bare.bin')), res);
+  }
+});
+const barePort = await freePort();
+await new Promise((r) => bare.listen(barePort, '127.0.0.1', r));
+
+function upload(url, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
+    });
+    req.on('error', reject);
+    createReadStream(source).pipe(req);
+  });
+}
+function download(url, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    request({ host: u.hostname, port: u.port, path: u.pathname, headers }, (res) => {
+      let n = 0;
+      res.on('data', (c) => (n += c.length));
+      res.on('end', () => (n === size ? resolve(n) : reject(new Error(`${url}: got ${n} bytes`))));
+    }).on('error', reject).end();
+  });
+}
+
+t = process.hrtime.bigint();
+await upload(`http://127.0.0.1:${barePort}/f`);
+const bareUp = seconds(t);
+t = process.hrtime.bigint();
+await download(`http://127.0.0.1:${barePort}/f`);
+const bareDown = seconds(t);
+bare.close();
+rmSync(join(dir, 'bare.bin'));
+
+// The platform: backend (local storage) behind the gateway.
+let databaseUrl;
+try {
+  const c = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' });
+  await c.connect();
+  await c.query('DROP DATABASE IF EXISTS codeagent_bench_storage WITH (FORCE)');
+  await c.query('CREATE DATABASE codeagent_bench_storage');
+  await c.end();
+  databaseUrl = 'postgres://postgres@127.0.0.1:5432/codeagent_bench_storage';
+} catch {
+  databaseUrl = undefined;
+}
+const [backendPort, gatewayPort] = await Promise.all([freePort(), freePort()]);
+const env = {
+  DATA_DIR: join(dir, 'data'),
+  STORAGE_BACKEND: 'local',
+  BACKEND_PORT: String(backendPort),
+  PORT: String(gatewayPort),
+  LOG_LEVEL: 'warn',
+  BOOTSTRAP_ADMIN_PASSWORD: 'bench-password-1',
+  MAX_UPLOAD_BYTES: String(2 * size),
+  ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+};
+const backend = startProcess(process.execPath, [cli, 'backend'], env);
+await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
+const gateway = startProcess(process.execPath, [cli, 'gateway'], env);
+const base = `http://127.0.0.1:${gatewayPort}/api/v1`;
+await waitFor(`${base}/health`);
+const login = await (await fetch(`${base}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }) })).json();
+const auth = { authorization: `Bearer ${login.access_token}` };
+const ws = (await (await fetch(`${base}/platform/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench' }) })).json()).id;
+
+t = process.hrtime.bigint();
+await upload(`${base}/data-resources/${ws}/objects/big.bin`, auth);
+execFileSync('sync');
+const platformUp = seconds(t);
+t = process.hrtime.bigint();
+await download(`${base}/data-resources/${ws}/objects/big.bin`, auth);
+const platformDown = seconds(t);
+const peak = (pid) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+const rss = { backend: peak(backend.pid), gateway: peak(gateway.pid) };
+await stopProcess(gateway);
+await stopProcess(backend);
+
+const rows = [
+  { path: 'cp (same disk)', 'upload MB/s': mbps(cpSeconds).toFixed(0), 'download MB/s': '–' },
+  { path: 'bare Node http server', 'upload MB/s': mbps(bareUp).toFixed(0), 'download MB/s': mbps(bareDown).toFixed(0) },
+  { path: 'platform (gateway → backend → local)', 'upload MB/s': mbps(platformUp).toFixed(0), 'download MB/s': mbps(platformDown).toFixed(0) },
+];
+console.log(`\nbench/storage: ${SIZE_MB} MiB, local backend, database ${databaseUrl ? 'PostgreSQL' : 'embedded'}\n`);
+console.log(table(rows));
+console.log(`\nplatform ÷ bare Node: upload ${(bareUp / platformUp).toFixed(2)}×, download ${(bareDown / platformDown).toFixed(2)}× (target ≥ 0.5×)`);
+console.log(`platform ÷ cp: upload ${(cpSeconds / platformUp).toFixed(2)}×`);
+console.log(`peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each)`);
+mkdirSync(join(root, 'bench/results'), { recursive: true });
+writeFileSync(join(root, 'bench/results/storage.json'), JSON.stringify({ when: new Date().toISOString(), SIZE_MB, cpSeconds, bareUp, bareDown, platformUp, platformDown, rss }, null, 2));
+rmSync(dir, { recursive: true, force: true });
+process.exit(0);
