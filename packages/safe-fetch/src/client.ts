@@ -1,0 +1,188 @@
+import dns, { type LookupAddress, type LookupOptions } from 'node:dns';
+import type { Socket } from 'node:net';
+import { Agent, buildConnector, request, type Dispatcher } from 'undici';
+import { isBlockedAddress, literalIp } from './addresses.js';
+import { canonicalHost, hostAllowed } from './allowlist.js';
+import { OutboundError } from './errors.js';
+
+export type LookupFunction = typeof dns.lookup;
+
+export interface OutboundOptions {
+  /** SPEC §8.5 allowlist entries; empty = any public host. */
+  allowlist?: readonly string[];
+  maxRedirects?: number;
+  /** One deadline for the whole redirect chain. */
+  timeoutMs?: number;
+  maxResponseBytes?: number;
+  /** Cut bodies at maxResponseBytes (`truncated: true`); when false, refuse with `response_too_large`. */
+  truncate?: boolean;
+  /** Tests only: lets 127.0.0.0/8 and ::1 through; every other blocked range stays blocked. */
+  allowLoopback?: boolean;
+  /** Replaces name resolution (signature of dns.lookup); tests inject answers with it. */
+  lookup?: LookupFunction;
+}
+
+export type AuthAdapter =
+  | { type: 'none' }
+  | { type: 'simple'; username: string }
+  | { type: 'basic'; username: string; password?: string | undefined };
+
+export interface OutboundRequest {
+  method?: 'GET' | 'HEAD';
+  headers?: Record<string, string>;
+  auth?: AuthAdapter;
+}
+
+export interface OutboundResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  truncated: boolean;
+  finalUrl: string;
+  redirects: number;
+}
+
+export interface OutboundClient {
+  fetch(url: string, init?: OutboundRequest): Promise<OutboundResponse>;
+  close(): Promise<void>;
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * The outbound client of the cluster service (SPEC §8.5): an undici Agent whose connector
+ * (1) resolves names through a lookup that refuses any answer in a blocked range, and
+ * (2) checks the address the socket actually connected to, so DNS rebinding between a check
+ * and the connect cannot slip through. Literal IPs are checked before any connection.
+ * Redirects are followed by hand, each hop checked again (scheme, allowlist, address).
+ */
+export function createOutboundClient(options: OutboundOptions = {}): OutboundClient {
+  const allowlist = options.allowlist ?? [];
+  const maxRedirects = options.maxRedirects ?? 5;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const maxBytes = options.maxResponseBytes ?? 1_048_576;
+  const truncate = options.truncate ?? true;
+  const allowLoopback = options.allowLoopback ?? false;
+  const resolve = options.lookup ?? dns.lookup;
+
+  const checkingLookup = (hostname: string, opts: LookupOptions, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
+    (resolve as (h: string, o: LookupOptions, cb: (err: NodeJS.ErrnoException | null, a: string | LookupAddress[], f?: number) => void) => void)(
+      hostname,
+      { ...opts, all: true },
+      (err, answer, family) => {
+        if (err) return callback(new OutboundError('dns_failed', `cannot resolve ${hostname}: ${err.code ?? err.message}`), '');
+        const list: LookupAddress[] = Array.isArray(answer) ? answer : [{ address: answer, family: family ?? 4 }];
+        if (list.length === 0) return callback(new OutboundError('dns_failed', `${hostname} has no address`), '');
+        // Every answer is checked: one private address in a mixed answer refuses the host.
+        const blocked = list.find((a) => isBlockedAddress(a.address, allowLoopback));
+        if (blocked) return callback(new OutboundError('address_blocked', `${hostname} resolves to a blocked address`), '');
+        if (opts.all) return callback(null, list);
+        return callback(null, list[0]!.address, list[0]!.family);
+      },
+    );
+  };
+
+  const baseConnect = buildConnector({ lookup: checkingLookup as never, timeout: timeoutMs });
+  const connect: buildConnector.connector = (opts, callback) =>
+    baseConnect(opts, (err, socket) => {
+      if (err || !socket) return callback(err ?? new Error('no socket'), null);
+      const peer = (socket as Socket).remoteAddress;
+      if (!peer || isBlockedAddress(peer, allowLoopback)) {
+        socket.destroy();
+        return callback(new OutboundError('address_blocked', 'the connection reached a blocked address'), null);
+      }
+      return callback(null, socket);
+    });
+  const agent = new Agent({ connect, connections: 32 });
+
+  /** Checks what can be checked before connecting; returns the URL to request. */
+  function vet(raw: string | URL, auth: AuthAdapter | undefined): URL {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new OutboundError('invalid_url', `not a URL: ${String(raw).slice(0, 200)}`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OutboundError('scheme_not_allowed', `scheme ${url.protocol} is not allowed; use http or https`);
+    if (url.username || url.password) throw new OutboundError('invalid_url', 'credentials in the URL are not allowed; use the cluster auth settings');
+    if (!url.hostname) throw new OutboundError('invalid_url', 'the URL has no host');
+    if (!hostAllowed(url.hostname, allowlist)) throw new OutboundError('host_not_allowed', `host ${canonicalHost(url.hostname)} is not in OUTBOUND_ALLOWLIST`);
+    const ip = literalIp(url.hostname);
+    if (ip !== undefined && isBlockedAddress(ip, allowLoopback)) throw new OutboundError('address_blocked', `address ${ip} is blocked`);
+    url.hash = '';
+    if (auth?.type === 'simple') url.searchParams.set('user.name', auth.username);
+    return url;
+  }
+
+  function mapError(err: unknown, signal: AbortSignal): Error {
+    if (err instanceof OutboundError) return err;
+    const cause = (err as { cause?: unknown }).cause;
+    if (cause instanceof OutboundError) return cause;
+    if (signal.aborted) return new OutboundError('timeout', `no complete answer within ${timeoutMs} ms`);
+    const code = (err as { code?: string }).code;
+    if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+      return new OutboundError('timeout', `no complete answer within ${timeoutMs} ms`);
+    }
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return new OutboundError('dns_failed', `cannot resolve the host (${code})`);
+    return err instanceof Error ? err : new Error(String(err));
+  }
+
+  async function readCapped(body: Dispatcher.ResponseData['body']): Promise<{ text: string; truncated: boolean }> {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for await (const chunk of body) {
+      const buf = chunk as Buffer;
+      if (total + buf.length > maxBytes) {
+        if (!truncate) {
+          body.destroy();
+          throw new OutboundError('response_too_large', `the response is larger than ${maxBytes} bytes`);
+        }
+        chunks.push(buf.subarray(0, maxBytes - total));
+        body.destroy();
+        return { text: Buffer.concat(chunks).toString('utf8'), truncated: true };
+      }
+      chunks.push(buf);
+      total += buf.length;
+    }
+    return { text: Buffer.concat(chunks).toString('utf8'), truncated: false };
+  }
+
+  return {
+    async fetch(raw, init = {}) {
+      const signal = AbortSignal.timeout(timeoutMs);
+      let method = init.method ?? 'GET';
+      const headers: Record<string, string> = { ...(init.headers ?? {}) };
+      if (init.auth?.type === 'basic') {
+        // Kept on every hop, also to another host (seed rule, SPEC §8.5).
+        headers.authorization = `Basic ${Buffer.from(`${init.auth.username}:${init.auth.password ?? ''}`).toString('base64')}`;
+      }
+      let url = vet(raw, init.auth);
+      for (let redirects = 0; ; redirects++) {
+        let res: Dispatcher.ResponseData;
+        try {
+          res = await request(url, { dispatcher: agent, method, headers, signal });
+        } catch (err) {
+          throw mapError(err, signal);
+        }
+        const location = res.headers.location;
+        if (REDIRECTS.has(res.statusCode) && typeof location === 'string') {
+          await res.body.dump().catch(() => undefined);
+          if (redirects + 1 > maxRedirects) throw new OutboundError('too_many_redirects', `more than ${maxRedirects} redirects`);
+          url = vet(new URL(location, url), init.auth);
+          if (res.statusCode === 303) method = 'GET';
+          continue;
+        }
+        let read;
+        try {
+          read = method === 'HEAD' ? { text: '', truncated: false } : await readCapped(res.body);
+        } catch (err) {
+          throw mapError(err, signal);
+        }
+        const flat: Record<string, string> = {};
+        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
+        return { status: res.statusCode, headers: flat, body: read.text, truncated: read.truncated, finalUrl: url.toString(), redirects };
+      }
+    },
+    close: () => agent.close(),
+  };
+}
