@@ -24,6 +24,11 @@ export const components = {
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/worker')).startWorker(config),
   },
+  'cluster-admin': {
+    description: 'cluster records, audit, and the /mcp agent endpoint (127.0.0.1:CLUSTER_ADMIN_PORT)',
+    inStart: true,
+    start: async (config: Config) => (await import('@codeagent/cluster-admin')).startClusterAdmin(config),
+  },
   gateway: {
     description: 'the single ingress (HOST:PORT)',
     inStart: true,

@@ -122,6 +122,29 @@ export interface TrashItemsTable {
   deleted_by: Nullable<string>;
 }
 
+export interface ClustersTable {
+  id: Generated<string>;
+  name: string;
+  base_url: string;
+  auth_type: 'none' | 'simple' | 'basic';
+  username: Nullable<string>;
+  password_enc: Nullable<string>;
+  rate_limit: number;
+  description: Nullable<string>;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+export interface AuditEntriesTable {
+  id: Generated<string>;
+  occurred_at: ColumnType<Date, Date | string | undefined, never>;
+  actor: string;
+  action: string;
+  target_type: string;
+  target_id: string;
+  details: ColumnType<Record<string, unknown>, string, never>;
+}
+
 /** The database as Kysely sees it. Later migrations add their tables here. */
 export interface DB {
   platform_roles: PlatformRolesTable;
@@ -135,6 +158,8 @@ export interface DB {
   objects: ObjectsTable;
   object_versions: ObjectVersionsTable;
   trash_items: TrashItemsTable;
+  clusters: ClustersTable;
+  audit_entries: AuditEntriesTable;
 }
 
 export type UserRow = Selectable<UsersTable>;
@@ -147,3 +172,5 @@ export type RunRow = Selectable<RunsTable>;
 export type ObjectRow = Selectable<ObjectsTable>;
 export type ObjectVersionRow = Selectable<ObjectVersionsTable>;
 export type TrashItemRow = Selectable<TrashItemsTable>;
+export type ClusterRow = Selectable<ClustersTable>;
+export type AuditEntryRow = Selectable<AuditEntriesTable>;

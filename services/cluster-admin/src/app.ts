@@ -1,0 +1,95 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { DB } from '@codeagent/db';
+import { matchesAny, parseBearer, safeEqual, tokenFingerprint } from '@codeagent/auth';
+import { UnauthorizedError, requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import type { OutboundClient } from '@codeagent/safe-fetch';
+import { ClusterError, ClusterService, SecretBox, validateCluster, type BetweenChangeAndAudit } from './domain/clusters.js';
+import { RateLimiter } from './domain/rate-limit.js';
+import { buildMcpServer } from './mcp.js';
+
+export interface ClusterAdminOptions {
+  db: Kysely<DB>;
+  adminTokens: string[];
+  agentToken: string;
+  secretsKey: Buffer;
+  outbound: OutboundClient;
+  loggerInstance?: FastifyBaseLogger;
+  /** Tests only: runs between a change and its audit entry, inside the transaction. */
+  betweenChangeAndAudit?: BetweenChangeAndAudit;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    adminActor: string;
+  }
+}
+
+/** The cluster administration service (SPEC §8): `/admin/*` for operators, `/mcp` for agents. */
+export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: false }),
+    ...requestIdOptions(),
+    // MCP requests are hijacked from Fastify; close their keep-alive sockets too on shutdown.
+    forceCloseConnections: true,
+  });
+  await app.register(serviceKit);
+  const clusters = new ClusterService(opts.db, new SecretBox(opts.secretsKey), opts.betweenChangeAndAudit);
+  const limiter = new RateLimiter();
+  app.decorateRequest('adminActor', '');
+
+  await app.register(
+    async (admin) => {
+      // SPEC §8.1: the one bearer parser; every configured token compared in constant time.
+      admin.addHook('onRequest', async (req: FastifyRequest) => {
+        const token = parseBearer(req.headers.authorization);
+        if (token === '') throw new UnauthorizedError('send Authorization: Bearer <admin token>', 'missing bearer token');
+        if (!matchesAny(token, opts.adminTokens)) throw new UnauthorizedError('the token is not one of ADMIN_TOKENS', 'invalid bearer token');
+        req.adminActor = tokenFingerprint(token);
+      });
+
+      admin.get('/clusters', async () => ({ clusters: await clusters.list() }));
+      admin.get<{ Params: { id: string } }>('/clusters/:id', async (req) => clusters.get(req.params.id));
+      admin.post('/clusters', async (req, reply) => reply.code(201).send(await clusters.create(req.adminActor, validateCluster(req.body))));
+      admin.put<{ Params: { id: string } }>('/clusters/:id', async (req) => {
+        const input = validateCluster(req.body);
+        return clusters.update(req.adminActor, req.params.id, input);
+      });
+      admin.delete<{ Params: { id: string } }>('/clusters/:id', async (req, reply) => {
+        await clusters.remove(req.adminActor, req.params.id);
+        return reply.code(204).send(null);
+      });
+      admin.get<{ Querystring: Record<string, string | undefined> }>('/audit', async (req) => {
+        const q = req.query;
+        const limit = q.limit === undefined ? 100 : Number(q.limit);
+        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+          throw new ClusterError(400, 'validation failed', 'limit must be 1–1000', { fields: { limit: 'an integer from 1 to 1000' } });
+        }
+        return clusters.auditLog({ targetId: q.target_id, action: q.action, limit, cursor: q.cursor });
+      });
+    },
+    { prefix: '/admin' },
+  );
+
+  // /mcp: the agent token is checked before the MCP transport sees the request.
+  app.route({
+    method: ['GET', 'POST', 'DELETE'],
+    url: '/mcp',
+    handler: async (req, reply) => {
+      const token = parseBearer(req.headers.authorization);
+      if (!safeEqual(token, opts.agentToken)) return reply.code(401).send({ error: 'unauthorized' });
+      reply.hijack();
+      const server = buildMcpServer(clusters, opts.outbound, limiter);
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      reply.raw.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      await transport.handleRequest(req.raw, reply.raw, req.body);
+    },
+  });
+
+  return app;
+}

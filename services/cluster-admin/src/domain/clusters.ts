@@ -1,0 +1,317 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { Kysely, Transaction } from 'kysely';
+import { isUniqueViolation, withRetry, type ClusterRow, type DB } from '@codeagent/db';
+import { AppError } from '@codeagent/service-kit';
+
+/** The error bodies of SPEC §8 (they differ from §3: `"not found"`, `"validation failed"`). */
+export class ClusterError extends AppError {
+  constructor(statusCode: number, error: string, message: string, extra: Record<string, unknown> = {}) {
+    super(statusCode, error, message, extra);
+  }
+}
+
+export const notFound = () => new ClusterError(404, 'not found', 'no such cluster');
+
+export interface ClusterDto {
+  id: string;
+  name: string;
+  base_url: string;
+  auth_type: 'none' | 'simple' | 'basic';
+  username: string | null;
+  has_password: boolean;
+  rate_limit: number;
+  description: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export function toClusterDto(r: ClusterRow): ClusterDto {
+  return {
+    id: r.id,
+    name: r.name,
+    base_url: r.base_url,
+    auth_type: r.auth_type,
+    username: r.username,
+    has_password: r.password_enc !== null,
+    rate_limit: r.rate_limit,
+    description: r.description,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  };
+}
+
+/** AES-256-GCM at rest; the key is SECRETS_KEY (32 bytes). */
+export class SecretBox {
+  constructor(private readonly key: Buffer) {
+    if (key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes');
+  }
+  seal(plain: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const data = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
+    return Buffer.concat([iv, cipher.getAuthTag(), data]).toString('base64');
+  }
+  open(sealed: string): string {
+    const raw = Buffer.from(sealed, 'base64');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+  }
+}
+
+export interface ClusterInput {
+  name: string;
+  base_url: string;
+  auth_type: 'none' | 'simple' | 'basic';
+  username: string | null;
+  password: string | undefined;
+  rate_limit: number;
+  description: string | null;
+}
+
+/**
+ * SPEC §8.2 validation; every problem is reported at once in `fields`. On update an empty or
+ * absent `AuthPassword` keeps the stored password.
+ */
+export function validateCluster(body: unknown): ClusterInput {
+  const fields: Record<string, string> = {};
+  const b = (typeof body === 'object' && body !== null && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) fields.body = 'must be a JSON object';
+
+  const name = b.name;
+  if (typeof name !== 'string' || name.trim().length === 0) fields.name = 'required, 1–100 characters';
+  else if (name.length > 100) fields.name = 'at most 100 characters';
+
+  const baseUrl = b.base_url;
+  if (typeof baseUrl !== 'string' || baseUrl.length === 0) fields.base_url = 'required, an absolute http or https URL';
+  else {
+    try {
+      const u = new URL(baseUrl);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') fields.base_url = 'must use http or https';
+    } catch {
+      fields.base_url = 'must be an absolute http or https URL';
+    }
+  }
+
+  const authType = b.auth_type;
+  if (authType !== 'none' && authType !== 'simple' && authType !== 'basic') fields.auth_type = 'required, one of none, simple, basic';
+
+  const username = b.username;
+  if (username !== undefined && username !== null && typeof username !== 'string') fields.username = 'must be a string';
+  if ((authType === 'simple' || authType === 'basic') && (typeof username !== 'string' || username.length === 0)) {
+    fields.username = `required when auth_type is ${String(authType)}`;
+  }
+
+  const password = b.AuthPassword;
+  if (password !== undefined && password !== null && typeof password !== 'string') fields.AuthPassword = 'must be a string';
+
+  const rateLimit = b.rate_limit;
+  if (rateLimit === undefined || rateLimit === null) fields.rate_limit = 'required, an integer >= 0';
+  else if (typeof rateLimit !== 'number' || !Number.isInteger(rateLimit) || rateLimit < 0) fields.rate_limit = 'must be an integer >= 0';
+  else if (rateLimit > 2_147_483_647) fields.rate_limit = 'too large';
+
+  const description = b.description;
+  if (description !== undefined && description !== null && typeof description !== 'string') fields.description = 'must be a string';
+
+  if (Object.keys(fields).length > 0) throw new ClusterError(400, 'validation failed', 'the cluster record is invalid', { fields });
+  return {
+    name: (name as string).trim(),
+    base_url: baseUrl as string,
+    auth_type: authType as ClusterInput['auth_type'],
+    username: typeof username === 'string' && username.length > 0 ? username : null,
+    password: typeof password === 'string' && password.length > 0 ? password : undefined,
+    rate_limit: rateLimit as number,
+    description: typeof description === 'string' ? description : null,
+  };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const AUDITED = ['name', 'base_url', 'auth_type', 'username', 'rate_limit', 'description'] as const;
+
+/** What the audit shows of a cluster: its fields, and the password only as "***". */
+function auditView(r: ClusterRow): Record<string, unknown> {
+  return {
+    id: r.id,
+    name: r.name,
+    base_url: r.base_url,
+    auth_type: r.auth_type,
+    username: r.username,
+    rate_limit: r.rate_limit,
+    description: r.description,
+    AuthPassword: r.password_enc === null ? null : '***',
+  };
+}
+
+export type AuditAction = 'cluster.create' | 'cluster.update' | 'cluster.delete';
+
+/** Hook for tests: runs inside the transaction between the change and its audit entry. */
+export type BetweenChangeAndAudit = (trx: Transaction<DB>) => Promise<void>;
+
+export class ClusterService {
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly box: SecretBox,
+    private readonly betweenChangeAndAudit: BetweenChangeAndAudit = async () => undefined,
+  ) {}
+
+  private async audit(trx: Transaction<DB>, actor: string, action: AuditAction, targetId: string, before: ClusterRow | null, after: ClusterRow | null, passwordChanged: boolean) {
+    await this.betweenChangeAndAudit(trx);
+    const changed: string[] = [];
+    if (before && after) {
+      for (const f of AUDITED) if (before[f] !== after[f]) changed.push(f);
+      if (passwordChanged) changed.push('AuthPassword');
+    } else {
+      const only = (before ?? after)!;
+      for (const f of AUDITED) if (only[f] !== null && only[f] !== undefined) changed.push(f);
+      if (only.password_enc !== null) changed.push('AuthPassword');
+    }
+    await trx
+      .insertInto('audit_entries')
+      .values({
+        actor,
+        action,
+        target_type: 'cluster',
+        target_id: targetId,
+        details: JSON.stringify({ before: before ? auditView(before) : null, after: after ? auditView(after) : null, changed }),
+      })
+      .execute();
+  }
+
+  private conflict(err: unknown): never {
+    if (isUniqueViolation(err)) throw new ClusterError(409, 'conflict', 'a cluster with this name exists');
+    throw err;
+  }
+
+  async list(): Promise<ClusterDto[]> {
+    return (await this.db.selectFrom('clusters').selectAll().orderBy('name').execute()).map(toClusterDto);
+  }
+
+  async row(idOrName: string): Promise<ClusterRow> {
+    const row = UUID.test(idOrName)
+      ? await this.db.selectFrom('clusters').selectAll().where('id', '=', idOrName).executeTakeFirst()
+      : await this.db.selectFrom('clusters').selectAll().where('name', '=', idOrName).executeTakeFirst();
+    if (!row) throw notFound();
+    return row;
+  }
+
+  async get(id: string): Promise<ClusterDto> {
+    if (!UUID.test(id)) throw notFound();
+    return toClusterDto(await this.row(id));
+  }
+
+  /** The stored password, decrypted (for the auth adapter only; never returned). */
+  password(row: ClusterRow): string | undefined {
+    return row.password_enc === null ? undefined : this.box.open(row.password_enc);
+  }
+
+  async create(actor: string, input: ClusterInput): Promise<ClusterDto> {
+    try {
+      return await this.db.transaction().execute(async (trx) => {
+        const row = await trx
+          .insertInto('clusters')
+          .values({
+            name: input.name,
+            base_url: input.base_url,
+            auth_type: input.auth_type,
+            username: input.username,
+            password_enc: input.password === undefined ? null : this.box.seal(input.password),
+            rate_limit: input.rate_limit,
+            description: input.description,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        await this.audit(trx, actor, 'cluster.create', row.id, null, row, input.password !== undefined);
+        return toClusterDto(row);
+      });
+    } catch (err) {
+      return this.conflict(err);
+    }
+  }
+
+  async update(actor: string, id: string, input: ClusterInput): Promise<ClusterDto> {
+    if (!UUID.test(id)) throw notFound();
+    try {
+      return await withRetry(() =>
+        this.db.transaction().execute(async (trx) => {
+          // The row lock orders concurrent updates, so each audit entry's `before` is the
+          // previous entry's `after`.
+          const before = await trx.selectFrom('clusters').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+          if (!before) throw notFound();
+          let passwordEnc = before.password_enc;
+          let passwordChanged = false;
+          if (input.password !== undefined) {
+            passwordChanged = before.password_enc === null || this.box.open(before.password_enc) !== input.password;
+            if (passwordChanged) passwordEnc = this.box.seal(input.password);
+          }
+          const after = await trx
+            .updateTable('clusters')
+            .set({
+              name: input.name,
+              base_url: input.base_url,
+              auth_type: input.auth_type,
+              username: input.username,
+              password_enc: passwordEnc,
+              rate_limit: input.rate_limit,
+              description: input.description,
+              updated_at: new Date(),
+            })
+            .where('id', '=', id)
+            .returningAll()
+            .executeTakeFirstOrThrow();
+          await this.audit(trx, actor, 'cluster.update', id, before, after, passwordChanged);
+          return toClusterDto(after);
+        }),
+      );
+    } catch (err) {
+      return this.conflict(err);
+    }
+  }
+
+  async remove(actor: string, id: string): Promise<void> {
+    if (!UUID.test(id)) throw notFound();
+    await this.db.transaction().execute(async (trx) => {
+      const before = await trx.selectFrom('clusters').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+      if (!before) throw notFound();
+      await trx.deleteFrom('clusters').where('id', '=', id).execute();
+      await this.audit(trx, actor, 'cluster.delete', id, before, null, false);
+    });
+  }
+
+  async auditLog(opts: { targetId?: string | undefined; action?: string | undefined; limit: number; cursor?: string | undefined }) {
+    let after: [string, string] | undefined;
+    if (opts.cursor) {
+      try {
+        const parsed = JSON.parse(Buffer.from(opts.cursor, 'base64url').toString()) as unknown;
+        if (!Array.isArray(parsed) || parsed.length !== 2 || !parsed.every((p) => typeof p === 'string') || !UUID.test(parsed[1] as string)) throw new Error('bad');
+        after = parsed as [string, string];
+      } catch {
+        throw new ClusterError(400, 'validation failed', 'invalid cursor', { fields: { cursor: 'invalid cursor' } });
+      }
+    }
+    let q = this.db.selectFrom('audit_entries').selectAll().orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
+    if (opts.targetId !== undefined) {
+      if (!UUID.test(opts.targetId)) return { entries: [], next_cursor: null };
+      q = q.where('target_id', '=', opts.targetId);
+    }
+    if (opts.action !== undefined) q = q.where('action', '=', opts.action);
+    if (after) {
+      const [at, id] = after;
+      q = q.where((eb) => eb.or([eb('occurred_at', '<', new Date(at)), eb.and([eb('occurred_at', '=', new Date(at)), eb('id', '<', id)])]));
+    }
+    const rows = await q.execute();
+    const page = rows.slice(0, opts.limit);
+    const last = page[page.length - 1];
+    return {
+      entries: page.map((r) => ({
+        id: r.id,
+        occurred_at: r.occurred_at.toISOString(),
+        actor: r.actor,
+        action: r.action,
+        target_type: r.target_type,
+        target_id: r.target_id,
+        details: r.details,
+      })),
+      next_cursor: rows.length > opts.limit && last ? Buffer.from(JSON.stringify([last.occurred_at.toISOString(), last.id])).toString('base64url') : null,
+    };
+  }
+}

@@ -1,0 +1,87 @@
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import { OutboundError, type OutboundClient } from '@codeagent/safe-fetch';
+import { ClusterError, toClusterDto, type ClusterService } from './domain/clusters.js';
+import type { RateLimiter } from './domain/rate-limit.js';
+
+const text = (value: unknown) => ({ content: [{ type: 'text' as const, text: typeof value === 'string' ? value : JSON.stringify(value, null, 2) }] });
+const failure = (message: string) => ({ content: [{ type: 'text' as const, text: message }], isError: true });
+
+/** Response headers an agent may see: never cookies or auth challenges of the cluster. */
+const HIDDEN_HEADERS = new Set(['set-cookie', 'www-authenticate', 'authorization', 'proxy-authenticate']);
+
+/**
+ * The MCP server of `/mcp` (SPEC §8.4): three tools over the cluster records. A fresh server per
+ * request (stateless Streamable HTTP). Results never carry secrets: clusters are shown as their
+ * public record (`has_password`, never the password), and the auth query parameter is removed
+ * from the final URL.
+ */
+export function buildMcpServer(clusters: ClusterService, outbound: OutboundClient, limiter: RateLimiter): McpServer {
+  const server = new McpServer({ name: 'codeagent-cluster-admin', version: '0.1.0' });
+
+  server.registerTool(
+    'list_clusters',
+    { title: 'List clusters', description: 'The registered compute clusters (no secrets).', inputSchema: {} },
+    async () => text({ clusters: await clusters.list() }),
+  );
+
+  server.registerTool(
+    'get_cluster',
+    { title: 'Get a cluster', description: 'One cluster by id or name (no secrets).', inputSchema: { cluster: z.string().min(1).describe('cluster id or name') } },
+    async ({ cluster }) => {
+      try {
+        return text(toClusterDto(await clusters.row(cluster)));
+      } catch (err) {
+        if (err instanceof ClusterError) return failure(`cluster ${cluster} not found`);
+        throw err;
+      }
+    },
+  );
+
+  server.registerTool(
+    'cluster_request',
+    {
+      title: 'Request a cluster endpoint',
+      description: "GET or HEAD `base_url + path` of a cluster through the guarded outbound client, with the cluster's auth and rate limit.",
+      inputSchema: {
+        cluster: z.string().min(1).describe('cluster id or name'),
+        method: z.enum(['GET', 'HEAD']),
+        path: z.string().max(2048).describe('path below the cluster base URL, e.g. /ws/v1/cluster/info'),
+        query: z.record(z.string(), z.string()).optional(),
+      },
+    },
+    async ({ cluster, method, path, query }) => {
+      let row;
+      try {
+        row = await clusters.row(cluster);
+      } catch (err) {
+        if (err instanceof ClusterError) return failure(`cluster ${cluster} not found`);
+        throw err;
+      }
+      if (!limiter.take(row.id, row.rate_limit)) {
+        return failure(`rate limit of cluster ${row.name} reached: ${row.rate_limit} requests per minute; no request was sent, try again later`);
+      }
+      const url = new URL(row.base_url);
+      url.pathname = `${url.pathname.replace(/\/$/, '')}/${path.replace(/^\//, '')}`;
+      for (const [k, v] of Object.entries(query ?? {})) url.searchParams.set(k, v);
+      const auth =
+        row.auth_type === 'simple'
+          ? { type: 'simple' as const, username: row.username ?? '' }
+          : row.auth_type === 'basic'
+            ? { type: 'basic' as const, username: row.username ?? '', password: clusters.password(row) }
+            : { type: 'none' as const };
+      try {
+        const res = await outbound.fetch(url.toString(), { method, auth });
+        const finalUrl = new URL(res.finalUrl);
+        finalUrl.searchParams.delete('user.name');
+        const headers = Object.fromEntries(Object.entries(res.headers).filter(([k]) => !HIDDEN_HEADERS.has(k)));
+        return text({ status: res.status, headers, body: res.body, truncated: res.truncated, final_url: finalUrl.toString(), redirects: res.redirects });
+      } catch (err) {
+        if (err instanceof OutboundError) return failure(`request refused (${err.code}): ${err.message}`);
+        return failure(`request failed: ${(err as Error).message}`);
+      }
+    },
+  );
+
+  return server;
+}
