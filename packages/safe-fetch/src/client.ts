@@ -127,7 +127,9 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
     return err instanceof Error ? err : new Error(String(err));
   }
 
-  async function readCapped(body: Dispatcher.ResponseData['body']): Promise<{ text: string; truncated: boolean }> {
+  async function readCapped(body: Dispatcher.ResponseData['body'], declared: number): Promise<{ text: string; truncated: boolean }> {
+    // A declared length within the cap cannot be exceeded (HTTP framing): read it in one go.
+    if (Number.isFinite(declared) && declared <= maxBytes) return { text: await body.text(), truncated: false };
     const chunks: Buffer[] = [];
     let total = 0;
     for await (const chunk of body) {
@@ -174,7 +176,7 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
         }
         let read;
         try {
-          read = method === 'HEAD' ? { text: '', truncated: false } : await readCapped(res.body);
+          read = method === 'HEAD' ? { text: '', truncated: false } : await readCapped(res.body, Number(res.headers['content-length'] ?? NaN));
         } catch (err) {
           throw mapError(err, signal);
         }
