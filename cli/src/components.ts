@@ -29,6 +29,11 @@ export const components = {
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/cluster-admin')).startClusterAdmin(config),
   },
+  bridge: {
+    description: 'notebook bridge: cell edits through the local code agent (127.0.0.1:BRIDGE_PORT)',
+    inStart: true,
+    start: async (config: Config) => (await import('@codeagent/bridge')).startBridge(config),
+  },
   gateway: {
     description: 'the single ingress (HOST:PORT)',
     inStart: true,

@@ -8,3 +8,4 @@ export type { TestDatabase, TestDatabaseTarget } from './testing.js';
 export { isSerializationFailure, isUniqueViolation, withRetry } from './errors.js';
 export type { DB } from './schema.js';
 export * from './schema.js';
+export { findActiveTokenUser, isSystemAdmin, ADMIN_ROLE_ID } from './users.js';

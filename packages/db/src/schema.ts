@@ -145,6 +145,14 @@ export interface AuditEntriesTable {
   details: ColumnType<Record<string, unknown>, string, never>;
 }
 
+export interface BridgeSessionsTable {
+  notebook_path: string;
+  session_id: string;
+  upstream_url: string;
+  created_at: CreatedAt;
+  last_used_at: Timestamp;
+}
+
 /** The database as Kysely sees it. Later migrations add their tables here. */
 export interface DB {
   platform_roles: PlatformRolesTable;
@@ -160,6 +168,7 @@ export interface DB {
   trash_items: TrashItemsTable;
   clusters: ClustersTable;
   audit_entries: AuditEntriesTable;
+  bridge_sessions: BridgeSessionsTable;
 }
 
 export type UserRow = Selectable<UsersTable>;

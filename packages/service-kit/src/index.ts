@@ -14,3 +14,5 @@ export { encodeCursor, decodeCursor, ListQuery, listResponse } from './paginatio
 export type { ListQueryType } from './pagination.js';
 export { listen } from './listen.js';
 export { requestBody } from './body.js';
+export { userAuth, SESSION_COOKIE } from './user-auth.js';
+export type { UserAuthOptions } from './user-auth.js';

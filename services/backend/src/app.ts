@@ -5,7 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { requestIdOptions, serviceKit } from '@codeagent/service-kit';
-import { userAuth } from './plugins/user-auth.js';
+import { userAuth } from '@codeagent/service-kit';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';

@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
-import { isUniqueViolation, type DB, type UserRow } from '@codeagent/db';
+import { ADMIN_ROLE_ID, isSystemAdmin, isUniqueViolation, type DB, type UserRow } from '@codeagent/db';
+
+export { isSystemAdmin };
 import { hashPassword, verifyPassword, equalizeTimingForUnknownUser } from '@codeagent/auth';
 import { BadRequestError, ConflictError, decodeCursor, encodeCursor } from '@codeagent/service-kit';
 
-/** The platform role whose holders are system administrators (SEED §2.4). */
-export const ADMIN_ROLE_ID = 'admin';
 export const DEFAULT_ROLE_ID = 'user';
 
 export interface UserDto {
@@ -16,10 +16,6 @@ export interface UserDto {
   created_at: string;
 }
 
-/** `is_system_admin` is derived from the role, never stored. */
-export function isSystemAdmin(user: Pick<UserRow, 'platform_role_id'>): boolean {
-  return user.platform_role_id === ADMIN_ROLE_ID;
-}
 
 export function toUserDto(user: UserRow): UserDto {
   return {
@@ -117,12 +113,3 @@ export async function revokeToken(db: Kysely<DB>, jti: string, expiresAt: Date):
   await db.deleteFrom('revoked_tokens').where('expires_at', '<', new Date()).execute();
 }
 
-/** The user a valid token names, unless that token was revoked (one round trip). */
-export async function findActiveTokenUser(db: Kysely<DB>, userId: string, jti: string): Promise<UserRow | undefined> {
-  return db
-    .selectFrom('users')
-    .selectAll()
-    .where('id', '=', userId)
-    .where((eb) => eb.not(eb.exists(eb.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti))))
-    .executeTakeFirst();
-}

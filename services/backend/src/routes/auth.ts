@@ -6,7 +6,7 @@ import { issueUserToken } from '@codeagent/auth';
 import { UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, isSystemAdmin, revokeToken, toUserDto } from '../domain/users.js';
 import { workspacesOfUser } from '../domain/workspaces.js';
-import { SESSION_COOKIE } from '../plugins/user-auth.js';
+import { SESSION_COOKIE } from '@codeagent/service-kit';
 import { MemberRole, User, errors } from './schemas.js';
 
 export interface AuthRoutesOptions {

@@ -1,10 +1,10 @@
+import '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
-import type { DB, UserRow } from '@codeagent/db';
+import { findActiveTokenUser, isSystemAdmin, type DB, type UserRow } from '@codeagent/db';
 import { parseBearer, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
-import { ForbiddenError, UnauthorizedError } from '@codeagent/service-kit';
-import { findActiveTokenUser, isSystemAdmin } from '../domain/users.js';
+import { ForbiddenError, UnauthorizedError } from './errors.js';
 
 export const SESSION_COOKIE = 'codeagent_session';
 
@@ -44,7 +44,11 @@ export interface UserAuthOptions {
   jwtSecret: string;
 }
 
-/** User authentication of the public API: Bearer JWT, or the session cookie holding the same token. */
+/**
+ * User authentication of every service that users call (backend, bridge): Bearer JWT, or the
+ * session cookie holding the same token; signature, expiry, revocation and the user's existence
+ * are checked. Register @fastify/cookie first.
+ */
 export const userAuth = fp<UserAuthOptions>(
   async (app, opts) => {
     app.decorateRequest('user', null as unknown as UserRow);

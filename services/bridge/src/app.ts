@@ -1,0 +1,148 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import cookie from '@fastify/cookie';
+import { Type } from '@sinclair/typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+import { BadRequestError, NotFoundError, requestIdOptions, serviceKit, userAuth } from '@codeagent/service-kit';
+import { buildPrompt, extractCode, type EditAction } from './prompts.js';
+import { KeyedLock, SessionMap } from './sessions.js';
+import { resolveSettings, type BridgeEnvironment, type UserSettings } from './settings.js';
+import { OpencodeClient, SessionGoneError, upstreamError } from './upstream.js';
+
+export const BRIDGE_VERSION = '0.1.0';
+
+export interface BridgeOptions {
+  db: Kysely<DB>;
+  jwtSecret: string;
+  env: BridgeEnvironment;
+  /** Directory the code-agent sessions belong to (CODEAGENT_BRIDGE_WORKDIR). */
+  workdir: string;
+  loggerInstance?: FastifyBaseLogger;
+}
+
+const Settings = Type.Object(
+  {
+    codeagentServerUrl: Type.Optional(Type.String({ maxLength: 2048 })),
+    codeagentServerUser: Type.Optional(Type.String({ maxLength: 200 })),
+    codeagentServerPassword: Type.Optional(Type.String({ maxLength: 1000 })),
+    codeagentProvider: Type.Optional(Type.String({ maxLength: 200 })),
+    codeagentModel: Type.Optional(Type.String({ maxLength: 200 })),
+    requestTimeoutSeconds: Type.Optional(Type.Integer()),
+  },
+  { additionalProperties: false },
+);
+
+const EditBody = Type.Object({
+  notebook_path: Type.String({ minLength: 1, maxLength: 1024 }),
+  action: Type.Union([Type.Literal('optimize'), Type.Literal('fix'), Type.Literal('edit')]),
+  cell: Type.Object({
+    id: Type.String({ maxLength: 200 }),
+    source: Type.String({ maxLength: 1_000_000 }),
+    cell_type: Type.Optional(Type.String({ maxLength: 50 })),
+    outputs: Type.Optional(Type.Array(Type.Unknown())),
+  }),
+  errors: Type.Array(Type.Object({ ename: Type.String(), evalue: Type.String(), traceback: Type.Optional(Type.Array(Type.String())) }), { maxItems: 50 }),
+  instruction: Type.Optional(Type.String({ maxLength: 20_000 })),
+  settings: Type.Optional(Settings),
+});
+
+/** The bridge server part (SPEC §9): cell edits through the local code-agent server. */
+export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: false }),
+    ...requestIdOptions(),
+    bodyLimit: 8 * 1024 * 1024,
+    // Unknown settings are refused (additionalProperties: false), not silently dropped.
+    ajv: { customOptions: { removeAdditional: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+  await app.register(serviceKit);
+  await app.register(cookie);
+  await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret });
+  const sessions = new SessionMap(opts.db);
+  const locks = new KeyedLock();
+  const client = (settings?: UserSettings) => {
+    const resolved = resolveSettings(settings, opts.env);
+    return { resolved, upstream: new OpencodeClient(resolved, opts.workdir) };
+  };
+
+  await app.register(
+    async (instance) => {
+      const bridge = instance.withTypeProvider<TypeBoxTypeProvider>();
+      bridge.get('/hello', async () => ({ name: 'codeagent-bridge', version: BRIDGE_VERSION }));
+
+      bridge.get('/health', async () => {
+        const { resolved, upstream } = client();
+        const latency = await upstream.ping(3000);
+        return { status: latency === undefined ? 'degraded' : 'ok', upstream: { url: resolved.url, reachable: latency !== undefined, latency_ms: latency ?? null } };
+      });
+
+      await bridge.register(async (inner) => {
+        const authed = inner.withTypeProvider<TypeBoxTypeProvider>();
+        authed.addHook('onRequest', authed.requireUser);
+
+        authed.get('/providers', async () => {
+          const { resolved, upstream } = client();
+          return upstream.providers(resolved.timeoutSeconds * 1000);
+        });
+
+        authed.post('/edit', { schema: { body: EditBody } }, async (req) => {
+          const body = req.body;
+          if (body.action === 'edit' && !body.instruction?.trim()) {
+            throw new BadRequestError('the edit action needs an instruction', { instruction: 'required for action edit' });
+          }
+          const { resolved, upstream } = client(body.settings);
+          const timeoutMs = resolved.timeoutSeconds * 1000;
+          const prompt = buildPrompt({
+            action: body.action as EditAction,
+            notebookPath: body.notebook_path,
+            source: body.cell.source,
+            cellType: body.cell.cell_type,
+            errors: body.errors,
+            instruction: body.instruction,
+          });
+          const started = Date.now();
+          // One notebook = one session; edits of one notebook run one after another.
+          return locks.run(body.notebook_path, async () => {
+            const sessionFor = async (fresh: boolean) => {
+              const known = fresh ? undefined : await sessions.get(body.notebook_path, resolved.url);
+              if (known) return known;
+              const id = await upstream.createSession(`codeagent: ${body.notebook_path}`, timeoutMs);
+              await sessions.set(body.notebook_path, id, resolved.url);
+              return id;
+            };
+            let sessionId = await sessionFor(false);
+            let reply;
+            try {
+              reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, timeoutMs - (Date.now() - started));
+            } catch (err) {
+              if (!(err instanceof SessionGoneError)) throw err;
+              // SEED §3 rule 4: the stored session is gone upstream; forget it and retry once.
+              await sessions.drop(body.notebook_path);
+              sessionId = await sessionFor(true);
+              reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, Math.max(1000, timeoutMs - (Date.now() - started)));
+            }
+            await sessions.touch(body.notebook_path);
+            const code = extractCode(reply.text);
+            if (!code) throw upstreamError(200, 'the code agent answered without a code block; try again or rephrase the instruction');
+            return { source: code.source, explanation: code.explanation, session_id: sessionId, provider: reply.providerID, model: reply.modelID, duration_ms: Date.now() - started };
+          });
+        });
+
+        authed.get('/sessions', async () => ({ sessions: await sessions.list() }));
+
+        authed.delete('/session', { schema: { querystring: Type.Object({ notebook: Type.Optional(Type.String({ maxLength: 1024 })) }) } }, async (req) => {
+          const notebook = req.query.notebook;
+          if (!notebook) throw new BadRequestError('name the notebook: DELETE /codeagent-bridge/session?notebook=<path>', { notebook: 'required' });
+          const removed = await locks.run(notebook, () => sessions.drop(notebook));
+          if (!removed) throw new NotFoundError(`no session for ${notebook}`);
+          const { resolved, upstream } = client();
+          if (removed.upstream_url === resolved.url) await upstream.deleteSession(removed.session_id, 5000);
+          return { removed: true };
+        });
+      });
+    },
+    { prefix: '/codeagent-bridge' },
+  );
+  return app;
+}

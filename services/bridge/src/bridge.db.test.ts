@@ -1,0 +1,278 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { createTestDatabase, type TestDatabase } from '@codeagent/db';
+import { issueUserToken } from '@codeagent/auth';
+import { buildGatewayApp } from '@codeagent/gateway';
+import { buildBridgeApp } from './app.js';
+
+const SECRET = 'bridge-test-secret-that-is-long-enough-000';
+const PASSWORD = 'upstream-pw';
+
+type Mode = 'ok' | 'slow' | 'error500' | 'malformed' | 'noblock' | 'infoerror';
+
+/** A stand-in for `opencode serve`: the routes the bridge uses, with switchable faults. */
+class FakeOpencode {
+  server!: Server;
+  url = '';
+  mode: Mode = 'ok';
+  delayMs = 0;
+  sessions = new Set<string>();
+  created = 0;
+  prompts: { session: string; text: string; model?: unknown; at: number; end?: number }[] = [];
+  aborted: string[] = [];
+  next = 0;
+
+  async start() {
+    this.server = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c: Buffer) => (raw += c.toString()));
+      req.on('end', () => void this.handle(req.method ?? 'GET', req.url ?? '/', req.headers.authorization, raw, res));
+    });
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  private async handle(method: string, url: string, auth: string | undefined, raw: string, res: import('node:http').ServerResponse) {
+    const json = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (auth !== `Basic ${Buffer.from(`codeagent:${PASSWORD}`).toString('base64')}`) {
+      res.writeHead(401, { 'www-authenticate': 'Basic' });
+      return res.end();
+    }
+    const path = url.split('?')[0]!;
+    if (path === '/global/health') return json(200, { healthy: true });
+    if (path === '/config/providers') {
+      return json(200, { providers: [{ id: 'fake', name: 'Fake LLM', options: { apiKey: 'sk-secret-key' }, models: { 'fake-model': { id: 'fake-model', name: 'Fake Model' } } }], default: { fake: 'fake-model' } });
+    }
+    if (method === 'POST' && path === '/session') {
+      const id = `ses_${++this.next}`;
+      this.sessions.add(id);
+      this.created++;
+      return json(200, { id });
+    }
+    const m = /^\/session\/([^/]+)(\/message|\/abort)?$/.exec(path);
+    if (!m) return json(404, { name: 'NotFoundError' });
+    const [, id, sub] = m as unknown as [string, string, string | undefined];
+    if (method === 'DELETE') {
+      this.sessions.delete(id);
+      return json(200, true);
+    }
+    if (sub === '/abort') {
+      this.aborted.push(id);
+      return json(200, true);
+    }
+    if (!this.sessions.has(id)) return json(404, { name: 'NotFoundError', data: { message: `Session not found: ${id}` } });
+    const body = JSON.parse(raw) as { parts: { text: string }[]; model?: unknown };
+    const entry: (typeof this.prompts)[number] = { session: id, text: body.parts[0]!.text, model: body.model, at: Date.now() };
+    this.prompts.push(entry);
+    await new Promise((r) => setTimeout(r, this.mode === 'slow' ? 6500 : this.delayMs));
+    entry.end = Date.now();
+    switch (this.mode) {
+      case 'error500':
+        return json(500, { name: 'UnknownError' });
+      case 'malformed':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end('{"info": ');
+      case 'noblock':
+        return json(200, { info: { providerID: 'fake', modelID: 'fake-model' }, parts: [{ type: 'text', text: 'I would rather not.' }] });
+      case 'infoerror':
+        return json(200, { info: { error: { name: 'ProviderAuthError', data: { message: 'no API key' } } }, parts: [] });
+      default:
+        return json(200, {
+          info: { role: 'assistant', providerID: 'fake', modelID: 'fake-model' },
+          parts: [{ type: 'step-start' }, { type: 'text', text: 'Here is the fix:\n```python\nprint(1 / 1)\n```\nDivision by one cannot fail.' }, { type: 'step-finish' }],
+        });
+    }
+  }
+
+  stop() {
+    this.server.closeAllConnections();
+    return new Promise<void>((r) => this.server.close(() => r()));
+  }
+}
+
+describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+  let t: TestDatabase;
+  let app: FastifyInstance;
+  let fake: FakeOpencode;
+  let token: string;
+  let appUrl: string;
+  const edit = (notebook: string, extra: Record<string, unknown> = {}) =>
+    app.inject({
+      method: 'POST',
+      url: '/codeagent-bridge/edit',
+      headers: { authorization: `Bearer ${token}` },
+      payload: {
+        notebook_path: notebook,
+        action: 'fix',
+        cell: { id: 'c1', source: 'print(1 / 0)', cell_type: 'code' },
+        errors: [{ ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: ['\u001b[0;31mZeroDivisionError\u001b[0m: division by zero'] }],
+        ...extra,
+      },
+    });
+
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    const user = await t.database.db.insertInto('users').values({ email: 'u@example.com', name: 'U', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
+    token = (await issueUserToken(user.id, SECRET, 3600)).token;
+    fake = new FakeOpencode();
+    await fake.start();
+    app = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: [] }, workdir: '/tmp' });
+    appUrl = (await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
+  });
+  afterAll(async () => {
+    await app.close();
+    await fake.stop();
+    await t.drop();
+  });
+  beforeEach(() => {
+    fake.mode = 'ok';
+    fake.delayMs = 0;
+  });
+
+  it('answers hello and health without a token, everything else needs one', async () => {
+    expect((await app.inject({ method: 'GET', url: '/codeagent-bridge/hello' })).json()).toEqual({ name: 'codeagent-bridge', version: '0.1.0' });
+    const health = (await app.inject({ method: 'GET', url: '/codeagent-bridge/health' })).json();
+    expect(health).toMatchObject({ status: 'ok', upstream: { url: fake.url, reachable: true } });
+    for (const [method, url] of [['GET', '/codeagent-bridge/providers'], ['POST', '/codeagent-bridge/edit'], ['GET', '/codeagent-bridge/sessions'], ['DELETE', '/codeagent-bridge/session?notebook=a']]) {
+      const res = await app.inject({ method: method as 'GET', url });
+      expect(res.statusCode, url).toBe(401);
+      expect(res.json().error).toBe('unauthorized');
+    }
+  });
+
+  it('lists providers with ids and names only (no options, no keys)', async () => {
+    const res = await app.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: { authorization: `Bearer ${token}` } });
+    expect(res.json()).toEqual({ providers: [{ id: 'fake', name: 'Fake LLM', models: [{ id: 'fake-model', name: 'Fake Model' }] }], default: { fake: 'fake-model' } });
+    expect(res.body).not.toContain('sk-secret-key');
+  });
+
+  it('fixes a cell: returns the fenced code, and sends a prompt with the clean error', async () => {
+    const res = await edit('nb/a.ipynb', { settings: { codeagentProvider: 'fake', codeagentModel: 'fake-model' } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ source: 'print(1 / 1)', provider: 'fake', model: 'fake-model' });
+    expect(res.json().explanation).toContain('Division by one');
+    expect(res.json().session_id).toMatch(/^ses_/);
+    const prompt = fake.prompts.at(-1)!;
+    expect(prompt.text).toContain('print(1 / 0)');
+    expect(prompt.text).toContain('ZeroDivisionError: division by zero');
+    expect(prompt.text).toContain('nb/a.ipynb');
+    expect(prompt.text).not.toContain('\u001b[');
+    expect(prompt.model).toEqual({ providerID: 'fake', modelID: 'fake-model' });
+  });
+
+  it('reuses the session of a notebook, uses another for another notebook, and lists and deletes mappings', async () => {
+    const a1 = (await edit('nb/s1.ipynb')).json().session_id;
+    const a2 = (await edit('nb/s1.ipynb')).json().session_id;
+    const b = (await edit('nb/s2.ipynb')).json().session_id;
+    expect(a2).toBe(a1);
+    expect(b).not.toBe(a1);
+    const list = (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${token}` } })).json().sessions;
+    expect(list.map((s: { notebook_path: string }) => s.notebook_path)).toEqual(expect.arrayContaining(['nb/s1.ipynb', 'nb/s2.ipynb']));
+    expect(Object.keys(list[0]).sort()).toEqual(['created_at', 'last_used_at', 'notebook_path', 'session_id']);
+    const del = await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session?notebook=nb/s1.ipynb', headers: { authorization: `Bearer ${token}` } });
+    expect(del.json()).toEqual({ removed: true });
+    expect(fake.sessions.has(a1)).toBe(false);
+    expect((await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session?notebook=nb/s1.ipynb', headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(404);
+    expect((await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session', headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(400);
+  });
+
+  it('recreates a session that the upstream no longer has, and retries once', async () => {
+    const first = (await edit('nb/gone.ipynb')).json().session_id;
+    fake.sessions.delete(first);
+    const res = await edit('nb/gone.ipynb');
+    expect(res.statusCode).toBe(200);
+    expect(res.json().session_id).not.toBe(first);
+    const mapped = await t.database.db.selectFrom('bridge_sessions').select('session_id').where('notebook_path', '=', 'nb/gone.ipynb').executeTakeFirstOrThrow();
+    expect(mapped.session_id).toBe(res.json().session_id);
+  });
+
+  it('maps upstream failures: 5xx, malformed, no code block, info.error', async () => {
+    fake.mode = 'error500';
+    expect((await edit('nb/f.ipynb')).json()).toMatchObject({ error: 'upstream_error', status: 500 });
+    fake.mode = 'malformed';
+    expect((await edit('nb/f.ipynb')).json().error).toBe('upstream_error');
+    fake.mode = 'noblock';
+    const noblock = await edit('nb/f.ipynb');
+    expect(noblock.statusCode).toBe(502);
+    expect(noblock.json().message).toMatch(/without a code block/);
+    fake.mode = 'infoerror';
+    const info = await edit('nb/f.ipynb');
+    expect(info.statusCode).toBe(502);
+    expect(info.json().message).toContain('no API key');
+  });
+
+  it('answers 502 upstream_unreachable when the code agent is down, upstream_auth_failed on wrong credentials', async () => {
+    const down = await edit('nb/d.ipynb', { settings: { codeagentServerUrl: 'http://127.0.0.1:9' } });
+    expect(down.statusCode).toBe(502);
+    expect(down.json().error).toBe('upstream_unreachable');
+    const other = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: 'wrong', allowedHosts: [] }, workdir: '/tmp' });
+    const res = await other.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: { authorization: `Bearer ${token}` } });
+    expect(res.statusCode).toBe(502);
+    expect(res.json().error).toBe('upstream_auth_failed');
+    await other.close();
+  });
+
+  it('validates the request: instruction for edit, timeout range, foreign URLs', async () => {
+    expect((await edit('nb/v.ipynb', { action: 'edit' })).statusCode).toBe(400);
+    expect((await edit('nb/v.ipynb', { settings: { requestTimeoutSeconds: 4 } })).statusCode).toBe(400);
+    expect((await edit('nb/v.ipynb', { settings: { requestTimeoutSeconds: 601 } })).statusCode).toBe(400);
+    const foreign = await edit('nb/v.ipynb', { settings: { codeagentServerUrl: 'http://evil.example:4096' } });
+    expect(foreign.statusCode).toBe(400);
+    expect(foreign.json().error).toBe('invalid_request');
+    expect((await edit('nb/v.ipynb', { settings: { unknownSetting: 1 } })).statusCode).toBe(400);
+    expect((await edit('nb/v.ipynb', { action: 'rewrite' })).statusCode).toBe(400);
+  });
+
+  it('times out after requestTimeoutSeconds with 504, aborts upstream, and frees the notebook lock', async () => {
+    fake.mode = 'slow';
+    const started = Date.now();
+    const res = await edit('nb/slow.ipynb', { settings: { requestTimeoutSeconds: 5 } });
+    expect(res.statusCode).toBe(504);
+    expect(res.json().error).toBe('upstream_timeout');
+    expect(Date.now() - started).toBeLessThan(6500);
+    expect(fake.aborted.length).toBeGreaterThan(0);
+    fake.mode = 'ok';
+    const after = await edit('nb/slow.ipynb');
+    expect(after.statusCode).toBe(200);
+  }, 20_000);
+
+  it('serialises edits of one notebook and overlaps edits of 20 notebooks', async () => {
+    fake.delayMs = 300;
+    const before = fake.prompts.length;
+    await Promise.all([edit('nb/same.ipynb'), edit('nb/same.ipynb')]);
+    const [p1, p2] = fake.prompts.slice(before) as unknown as [{ at: number; end: number }, { at: number; end: number }];
+    expect(p2.at).toBeGreaterThanOrEqual(p1.end);
+
+    const start = Date.now();
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => edit(`nb/parallel-${i}.ipynb`)));
+    expect(results.every((r) => r.statusCode === 200)).toBe(true);
+    // 20 × 300 ms one after another would take 6 s.
+    expect(Date.now() - start).toBeLessThan(3000);
+  });
+
+  it('survives 100 failing edits in a row, then succeeds', async () => {
+    fake.mode = 'error500';
+    for (let i = 0; i < 100; i++) expect((await edit('nb/many.ipynb')).statusCode).toBe(502);
+    fake.mode = 'ok';
+    expect((await edit('nb/many.ipynb')).statusCode).toBe(200);
+  });
+
+  it('works through the gateway', async () => {
+    const gateway = await buildGatewayApp({ upstreams: { backend: 'http://127.0.0.1:9', clusterAdmin: 'http://127.0.0.1:9', bridge: appUrl } });
+    const base = (await gateway.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
+    expect((await (await fetch(`${base}/codeagent-bridge/hello`)).json()) as object).toMatchObject({ name: 'codeagent-bridge' });
+    const res = await fetch(`${base}/codeagent-bridge/edit`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ notebook_path: 'nb/gw.ipynb', action: 'optimize', cell: { id: 'x', source: 'x=1' }, errors: [] }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { source: string }).source).toBe('print(1 / 1)');
+    await gateway.close();
+  });
+});
