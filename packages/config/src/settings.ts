@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { resolve, join } from 'node:path';
 import { loadOrCreateSecrets } from './secrets.js';
 
@@ -12,6 +13,7 @@ export interface Config {
   runtimePort: number;
   clusterAdminPort: number;
   bridgePort: number;
+  jupyterPort: number;
   dataDir: string;
   databaseUrl: string | undefined;
   storageBackend: StorageBackend;
@@ -52,6 +54,12 @@ export interface Config {
     workdir: string;
     allowedHosts: string[];
   };
+  /** The JupyterLab server behind the gateway's `/jupyter/` (SPEC §10). */
+  jupyter: {
+    url: string;
+    /** Its token, injected by the gateway; users never see it. */
+    token: string;
+  };
   maxUploadBytes: number;
   logLevel: string;
 }
@@ -71,6 +79,15 @@ export interface LoadOptions {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/**
+ * Without JUPYTER_TOKEN, the gateway and the JupyterLab server (both started from the same
+ * settings) agree on a token derived from INTERNAL_SERVICE_TOKEN, so no new secret is stored.
+ */
+function derivedJupyterToken(internalServiceToken: string): string {
+  if (internalServiceToken === '') return '';
+  return createHmac('sha256', internalServiceToken).update('codeagent jupyter token').digest('hex');
+}
 
 /** Production mode (NODE_ENV=production) never generates secrets: they must be given. */
 export function isProductionMode(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -155,8 +172,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const runtimePort = int('RUNTIME_PORT', 8092, 0, 65535);
   const clusterAdminPort = int('CLUSTER_ADMIN_PORT', 8093, 0, 65535);
   const bridgePort = int('BRIDGE_PORT', 8094, 0, 65535);
+  const jupyterPort = int('JUPYTER_PORT', 8095, 0, 65535);
 
   const jwtSecret = secret('JWT_SECRET');
+  const internalServiceToken = secret('INTERNAL_SERVICE_TOKEN');
   if (jwtSecret !== '' && Buffer.byteLength(jwtSecret) < 32) {
     problems.push('JWT_SECRET is shorter than 32 bytes; use a longer random value (e.g. `openssl rand -base64 48`)');
   }
@@ -199,6 +218,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runtimePort,
     clusterAdminPort,
     bridgePort,
+    jupyterPort,
     dataDir,
     databaseUrl,
     storageBackend,
@@ -216,7 +236,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
         trash: str('S3_BUCKET_TRASH') ?? 'codeagent-trash',
       },
     },
-    internalServiceToken: secret('INTERNAL_SERVICE_TOKEN'),
+    internalServiceToken,
     jwtSecret,
     jwtTtlSeconds: int('JWT_TTL_SECONDS', 3600, 60, 60 * 60 * 24 * 30),
     bootstrapAdminEmail,
@@ -242,6 +262,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
       password: env.CODEAGENT_BRIDGE_PASSWORD === '' ? undefined : env.CODEAGENT_BRIDGE_PASSWORD,
       workdir: resolve(cwd, str('CODEAGENT_BRIDGE_WORKDIR') ?? cwd),
       allowedHosts: list('CODEAGENT_BRIDGE_ALLOWED_HOSTS').map((h) => h.toLowerCase()),
+    },
+    jupyter: {
+      url: url('JUPYTER_URL', `http://127.0.0.1:${jupyterPort}`),
+      token: str('JUPYTER_TOKEN') ?? derivedJupyterToken(internalServiceToken),
     },
     maxUploadBytes: int('MAX_UPLOAD_BYTES', 10 * 1024 ** 3, 1),
     logLevel,
