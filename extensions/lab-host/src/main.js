@@ -14,9 +14,13 @@ async function federatedModule(scope, modulePath) {
   return factory();
 }
 
+// Plugins this host leaves out: the news announcements fetch from the internet, which the
+// platform does not reach (and whose prompt would cover the notebook).
+const LEFT_OUT = new Set(['@jupyterlab/apputils-extension:announcements']);
+
 /** Registers the built-in plugins and those of the prebuilt extensions, then starts the app. */
 export async function main() {
-  const isDisabled = (id) => PageConfig.Extension.isDisabled(id);
+  const isDisabled = (id) => LEFT_OUT.has(id) || PageConfig.Extension.isDisabled(id);
   const federated = JSON.parse(PageConfig.getOption('federated_extensions') || '[]');
   const plugins = [];
   const mimeExtensions = [];
