@@ -15,7 +15,7 @@ export const components = {
     start: async (config: Config) => (await import('@codeagent/backend')).startBackend(config),
   },
   jupyterlab: {
-    description: 'JupyterLab with the bridge extension (127.0.0.1:JUPYTER_PORT, behind /jupyter/; needs `node extensions/build.mjs`)',
+    description: 'JupyterLab with the bridge extension (127.0.0.1:JUPYTERLAB_PORT, behind /jupyter/; needs `node extensions/build.mjs`)',
     // Not in `codeagent start`: it needs the built host and Debian's Jupyter packages (README).
     inStart: false,
     start: async (config: Config) => (await import('./jupyterlab.js')).startJupyterlab(config),

@@ -25,7 +25,7 @@ describe('codeagent jupyterlab', () => {
     const port = await freePort();
     const token = 'cli-test-jupyter-token';
     const child = spawn(process.execPath, [CLI, 'jupyterlab'], {
-      env: { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), 'codeagent-jl-')), JUPYTER_PORT: String(port), JUPYTER_TOKEN: token, LOG_LEVEL: 'warn' },
+      env: { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), 'codeagent-jl-')), JUPYTERLAB_PORT: String(port), JUPYTERLAB_TOKEN: token, LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -6,18 +6,19 @@ import type { Config } from '@codeagent/config';
 
 const HOST_DIR = fileURLToPath(new URL('../../extensions/lab-host/', import.meta.url));
 const LABEXTENSIONS = fileURLToPath(new URL('../../extensions/jupyterlab-codeagent-bridge/labextension/', import.meta.url));
-const PYTHON = process.env.CODEAGENT_PYTHON ?? '/usr/bin/python3';
+// The interpreter must see Debian's jupyter_server and jupyterlab_server (as for the runtime).
+const PYTHON = process.env.JUPYTER_PYTHON ?? '/usr/bin/python3';
 
 /** Why the JupyterLab host cannot start here, or null when it can. */
 export function jupyterlabMissing(): string | null {
   if (!existsSync(join(HOST_DIR, 'build', 'static', 'index.html'))) return 'the JupyterLab host is not built: run `node extensions/build.mjs`';
-  if (!existsSync(PYTHON)) return `${PYTHON} is missing: install python3 and the Jupyter packages (.ci/system-deps)`;
+  if (!existsSync(PYTHON)) return `${PYTHON} is missing: install python3 and the Jupyter packages (scripts/system-deps.sh kernels)`;
   return null;
 }
 
 /**
  * `codeagent jupyterlab`: the JupyterLab host (Debian's jupyter_server + jupyterlab_server) on
- * 127.0.0.1:JUPYTER_PORT under `/jupyter/`, with the Jupyter token the gateway injects, notebooks
+ * 127.0.0.1:JUPYTERLAB_PORT under `/jupyter/`, with the Jupyter token the gateway injects, notebooks
  * in DATA_DIR/notebooks. Resolves once it answers; exits with the server; SIGTERM stops it.
  */
 export async function startJupyterlab(config: Config): Promise<string> {
@@ -30,7 +31,7 @@ export async function startJupyterlab(config: Config): Promise<string> {
     [
       join(HOST_DIR, 'main.py'),
       '--ServerApp.ip=127.0.0.1',
-      `--ServerApp.port=${config.jupyterPort}`,
+      `--ServerApp.port=${config.jupyterlabPort}`,
       '--ServerApp.port_retries=0',
       '--ServerApp.open_browser=False',
       '--ServerApp.base_url=/jupyter/',
@@ -40,7 +41,7 @@ export async function startJupyterlab(config: Config): Promise<string> {
     ],
     {
       // The token goes through the environment, not the command line (visible in `ps`).
-      env: { ...process.env, JUPYTER_TOKEN: config.jupyter.token, PYDEVD_DISABLE_FILE_VALIDATION: '1', CODEAGENT_LAB_STATE_DIR: join(config.dataDir, 'jupyterlab') },
+      env: { ...process.env, JUPYTER_TOKEN: config.jupyterlab.token, PYDEVD_DISABLE_FILE_VALIDATION: '1', CODEAGENT_LAB_STATE_DIR: join(config.dataDir, 'jupyterlab') },
       stdio: ['ignore', 'inherit', 'inherit'],
     },
   );
@@ -49,11 +50,11 @@ export async function startJupyterlab(config: Config): Promise<string> {
   process.once('SIGINT', stop);
   child.once('exit', (code, signal) => process.exit(code ?? (signal === 'SIGTERM' ? 0 : 1)));
 
-  const url = `http://127.0.0.1:${config.jupyterPort}/jupyter/`;
+  const url = `http://127.0.0.1:${config.jupyterlabPort}/jupyter/`;
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline && child.exitCode === null) {
     try {
-      const res = await fetch(`${url}api/status`, { headers: { authorization: `token ${config.jupyter.token}` } });
+      const res = await fetch(`${url}api/status`, { headers: { authorization: `token ${config.jupyterlab.token}` } });
       if (res.ok) return url;
     } catch {
       /* not listening yet */

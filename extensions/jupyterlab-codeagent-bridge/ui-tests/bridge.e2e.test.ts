@@ -151,7 +151,11 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
   const shot = async (name: string) => {
     const file = join(shots, name);
     await page.locator('.jp-NotebookPanel').first().screenshot({ path: file });
-    if (process.env.CODEAGENT_UPDATE_SCREENSHOTS === '1') copyFileSync(file, join(root, 'docs/images', name));
+    // The README's pictures are refreshed on request only, so a test run never dirties the tree.
+    if (process.env.CODEAGENT_UPDATE_SCREENSHOTS === '1') {
+      mkdirSync(join(root, 'docs/images'), { recursive: true });
+      copyFileSync(file, join(root, 'docs/images', name));
+    }
   };
 
   it('refuses JupyterLab before login, and opens it after logging in through the gateway', async () => {

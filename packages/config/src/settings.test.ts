@@ -103,21 +103,21 @@ describe('settings', () => {
   });
 });
 
-describe('JupyterLab settings (SPEC §10)', () => {
-  it('default to a local server on JUPYTER_PORT and a token derived from INTERNAL_SERVICE_TOKEN', () => {
+describe('JupyterLab host settings (SPEC §10)', () => {
+  it('default to a local server on JUPYTERLAB_PORT and a token derived from INTERNAL_SERVICE_TOKEN', () => {
     const a = loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() });
-    const b = loadConfig({ env: { ...PROD_SECRETS, JUPYTER_PORT: '9000' }, cwd: tmp() });
-    expect(a.jupyter.url).toBe('http://127.0.0.1:8095');
-    expect(b.jupyter.url).toBe('http://127.0.0.1:9000');
-    expect(a.jupyter.token).toMatch(/^[0-9a-f]{64}$/);
-    expect(a.jupyter.token).toBe(b.jupyter.token);
-    expect(a.jupyter.token).not.toContain(PROD_SECRETS.INTERNAL_SERVICE_TOKEN);
+    const b = loadConfig({ env: { ...PROD_SECRETS, JUPYTERLAB_PORT: '9000' }, cwd: tmp() });
+    expect(a.jupyterlab.url).toBe('http://127.0.0.1:8095');
+    expect(b.jupyterlab.url).toBe('http://127.0.0.1:9000');
+    expect(a.jupyterlab.token).toMatch(/^[0-9a-f]{64}$/);
+    expect(a.jupyterlab.token).toBe(b.jupyterlab.token);
+    expect(a.jupyterlab.token).not.toContain(PROD_SECRETS.INTERNAL_SERVICE_TOKEN);
     const other = loadConfig({ env: { ...PROD_SECRETS, INTERNAL_SERVICE_TOKEN: 'other' }, cwd: tmp() });
-    expect(other.jupyter.token).not.toBe(a.jupyter.token);
+    expect(other.jupyterlab.token).not.toBe(a.jupyterlab.token);
   });
-  it('take JUPYTER_URL and JUPYTER_TOKEN when given, and reject a non-http URL', () => {
-    const c = loadConfig({ env: { ...PROD_SECRETS, JUPYTER_URL: 'http://10.0.0.5:8888/', JUPYTER_TOKEN: 'tok' }, cwd: tmp() });
-    expect(c.jupyter).toEqual({ url: 'http://10.0.0.5:8888', token: 'tok' });
-    expect(problemsOf({ ...PROD_SECRETS, JUPYTER_URL: 'ftp://x' }).join('\n')).toMatch(/JUPYTER_URL/);
+  it('take JUPYTERLAB_URL and JUPYTERLAB_TOKEN when given, and reject a non-http URL', () => {
+    const c = loadConfig({ env: { ...PROD_SECRETS, JUPYTERLAB_URL: 'http://10.0.0.5:8888/', JUPYTERLAB_TOKEN: 'tok' }, cwd: tmp() });
+    expect(c.jupyterlab).toEqual({ url: 'http://10.0.0.5:8888', token: 'tok' });
+    expect(problemsOf({ ...PROD_SECRETS, JUPYTERLAB_URL: 'ftp://x' }).join('\n')).toMatch(/JUPYTERLAB_URL/);
   });
 });

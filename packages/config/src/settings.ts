@@ -13,7 +13,7 @@ export interface Config {
   runtimePort: number;
   clusterAdminPort: number;
   bridgePort: number;
-  jupyterPort: number;
+  jupyterlabPort: number;
   dataDir: string;
   databaseUrl: string | undefined;
   storageBackend: StorageBackend;
@@ -54,14 +54,14 @@ export interface Config {
     workdir: string;
     allowedHosts: string[];
   };
-  /** The JupyterLab server behind the gateway's `/jupyter/` (SPEC §10). */
-  jupyter: {
+  maxUploadBytes: number;
+  logLevel: string;
+  /** The JupyterLab server (with the bridge extension) behind the gateway's `/jupyter/` (SPEC §10). */
+  jupyterlab: {
     url: string;
     /** Its token, injected by the gateway; users never see it. */
     token: string;
   };
-  maxUploadBytes: number;
-  logLevel: string;
 }
 
 export class ConfigError extends Error {
@@ -81,12 +81,12 @@ export interface LoadOptions {
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /**
- * Without JUPYTER_TOKEN, the gateway and the JupyterLab server (both started from the same
+ * Without JUPYTERLAB_TOKEN, the gateway and the JupyterLab server (both started from the same
  * settings) agree on a token derived from INTERNAL_SERVICE_TOKEN, so no new secret is stored.
  */
-function derivedJupyterToken(internalServiceToken: string): string {
+function derivedJupyterlabToken(internalServiceToken: string): string {
   if (internalServiceToken === '') return '';
-  return createHmac('sha256', internalServiceToken).update('codeagent jupyter token').digest('hex');
+  return createHmac('sha256', internalServiceToken).update('codeagent jupyterlab token').digest('hex');
 }
 
 /** Production mode (NODE_ENV=production) never generates secrets: they must be given. */
@@ -172,7 +172,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const runtimePort = int('RUNTIME_PORT', 8092, 0, 65535);
   const clusterAdminPort = int('CLUSTER_ADMIN_PORT', 8093, 0, 65535);
   const bridgePort = int('BRIDGE_PORT', 8094, 0, 65535);
-  const jupyterPort = int('JUPYTER_PORT', 8095, 0, 65535);
+  const jupyterlabPort = int('JUPYTERLAB_PORT', 8095, 0, 65535);
 
   const jwtSecret = secret('JWT_SECRET');
   const internalServiceToken = secret('INTERNAL_SERVICE_TOKEN');
@@ -218,7 +218,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runtimePort,
     clusterAdminPort,
     bridgePort,
-    jupyterPort,
+    jupyterlabPort,
     dataDir,
     databaseUrl,
     storageBackend,
@@ -263,12 +263,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
       workdir: resolve(cwd, str('CODEAGENT_BRIDGE_WORKDIR') ?? cwd),
       allowedHosts: list('CODEAGENT_BRIDGE_ALLOWED_HOSTS').map((h) => h.toLowerCase()),
     },
-    jupyter: {
-      url: url('JUPYTER_URL', `http://127.0.0.1:${jupyterPort}`),
-      token: str('JUPYTER_TOKEN') ?? derivedJupyterToken(internalServiceToken),
-    },
     maxUploadBytes: int('MAX_UPLOAD_BYTES', 10 * 1024 ** 3, 1),
     logLevel,
+    jupyterlab: {
+      url: url('JUPYTERLAB_URL', `http://127.0.0.1:${jupyterlabPort}`),
+      token: str('JUPYTERLAB_TOKEN') ?? derivedJupyterlabToken(internalServiceToken),
+    },
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

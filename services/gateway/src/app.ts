@@ -149,7 +149,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     });
   } else {
     const notConfigured = async (_req: FastifyRequest, reply: FastifyReply) =>
-      reply.code(404).send({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTER_URL (see README)' });
+      reply.code(404).send({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)' });
     app.all('/jupyter', notConfigured);
     app.all('/jupyter/*', notConfigured);
   }
