@@ -1,6 +1,6 @@
 import { InputDialog, Notification } from '@jupyterlab/apputils';
 import { CodeCell, type Cell, type ICellFooter } from '@jupyterlab/cells';
-import type { INotebookTracker } from '@jupyterlab/notebook';
+import { NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import type { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { PanelLayout, Widget } from '@lumino/widgets';
@@ -12,11 +12,17 @@ import { BridgeRequestError, bridgeUrl, buildEditRequest, requestEdit, type Edit
 import { explicitSettings, timeoutSeconds } from './logic/settings';
 import { ProposalTracker, type Proposal } from './logic/proposal';
 
-/** What every footer shares: where the bridge is, the user's settings, the open notebooks. */
+/** What every footer shares: where the bridge is, and the user's settings once loaded. */
 export interface FooterContext {
   serverSettings: ServerConnection.ISettings;
   settings: () => ISettingRegistry.ISettings | null;
-  notebooks: INotebookTracker;
+}
+
+/** The notebook panel a cell belongs to (cell → notebook → panel). */
+function panelOf(cell: Widget): NotebookPanel | null {
+  let w: Widget | null = cell.parent;
+  while (w && !(w instanceof NotebookPanel)) w = w.parent;
+  return w;
 }
 
 const ACTIONS: { action: EditAction; label: string; title: string }[] = [
@@ -110,7 +116,7 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
       if (!answer.button.accept || (answer.value ?? '').trim() === '') return;
       instruction = answer.value ?? '';
     }
-    const panel = this.ctx.notebooks.find((p) => p.content.widgets.includes(cell));
+    const panel = panelOf(cell);
     const source = cell.model.sharedModel.getSource();
     const settings = this.ctx.settings();
     const timeoutS = timeoutSeconds(settings?.composite as Record<string, unknown> | undefined);
@@ -238,17 +244,14 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
     undo?.stopCapturing();
     this.status.textContent = 'Applied (Ctrl+Z undoes it).';
     if (andRun) {
-      const panel = this.ctx.notebooks.find((p) => p.content.widgets.includes(cell));
+      const panel = panelOf(cell);
       if (panel) await CodeCell.execute(cell, panel.sessionContext);
     }
   }
 
-  protected onBeforeDetach(): void {
-    // Windowed notebooks detach off-screen cells; keep the state, but stop a running request.
-    this.inFlight?.abort();
-  }
-
   dispose(): void {
+    // The cell is gone (deleted, notebook closed): nobody waits for the answer any more.
+    this.inFlight?.abort();
     this.unwatch();
     this.diffView?.destroy();
     super.dispose();

@@ -2,28 +2,23 @@ import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/applica
 import { IToolbarWidgetRegistry, ToolbarButton } from '@jupyterlab/apputils';
 import type { Cell } from '@jupyterlab/cells';
 import { IEditorServices } from '@jupyterlab/codeeditor';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { CodeagentCellFooter, footerOf, type FooterContext } from './footer';
+import { CodeagentCellFooter, footerOf } from './footer';
 import { bridgeUrl } from './logic/request';
 
+/** The id whose settings schema is schema/plugin.json. */
 const PLUGIN_ID = 'jupyterlab-codeagent-bridge:plugin';
 
-/** Settings of the extension, loaded by the settings plugin and read by every footer. */
-let loadedSettings: ISettingRegistry.ISettings | null = null;
-/** Set once the settings plugin is active; the footers read the open notebooks through it. */
-let notebooks: INotebookTracker | null = null;
-
-/** Settings, the cell-toolbar entry `codeagent-cell-actions`, and the providers list in the console. */
-const settingsPlugin: JupyterFrontEndPlugin<void> = {
+/** Logs the bridge's providers on start, and adds the `codeagent-cell-actions` cell-toolbar entry. */
+const mainPlugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'Settings of the code agent bridge; logs the available providers on start.',
+  description: 'Code agent bridge: settings, providers in the console, cell toolbar entry.',
   autoStart: true,
-  requires: [INotebookTracker],
-  optional: [ISettingRegistry, IToolbarWidgetRegistry],
-  activate: async (app: JupyterFrontEnd, tracker: INotebookTracker, registry: ISettingRegistry | null, toolbars: IToolbarWidgetRegistry | null) => {
-    notebooks = tracker;
+  optional: [IToolbarWidgetRegistry],
+  activate: async (app: JupyterFrontEnd, toolbars: IToolbarWidgetRegistry | null) => {
+    // The toolbar variant: the schema declares the item, this makes its widget.
     toolbars?.addFactory<Cell>('Cell', 'codeagent-cell-actions', (cell) => {
       return new ToolbarButton({
         className: 'codeagent-toolbar-fix',
@@ -32,13 +27,6 @@ const settingsPlugin: JupyterFrontEndPlugin<void> = {
         onClick: () => void footerOf(cell)?.run('fix'),
       });
     });
-    if (registry) {
-      try {
-        loadedSettings = await registry.load(PLUGIN_ID);
-      } catch (err) {
-        console.error('codeagent-bridge: settings could not be loaded', err);
-      }
-    }
     const server = app.serviceManager.serverSettings;
     try {
       const res = await ServerConnection.makeRequest(bridgeUrl(server.baseUrl, 'providers'), {}, server);
@@ -58,14 +46,16 @@ const cellFooterPlugin: JupyterFrontEndPlugin<NotebookPanel.IContentFactory> = {
   autoStart: true,
   provides: NotebookPanel.IContentFactory,
   requires: [IEditorServices],
-  activate: (app: JupyterFrontEnd, editorServices: IEditorServices) => {
-    const ctx: FooterContext = {
-      serverSettings: app.serviceManager.serverSettings,
-      settings: () => loadedSettings,
-      notebooks: {
-        find: (fn) => notebooks?.find(fn),
-      } as INotebookTracker,
-    };
+  optional: [ISettingRegistry],
+  activate: (app: JupyterFrontEnd, editorServices: IEditorServices, registry: ISettingRegistry | null) => {
+    // Loaded in the background: notebooks must not wait for the settings; until they are
+    // loaded, requests carry no user settings and use the default time-out.
+    let settings: ISettingRegistry.ISettings | null = null;
+    registry?.load(PLUGIN_ID).then(
+      (loaded) => (settings = loaded),
+      (err: unknown) => console.error('codeagent-bridge: settings could not be loaded', err),
+    );
+    const ctx = { serverSettings: app.serviceManager.serverSettings, settings: () => settings };
     class ContentFactory extends NotebookPanel.ContentFactory {
       createCellFooter(): CodeagentCellFooter {
         return new CodeagentCellFooter(ctx);
@@ -75,4 +65,4 @@ const cellFooterPlugin: JupyterFrontEndPlugin<NotebookPanel.IContentFactory> = {
   },
 };
 
-export default [settingsPlugin, cellFooterPlugin];
+export default [mainPlugin, cellFooterPlugin];

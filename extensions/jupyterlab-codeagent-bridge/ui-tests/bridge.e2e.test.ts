@@ -26,6 +26,7 @@ const PYTHON = '/usr/bin/python3';
 const JWT_SECRET = 'e2e-secret-that-is-long-enough-for-hs256-0123456789';
 const ADMIN = { email: 'admin@localhost', password: 'e2e-admin-password' };
 const JUPYTER_TOKEN = 'e2e-jupyter-token-never-shown-to-users';
+const USER_SETTINGS = { codeagentModel: 'fake-1', requestTimeoutSeconds: 30 };
 const BROKEN_SOURCE = 'values = [1, 2, 3]\nprint("mean", sum(values) / 0)';
 
 function freePort(): Promise<number> {
@@ -163,6 +164,14 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     expect(before.status()).toBe(401);
     const login = await page.request.post(`${base}/api/v1/auth/login`, { data: ADMIN });
     expect(login.status()).toBe(200);
+    // Two settings set by the user (through JupyterLab's settings API, with the Bearer token):
+    // only these may travel with each request, not the four defaults.
+    const { access_token } = (await login.json()) as { access_token: string };
+    const saved = await page.request.put(`${base}/jupyter/lab/api/settings/jupyterlab-codeagent-bridge:plugin`, {
+      headers: { authorization: `Bearer ${access_token}` },
+      data: { raw: JSON.stringify(USER_SETTINGS) },
+    });
+    expect(saved.status()).toBe(204);
     await page.goto(`${base}/jupyter/lab/tree/analysis.ipynb`);
     await footer().locator('button.codeagent-fix').waitFor({ timeout: 60_000 });
     // Three buttons under the code cell, and the providers list in the console.
@@ -197,7 +206,7 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     expect(sent).toMatchObject({ notebook_path: 'analysis.ipynb', action: 'fix', cell: { id: 'cell-1', source: BROKEN_SOURCE } });
     expect(sent.errors[0]!.ename).toBe('ZeroDivisionError');
     expect(sent.errors[0]!.traceback.join('\n')).not.toContain('\u001b[');
-    expect(sent.settings).toBeUndefined();
+    expect(sent.settings).toEqual(USER_SETTINGS);
 
     await proposal().locator('button.codeagent-accept').click();
     expect(await cellSource()).toBe(FIXED_SOURCE);
