@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', '.codeagent/**', '.test-results/**', 'bench/results/**', 'extensions/**/lib/**', 'extensions/**/labextension/**', 'extensions/lab-host/build/**'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', '.codeagent/**', '.test-results/**', 'bench/results/**', 'extensions/**/lib/**', 'extensions/**/labextension/**', 'extensions/lab-host/build/**', 'extensions/**/lib-test/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { BridgeRequestError, bridgeUrl, buildEditRequest, describeHttpFailure, requestEdit, type Send } from './request';
+import { BridgeRequestError, bridgeUrl, buildEditRequest, compactOutputs, describeHttpFailure, MAX_OUTPUT_TEXT, requestEdit, type Send } from './request';
 
 const cell = {
   id: 'c1',
@@ -9,6 +9,17 @@ const cell = {
 };
 
 const answer = { source: '1/1', explanation: 'fixed', session_id: 's1', provider: 'p', model: 'm', duration_ms: 12 };
+
+/** The BridgeRequestError a request ends with (fails the test when it succeeds instead). */
+async function failureOf(p: Promise<unknown>): Promise<BridgeRequestError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof BridgeRequestError) return err;
+    throw err;
+  }
+  throw new Error('expected the request to fail');
+}
 
 function jsonResponse(status: number, body: unknown): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
@@ -20,7 +31,12 @@ describe('buildEditRequest', () => {
     expect(req).toEqual({
       notebook_path: 'dir/a.ipynb',
       action: 'fix',
-      cell: { id: 'c1', source: '1/0', cell_type: 'code', outputs: cell.outputs },
+      cell: {
+        id: 'c1',
+        source: '1/0',
+        cell_type: 'code',
+        outputs: [{ output_type: 'error', ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: ['ZeroDivisionError: division by zero'] }],
+      },
       errors: [{ ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: ['ZeroDivisionError: division by zero'] }],
       settings: { codeagentModel: 'm' },
     });
@@ -30,6 +46,23 @@ describe('buildEditRequest', () => {
     expect(buildEditRequest({ notebookPath: 'a.ipynb', action: 'optimize', cell, settings: {} })).not.toHaveProperty('settings');
     expect(() => buildEditRequest({ notebookPath: 'a.ipynb', action: 'edit', cell, settings: {}, instruction: '  ' })).toThrow(/instruction/);
     expect(buildEditRequest({ notebookPath: 'a.ipynb', action: 'edit', cell, settings: {}, instruction: ' use numpy ' }).instruction).toBe('use numpy');
+  });
+});
+
+describe('compactOutputs', () => {
+  it('keeps text, drops images and other rich data (naming them), clips long text', () => {
+    const long = 'x'.repeat(MAX_OUTPUT_TEXT + 50);
+    const out = compactOutputs([
+      { output_type: 'stream', name: 'stdout', text: ['a\n', 'b\n'] },
+      { output_type: 'display_data', data: { 'image/png': 'iVBORw0KGgo…'.repeat(1000), 'text/plain': '<Figure size 640x480>' }, metadata: {} },
+      { output_type: 'execute_result', data: { 'text/plain': long }, execution_count: 3, metadata: {} },
+    ]);
+    expect(out[0]).toEqual({ output_type: 'stream', name: 'stdout', text: 'a\nb\n' });
+    expect(out[1]).toEqual({ output_type: 'display_data', data: { 'text/plain': '<Figure size 640x480>' }, omitted_mime_types: ['image/png'] });
+    const clipped = (out[2]!.data as Record<string, string>)['text/plain']!;
+    expect(clipped.startsWith('x'.repeat(MAX_OUTPUT_TEXT))).toBe(true);
+    expect(clipped).toMatch(/… \[50 more characters\]$/);
+    expect(JSON.stringify(out)).not.toContain('iVBOR');
   });
 });
 
@@ -55,13 +88,7 @@ describe('requestEdit', () => {
   });
 
   it('names cause and fix for each bridge failure', async () => {
-    const fail = async (status: number, body: unknown) =>
-      requestEdit(async () => jsonResponse(status, body), 'u', req, 10).then(
-        () => {
-          throw new Error('expected a failure');
-        },
-        (e: unknown) => e as BridgeRequestError,
-      );
+    const fail = (status: number, body: unknown) => failureOf(requestEdit(async () => jsonResponse(status, body), 'u', req, 10));
     const down = await fail(502, { error: 'upstream_unreachable' });
     expect(down).toBeInstanceOf(BridgeRequestError);
     expect(down.message).toMatch(/not reachable.*opencode serve/s);
@@ -79,7 +106,7 @@ describe('requestEdit', () => {
     // 5 s is the smallest allowed time-out: fake timers make it pass at once.
     vi.useFakeTimers();
     try {
-      const p = requestEdit(never, 'u', req, 5).catch((e: unknown) => e as BridgeRequestError);
+      const p = failureOf(requestEdit(never, 'u', req, 5));
       await vi.advanceTimersByTimeAsync(5_000);
       const err = await p;
       expect(err.kind).toBe('timeout');
@@ -93,13 +120,13 @@ describe('requestEdit', () => {
     const never: Send = (_url, init) =>
       new Promise((_resolve, reject) => init.signal?.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError'))));
     const cancel = new AbortController();
-    const p = requestEdit(never, 'u', req, 60, cancel.signal).catch((e: unknown) => e as BridgeRequestError);
+    const p = failureOf(requestEdit(never, 'u', req, 60, cancel.signal));
     cancel.abort();
     expect((await p).kind).toBe('cancelled');
   });
 
   it('reports a network failure', async () => {
-    const err = await requestEdit(async () => Promise.reject(new TypeError('Failed to fetch')), 'u', req, 10).catch((e: unknown) => e as BridgeRequestError);
+    const err = await failureOf(requestEdit(async () => Promise.reject(new TypeError('Failed to fetch')), 'u', req, 10));
     expect(err.kind).toBe('network');
     expect(err.message).toMatch(/Failed to fetch/);
   });

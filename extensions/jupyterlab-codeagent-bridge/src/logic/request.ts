@@ -1,4 +1,4 @@
-import { extractErrors, type CellError, type OutputLike } from './errors';
+import { extractErrors, stripAnsi, type CellError, type OutputLike } from './errors';
 import type { BridgeSettings } from './settings';
 
 export type EditAction = 'optimize' | 'fix' | 'edit';
@@ -30,6 +30,45 @@ export interface CellSnapshot {
   outputs: readonly OutputLike[];
 }
 
+/** Longest text kept per output: the agent needs the gist, not megabytes of printout. */
+export const MAX_OUTPUT_TEXT = 8_000;
+
+function clip(text: string): string {
+  return text.length <= MAX_OUTPUT_TEXT ? text : `${text.slice(0, MAX_OUTPUT_TEXT)}\n… [${text.length - MAX_OUTPUT_TEXT} more characters]`;
+}
+
+function joined(v: unknown): string {
+  return Array.isArray(v) ? v.map(String).join('') : typeof v === 'string' ? v : '';
+}
+
+/**
+ * The outputs as sent to the bridge: text only (stream text, `text/plain` of results, errors
+ * without colour codes), each clipped; images and other rich data are left out (a base64 plot
+ * would cost the agent tokens and tell it nothing).
+ */
+export function compactOutputs(outputs: readonly OutputLike[]): OutputLike[] {
+  return outputs.map((o) => {
+    switch (o.output_type) {
+      case 'stream':
+        return { output_type: 'stream', name: typeof o.name === 'string' ? o.name : 'stdout', text: clip(stripAnsi(joined(o.text))) };
+      case 'error': {
+        const [e] = extractErrors([o]);
+        return { output_type: 'error', ename: e!.ename, evalue: e!.evalue, traceback: e!.traceback };
+      }
+      case 'execute_result':
+      case 'display_data': {
+        const data = (typeof o.data === 'object' && o.data !== null ? o.data : {}) as Record<string, unknown>;
+        const out: OutputLike = { output_type: o.output_type, data: 'text/plain' in data ? { 'text/plain': clip(stripAnsi(joined(data['text/plain']))) } : {} };
+        const omitted = Object.keys(data).filter((k) => k !== 'text/plain');
+        if (omitted.length > 0) out.omitted_mime_types = omitted;
+        return out;
+      }
+      default:
+        return { output_type: o.output_type };
+    }
+  });
+}
+
 export interface BuildOptions {
   notebookPath: string;
   action: EditAction;
@@ -38,7 +77,7 @@ export interface BuildOptions {
   settings: Partial<BridgeSettings>;
 }
 
-/** Builds the request: the cell, its structured errors, the instruction (edit) and the explicit settings. */
+/** Builds the request: the cell (outputs compacted), its structured errors, the instruction (edit) and the explicit settings. */
 export function buildEditRequest(o: BuildOptions): EditRequest {
   if (o.action === 'edit' && (o.instruction ?? '').trim() === '') {
     throw new Error('edit needs an instruction');
@@ -46,7 +85,7 @@ export function buildEditRequest(o: BuildOptions): EditRequest {
   const req: EditRequest = {
     notebook_path: o.notebookPath,
     action: o.action,
-    cell: { id: o.cell.id, source: o.cell.source, cell_type: o.cell.cell_type, outputs: [...o.cell.outputs] },
+    cell: { id: o.cell.id, source: o.cell.source, cell_type: o.cell.cell_type, outputs: compactOutputs(o.cell.outputs) },
     errors: extractErrors(o.cell.outputs),
   };
   if (o.action === 'edit') req.instruction = (o.instruction ?? '').trim();
