@@ -140,13 +140,18 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
         this.inFlight.signal,
       );
       const outcome = this.tracker.receive(requestId, answer.source, answer.explanation, cell.model.sharedModel.getSource());
-      if ('proposal' in outcome) this.showProposal(outcome.proposal, cell);
-      else if (outcome.discarded === 'stale') this.showError('The cell changed while the code agent was working; its proposal was discarded. Click again to ask about the current source.', false);
+      if ('proposal' in outcome) {
+        this.showProposal(outcome.proposal, cell);
+      } else if (outcome.discarded === 'stale') {
+        this.status.textContent = '';
+        this.showError('The cell changed while the code agent was working; its proposal was discarded. Click again to ask about the current source.', false);
+      }
     } catch (err) {
       this.tracker.reset();
       if (err instanceof BridgeRequestError && err.kind === 'cancelled') {
         this.status.textContent = 'Cancelled.';
       } else {
+        this.status.textContent = '';
         const e = err instanceof BridgeRequestError ? err : new BridgeRequestError('network', String(err), 'Try again.');
         this.showError(`${e.cause_} ${e.fix}`.trim(), true);
       }
@@ -156,11 +161,12 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
     }
   }
 
-  private setBusy(busy: boolean, text = ''): void {
+  /** Progress: buttons disabled, spinner and cancel shown; the status line is set by the caller. */
+  private setBusy(busy: boolean, text?: string): void {
     for (const b of this.actionButtons) b.disabled = busy;
     this.spinner.hidden = !busy;
     this.cancelButton.hidden = !busy;
-    this.status.textContent = text;
+    if (text !== undefined) this.status.textContent = text;
     this.toggleClass('codeagent-mod-busy', busy);
   }
 

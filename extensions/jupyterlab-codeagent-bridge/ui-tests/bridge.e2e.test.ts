@@ -249,6 +249,25 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     expect(await cellSource()).toBe(FIXED_SOURCE);
   }, 90_000);
 
+  it('shows progress while waiting (buttons disabled, spinner, cancel), and cancel gives up', async () => {
+    agent.delayMs = 20_000;
+    try {
+      await footer().locator('button.codeagent-optimize').click();
+      await footer().locator('.codeagent-spinner').waitFor({ state: 'visible', timeout: 5_000 });
+      for (const name of ['optimize', 'fix', 'edit']) {
+        await expect(footer().locator(`button.codeagent-${name}`).isDisabled()).resolves.toBe(true);
+      }
+      await footer().locator('button.codeagent-cancel').click();
+      await footer().locator('.codeagent-spinner').waitFor({ state: 'hidden', timeout: 5_000 });
+      await expect(footer().locator('.codeagent-status').textContent()).resolves.toBe('Cancelled.');
+      await expect(footer().locator('button.codeagent-fix').isEnabled()).resolves.toBe(true);
+      await expect(proposal().isHidden()).resolves.toBe(true);
+      await expect(footer().locator('.codeagent-error').isHidden()).resolves.toBe(true);
+    } finally {
+      agent.delayMs = 0;
+    }
+  }, 60_000);
+
   it('shows a failure in the notebook, naming cause and fix, when the code agent is down', async () => {
     await agent.close();
     await footer().locator('button.codeagent-optimize').click();

@@ -25,6 +25,8 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 export interface FakeCodeAgent {
   url: string;
   prompts: string[];
+  /** How long each prompt takes (a slow model); 0 by default. */
+  delayMs: number;
   close(): Promise<void>;
 }
 
@@ -32,6 +34,7 @@ export interface FakeCodeAgent {
 export async function startFakeCodeAgent(): Promise<FakeCodeAgent> {
   const prompts: string[] = [];
   let sessions = 0;
+  const state = { delayMs: 0 };
   const server = createServer((req, res) => {
     void (async () => {
       const body = (await readJson(req)) as { parts?: { text?: string }[] } | null;
@@ -43,6 +46,8 @@ export async function startFakeCodeAgent(): Promise<FakeCodeAgent> {
       const m = /^\/session\/([^/]+)\/message$/.exec(path);
       if (req.method === 'POST' && m) {
         prompts.push(body?.parts?.map((p) => p.text ?? '').join('\n') ?? '');
+        if (state.delayMs > 0) await new Promise((r) => setTimeout(r, state.delayMs));
+        if (res.destroyed) return;
         return send(res, 200, {
           info: { id: 'msg_1', sessionID: m[1], role: 'assistant' },
           parts: [{ type: 'text', text: `The cell divided by zero. Here is the whole cell:\n\n\`\`\`python\n${FIXED_SOURCE}\n\`\`\`\n` }],
@@ -55,6 +60,12 @@ export async function startFakeCodeAgent(): Promise<FakeCodeAgent> {
   return {
     url,
     prompts,
+    get delayMs() {
+      return state.delayMs;
+    },
+    set delayMs(ms: number) {
+      state.delayMs = ms;
+    },
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
