@@ -90,6 +90,12 @@ async function test(args) {
     say('(start PostgreSQL or set TEST_DATABASE_URL=postgres://user@host:port/db to run it)');
     env.CODEAGENT_TEST_POSTGRES = '0';
   }
+  // The JupyterLab extension and its host are separate npm projects (≈ 400 MB of JupyterLab
+  // packages kept out of the root install); build them when their inputs changed, so that the
+  // browser test has them. A failure here makes that test fail with the reason, never skip.
+  if (run(process.execPath, [join('extensions', 'build.mjs')]) !== 0) {
+    say('building the JupyterLab extension or its host failed (output above); the browser test will fail');
+  }
   mkdirSync('.test-results', { recursive: true });
   const vitest = join('node_modules', 'vitest', 'vitest.mjs');
   return run(process.execPath, [vitest, 'run', '--reporter=default', '--reporter=json', '--outputFile.json=.test-results/vitest.json', ...args], { env });

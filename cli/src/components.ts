@@ -34,6 +34,12 @@ export const components = {
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/bridge')).startBridge(config),
   },
+  jupyterlab: {
+    description: 'JupyterLab with the bridge extension (127.0.0.1:JUPYTERLAB_PORT, behind /jupyter/; needs `node extensions/build.mjs`)',
+    // Not in `codeagent start`: it needs the built host and Debian's Jupyter packages (README).
+    inStart: false,
+    start: async (config: Config) => (await import('./jupyterlab.js')).startJupyterlab(config),
+  },
   gateway: {
     description: 'the single ingress (HOST:PORT)',
     inStart: true,

@@ -102,3 +102,22 @@ describe('settings', () => {
     expect(problems.join('\n')).not.toMatch(/tiny-secret|dG9vLXNob3J0/);
   });
 });
+
+describe('JupyterLab host settings (SPEC §10)', () => {
+  it('default to a local server on JUPYTERLAB_PORT and a token derived from INTERNAL_SERVICE_TOKEN', () => {
+    const a = loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() });
+    const b = loadConfig({ env: { ...PROD_SECRETS, JUPYTERLAB_PORT: '9000' }, cwd: tmp() });
+    expect(a.jupyterlab.url).toBe('http://127.0.0.1:8095');
+    expect(b.jupyterlab.url).toBe('http://127.0.0.1:9000');
+    expect(a.jupyterlab.token).toMatch(/^[0-9a-f]{64}$/);
+    expect(a.jupyterlab.token).toBe(b.jupyterlab.token);
+    expect(a.jupyterlab.token).not.toContain(PROD_SECRETS.INTERNAL_SERVICE_TOKEN);
+    const other = loadConfig({ env: { ...PROD_SECRETS, INTERNAL_SERVICE_TOKEN: 'other' }, cwd: tmp() });
+    expect(other.jupyterlab.token).not.toBe(a.jupyterlab.token);
+  });
+  it('take JUPYTERLAB_URL and JUPYTERLAB_TOKEN when given, and reject a non-http URL', () => {
+    const c = loadConfig({ env: { ...PROD_SECRETS, JUPYTERLAB_URL: 'http://10.0.0.5:8888/', JUPYTERLAB_TOKEN: 'tok' }, cwd: tmp() });
+    expect(c.jupyterlab).toEqual({ url: 'http://10.0.0.5:8888', token: 'tok' });
+    expect(problemsOf({ ...PROD_SECRETS, JUPYTERLAB_URL: 'ftp://x' }).join('\n')).toMatch(/JUPYTERLAB_URL/);
+  });
+});

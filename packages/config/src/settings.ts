@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { resolve, join } from 'node:path';
 import { loadOrCreateSecrets } from './secrets.js';
 
@@ -14,6 +15,7 @@ export interface Config {
   runtimePort: number;
   clusterAdminPort: number;
   bridgePort: number;
+  jupyterlabPort: number;
   dataDir: string;
   databaseUrl: string | undefined;
   storageBackend: StorageBackend;
@@ -69,6 +71,12 @@ export interface Config {
   };
   maxUploadBytes: number;
   logLevel: string;
+  /** The JupyterLab server (with the bridge extension) behind the gateway's `/jupyter/` (SPEC §10). */
+  jupyterlab: {
+    url: string;
+    /** Its token, injected by the gateway; users never see it. */
+    token: string;
+  };
 }
 
 export class ConfigError extends Error {
@@ -86,6 +94,15 @@ export interface LoadOptions {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/**
+ * Without JUPYTERLAB_TOKEN, the gateway and the JupyterLab server (both started from the same
+ * settings) agree on a token derived from INTERNAL_SERVICE_TOKEN, so no new secret is stored.
+ */
+function derivedJupyterlabToken(internalServiceToken: string): string {
+  if (internalServiceToken === '') return '';
+  return createHmac('sha256', internalServiceToken).update('codeagent jupyterlab token').digest('hex');
+}
 
 /** Production mode (NODE_ENV=production) never generates secrets: they must be given. */
 export function isProductionMode(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -170,8 +187,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const runtimePort = int('RUNTIME_PORT', 8092, 0, 65535);
   const clusterAdminPort = int('CLUSTER_ADMIN_PORT', 8093, 0, 65535);
   const bridgePort = int('BRIDGE_PORT', 8094, 0, 65535);
+  const jupyterlabPort = int('JUPYTERLAB_PORT', 8095, 0, 65535);
 
   const jwtSecret = secret('JWT_SECRET');
+  const internalServiceToken = secret('INTERNAL_SERVICE_TOKEN');
   if (jwtSecret !== '' && Buffer.byteLength(jwtSecret) < 32) {
     problems.push('JWT_SECRET is shorter than 32 bytes; use a longer random value (e.g. `openssl rand -base64 48`)');
   }
@@ -215,6 +234,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     runtimePort,
     clusterAdminPort,
     bridgePort,
+    jupyterlabPort,
     dataDir,
     databaseUrl,
     storageBackend,
@@ -232,7 +252,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
         trash: str('S3_BUCKET_TRASH') ?? 'codeagent-trash',
       },
     },
-    internalServiceToken: secret('INTERNAL_SERVICE_TOKEN'),
+    internalServiceToken,
     jwtSecret,
     jwtTtlSeconds: int('JWT_TTL_SECONDS', 3600, 60, 60 * 60 * 24 * 30),
     bootstrapAdminEmail,
@@ -273,6 +293,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
     },
     maxUploadBytes: int('MAX_UPLOAD_BYTES', 10 * 1024 ** 3, 1),
     logLevel,
+    jupyterlab: {
+      url: url('JUPYTERLAB_URL', `http://127.0.0.1:${jupyterlabPort}`),
+      token: str('JUPYTERLAB_TOKEN') ?? derivedJupyterlabToken(internalServiceToken),
+    },
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

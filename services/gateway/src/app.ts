@@ -11,6 +11,7 @@ import Fastify, {
 import httpProxy from '@fastify/http-proxy';
 import { requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import { landingPage } from './landing.js';
+import { checkJupyterAccess, SESSION_COOKIE, withoutCookie } from './jupyter-auth.js';
 
 export interface Upstreams {
   backend: string;
@@ -18,8 +19,20 @@ export interface Upstreams {
   bridge: string;
 }
 
+/** The JupyterLab server behind `/jupyter/` (SPEC §10), reached with its own token. */
+export interface JupyterUpstream {
+  /** Its address, e.g. http://127.0.0.1:8095; it must serve under the base URL `/jupyter/`. */
+  url: string;
+  /** The Jupyter server's token: injected by the gateway, never shown to users. */
+  token: string;
+}
+
 export interface GatewayOptions {
   upstreams: Upstreams;
+  /** Where JupyterLab runs; without it `/jupyter/*` answers 404. */
+  jupyter?: JupyterUpstream;
+  /** Verifies platform user tokens before `/jupyter/*` is proxied; required with `jupyter`. */
+  jwtSecret?: string;
   /** Upstream time limit (headers, and silence between body chunks), default 300 s. */
   timeoutMs?: number;
   logger?: FastifyServerOptions['logger'];
@@ -87,6 +100,59 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   await route('/admin', opts.upstreams.clusterAdmin);
   await route('/mcp', opts.upstreams.clusterAdmin);
   await route('/codeagent-bridge', opts.upstreams.bridge);
+
+  // The extension addresses the bridge relative to JupyterLab's base URL (SPEC §10). The
+  // bridge checks the user token itself, as on `/codeagent-bridge/*`.
+  await app.register(httpProxy, {
+    upstream: opts.upstreams.bridge,
+    prefix: '/jupyter/codeagent-bridge',
+    rewritePrefix: '/codeagent-bridge',
+    undici: { connections: 32, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: timeout, bodyTimeout: timeout },
+    replyOptions: { rewriteRequestHeaders: forwardHeaders, onError: onUpstreamError },
+  });
+
+  if (opts.jupyter) {
+    const { url: jupyterUrl, token: jupyterToken } = opts.jupyter;
+    const jwtSecret = opts.jwtSecret;
+    if (!jwtSecret) throw new Error('buildGatewayApp: `jwtSecret` is required to route /jupyter (only logged-in users may reach it)');
+    // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
+    // drops the platform cookie and the Origin it already checked (Jupyter would compare the
+    // Origin with its own address and refuse).
+    const jupyterHeaders = (headers: IncomingHttpHeaders): IncomingHttpHeaders => {
+      const out: IncomingHttpHeaders = { ...headers, authorization: `token ${jupyterToken}` };
+      const cookie = withoutCookie(headers.cookie, SESSION_COOKIE);
+      if (cookie === undefined) delete out.cookie;
+      else out.cookie = cookie;
+      delete out.origin;
+      delete out.referer;
+      return out;
+    };
+    await app.register(httpProxy, {
+      upstream: jupyterUrl,
+      prefix: '/jupyter',
+      rewritePrefix: '/jupyter',
+      websocket: true,
+      undici: { connections: 64, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: timeout, bodyTimeout: timeout },
+      preHandler: async (req, reply) => {
+        const access = await checkJupyterAccess(req.method, req.headers, jwtSecret);
+        if (!access.ok) return reply.code(access.status).send({ error: access.error, message: access.message });
+      },
+      replyOptions: {
+        rewriteRequestHeaders: (req, headers) => jupyterHeaders(forwardHeaders(req, headers)),
+        onError: onUpstreamError,
+      },
+      // (The typings omit `rewriteRequestHeaders`, which the websocket proxy does call.)
+      wsClientOptions: {
+        rewriteRequestHeaders: (_headers: IncomingHttpHeaders, req: FastifyRequest) =>
+          jupyterHeaders({ cookie: req.headers.cookie, 'x-request-id': req.id }),
+      } as Record<string, unknown>,
+    });
+  } else {
+    const notConfigured = async (_req: FastifyRequest, reply: FastifyReply) =>
+      reply.code(404).send({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)' });
+    app.all('/jupyter', notConfigured);
+    app.all('/jupyter/*', notConfigured);
+  }
 
   // Never routed, whatever the method (SPEC §5.1, §10).
   app.all('/internal', async (_req, reply) => reply.code(404).send({ error: 'not_found' }));

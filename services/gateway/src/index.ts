@@ -1,3 +1,3 @@
 export { buildGatewayApp } from './app.js';
-export type { GatewayOptions, Upstreams } from './app.js';
+export type { GatewayOptions, JupyterUpstream, Upstreams } from './app.js';
 export { startGateway } from './server.js';

@@ -1,0 +1,56 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const CLI = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// Needs the built host (`node extensions/build.mjs`, run by `npm test`) and Debian's Jupyter
+// packages; without them it fails with the reason.
+describe('codeagent jupyterlab', () => {
+  it('serves JupyterLab under /jupyter/ with the configured token only, and stops on SIGTERM', async () => {
+    const port = await freePort();
+    const token = 'cli-test-jupyter-token';
+    const child = spawn(process.execPath, [CLI, 'jupyterlab'], {
+      env: { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), 'codeagent-jl-')), JUPYTERLAB_PORT: String(port), JUPYTERLAB_TOKEN: token, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      const url = `http://127.0.0.1:${port}/jupyter/`;
+      const deadline = Date.now() + 60_000;
+      let page: Response | undefined;
+      while (Date.now() < deadline && child.exitCode === null) {
+        page = await fetch(`${url}lab`, { headers: { authorization: `token ${token}` } }).catch(() => undefined);
+        if (page?.ok) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(page?.status, out).toBe(200);
+      const html = await page!.text();
+      expect(html).toContain('jupyter-config-data');
+      expect(html).toContain('jupyterlab-codeagent-bridge');
+      expect(html).not.toContain(token);
+      const anonymous = await fetch(`${url}api/contents`);
+      expect(anonymous.status).toBe(403);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  }, 90_000);
+});
