@@ -114,11 +114,10 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
     return url;
   }
 
-  function mapError(err: unknown, signal: AbortSignal): Error {
+  function mapError(err: unknown): Error {
     if (err instanceof OutboundError) return err;
     const cause = (err as { cause?: unknown }).cause;
     if (cause instanceof OutboundError) return cause;
-    if (signal.aborted) return new OutboundError('timeout', `no complete answer within ${timeoutMs} ms`);
     const code = (err as { code?: string }).code;
     if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
       return new OutboundError('timeout', `no complete answer within ${timeoutMs} ms`);
@@ -127,7 +126,17 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
     return err instanceof Error ? err : new Error(String(err));
   }
 
-  async function readCapped(body: Dispatcher.ResponseData['body'], declared: number): Promise<{ text: string; truncated: boolean }> {
+  /** Reads the body within the cap; the rest of the chain's deadline bounds the whole read. */
+  async function readCapped(body: Dispatcher.ResponseData['body'], declared: number, remainingMs: number): Promise<{ text: string; truncated: boolean }> {
+    const timer = setTimeout(() => body.destroy(new OutboundError('timeout', `no complete answer within ${timeoutMs} ms`)), remainingMs);
+    try {
+      return await readWithin(body, declared);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function readWithin(body: Dispatcher.ResponseData['body'], declared: number): Promise<{ text: string; truncated: boolean }> {
     // A declared length within the cap cannot be exceeded (HTTP framing): read it in one go.
     if (Number.isFinite(declared) && declared <= maxBytes) return { text: await body.text(), truncated: false };
     const chunks: Buffer[] = [];
@@ -151,7 +160,15 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
 
   return {
     async fetch(raw, init = {}) {
-      const signal = AbortSignal.timeout(timeoutMs);
+      // One deadline for the whole chain: each hop gets what is left of it for its headers,
+      // and the body read is cut when it runs out. (Per-request timeouts instead of an
+      // AbortSignal: the signal's bookkeeping cost a third of a loopback round trip.)
+      const deadline = Date.now() + timeoutMs;
+      const left = () => {
+        const ms = deadline - Date.now();
+        if (ms <= 0) throw new OutboundError('timeout', `no complete answer within ${timeoutMs} ms`);
+        return ms;
+      };
       let method = init.method ?? 'GET';
       const headers: Record<string, string> = { ...(init.headers ?? {}) };
       if (init.auth?.type === 'basic') {
@@ -162,9 +179,10 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
       for (let redirects = 0; ; redirects++) {
         let res: Dispatcher.ResponseData;
         try {
-          res = await request(url, { dispatcher: agent, method, headers, signal });
+          const ms = left();
+          res = await request(url, { dispatcher: agent, method, headers, headersTimeout: ms, bodyTimeout: ms });
         } catch (err) {
-          throw mapError(err, signal);
+          throw mapError(err);
         }
         const location = res.headers.location;
         if (REDIRECTS.has(res.statusCode) && typeof location === 'string') {
@@ -176,9 +194,9 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
         }
         let read;
         try {
-          read = method === 'HEAD' ? { text: '', truncated: false } : await readCapped(res.body, Number(res.headers['content-length'] ?? NaN));
+          read = method === 'HEAD' ? { text: '', truncated: false } : await readCapped(res.body, Number(res.headers['content-length'] ?? NaN), left());
         } catch (err) {
-          throw mapError(err, signal);
+          throw mapError(err);
         }
         const flat: Record<string, string> = {};
         for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;

@@ -204,6 +204,16 @@ describe('against loopback test servers (allowLoopback, tests only)', () => {
         case '/slow':
           setTimeout(() => res.end('late'), 2000);
           return;
+        case '/drip': {
+          // Headers at once, then a byte every 100 ms: each gap is short, the whole is not.
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          const timer = setInterval(() => res.write('x'), 100);
+          setTimeout(() => {
+            clearInterval(timer);
+            res.end();
+          }, 3000);
+          return;
+        }
         case '/big':
           return res.end(Buffer.alloc(5000, 65));
         case '/echo':
@@ -240,8 +250,11 @@ describe('against loopback test servers (allowLoopback, tests only)', () => {
     await listed.close();
   });
 
-  it('applies one timeout to the whole chain', async () => {
+  it('applies one timeout to the whole chain, body included', async () => {
     expect(await refusal(make().fetch(`${base}/slow`))).toBe('timeout');
+    const started = Date.now();
+    expect(await refusal(make().fetch(`${base}/drip`))).toBe('timeout');
+    expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it('truncates bodies at maxResponseBytes, or refuses them when truncation is off', async () => {
