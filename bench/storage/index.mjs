@@ -118,17 +118,39 @@ const rss = { backend: peak(backend.pid), gateway: peak(gateway.pid) };
 await stopProcess(gateway);
 await stopProcess(backend);
 
+// For information: the same through the s3 backend against s3rver (a JavaScript S3 emulator
+// writing to the same disk; real S3 or MinIO behave differently).
+const { default: S3rver } = await import('s3rver');
+const s3rver = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: join(dir, 's3rver') });
+const { port: s3Port } = await s3rver.run();
+const s3Env = { ...env, STORAGE_BACKEND: 's3', S3_ENDPOINT: `http://127.0.0.1:${s3Port}`, S3_REGION: 'us-east-1', S3_FORCE_PATH_STYLE: 'true', S3_ACCESS_KEY_ID: 'S3RVER', S3_SECRET_ACCESS_KEY: 'S3RVER' };
+const backendS3 = startProcess(process.execPath, [cli, 'backend'], s3Env);
+await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`, { accept: (st) => st === 200 });
+const gatewayS3 = startProcess(process.execPath, [cli, 'gateway'], s3Env);
+await waitFor(`${base}/health`, { accept: (st) => st === 200 });
+t = process.hrtime.bigint();
+await upload(`${base}/data-resources/${ws}/objects/big-s3.bin`, auth);
+const s3Up = seconds(t);
+t = process.hrtime.bigint();
+await download(`${base}/data-resources/${ws}/objects/big-s3.bin`, auth);
+const s3Down = seconds(t);
+const rssS3 = peak(backendS3.pid);
+await stopProcess(gatewayS3);
+await stopProcess(backendS3);
+await s3rver.close();
+
 const rows = [
   { path: 'cp (same disk)', 'upload MB/s': mbps(cpSeconds).toFixed(0), 'download MB/s': '–' },
   { path: 'bare Node http server', 'upload MB/s': mbps(bareUp).toFixed(0), 'download MB/s': mbps(bareDown).toFixed(0) },
   { path: 'platform (gateway → backend → local)', 'upload MB/s': mbps(platformUp).toFixed(0), 'download MB/s': mbps(platformDown).toFixed(0) },
+  { path: 'platform with s3 → s3rver (information)', 'upload MB/s': mbps(s3Up).toFixed(0), 'download MB/s': mbps(s3Down).toFixed(0) },
 ];
 console.log(`\nbench/storage: ${SIZE_MB} MiB, local backend, database ${databaseUrl ? 'PostgreSQL' : 'embedded'}\n`);
 console.log(table(rows));
 console.log(`\nplatform ÷ bare Node: upload ${(bareUp / platformUp).toFixed(2)}×, download ${(bareDown / platformDown).toFixed(2)}× (target ≥ 0.5×)`);
 console.log(`platform ÷ cp: upload ${(cpSeconds / platformUp).toFixed(2)}×`);
-console.log(`peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each)`);
+console.log(`peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each); backend with s3: ${rssS3.toFixed(0)} MB`);
 mkdirSync(join(root, 'bench/results'), { recursive: true });
-writeFileSync(join(root, 'bench/results/storage.json'), JSON.stringify({ when: new Date().toISOString(), SIZE_MB, cpSeconds, bareUp, bareDown, platformUp, platformDown, rss }, null, 2));
+writeFileSync(join(root, 'bench/results/storage.json'), JSON.stringify({ when: new Date().toISOString(), SIZE_MB, cpSeconds, bareUp, bareDown, platformUp, platformDown, rss, s3Up, s3Down, rssS3 }, null, 2));
 rmSync(dir, { recursive: true, force: true });
 process.exit(0);
