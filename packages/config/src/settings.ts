@@ -42,6 +42,8 @@ export interface Config {
   adminTokens: string[];
   secretsKey: Buffer;
   agentToken: string;
+  /** Browser origins (host names) allowed to call /mcp besides loopback (DNS-rebinding guard). */
+  mcpAllowedOrigins: string[];
   outbound: {
     allowlist: string[];
     maxRedirects: number;
@@ -265,6 +267,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     adminTokens,
     secretsKey,
     agentToken: secret('AGENT_TOKEN'),
+    mcpAllowedOrigins: list('MCP_ALLOWED_ORIGINS').map((h) => h.toLowerCase()),
     outbound: {
       allowlist: list('OUTBOUND_ALLOWLIST'),
       maxRedirects: int('OUTBOUND_MAX_REDIRECTS', 5, 0, 50),

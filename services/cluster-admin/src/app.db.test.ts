@@ -230,6 +230,15 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`
       await expect(connect('wrong')).rejects.toThrow();
     });
 
+    it('refuses browser requests from foreign origins (DNS-rebinding guard), allows loopback pages', async () => {
+      const init = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
+      const headers = { authorization: `Bearer ${AGENT}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+      const evil = await fetch(`${serviceUrl}/mcp`, { method: 'POST', headers: { ...headers, origin: 'http://evil.example' }, body: init });
+      expect(evil.status).toBe(403);
+      const local = await fetch(`${serviceUrl}/mcp`, { method: 'POST', headers: { ...headers, origin: 'http://localhost:8080' }, body: init });
+      expect(local.status).toBe(200);
+    });
+
     it('lists and calls the tools; no secret in any result', async () => {
       await admin('POST', '/clusters', { name: 'livy', base_url: `${clusterUrl}/base`, auth_type: 'basic', username: 'agent-user', AuthPassword: 'top-secret-pw', rate_limit: 2 });
       await admin('POST', '/clusters', { name: 'simple-rm', base_url: clusterUrl, auth_type: 'simple', username: 'yarn', rate_limit: 0 });

@@ -14,6 +14,8 @@ export interface ClusterAdminOptions {
   adminTokens: string[];
   agentToken: string;
   secretsKey: Buffer;
+  /** Host names of browser origins allowed on /mcp besides loopback (MCP_ALLOWED_ORIGINS). */
+  mcpAllowedOrigins?: string[];
   outbound: OutboundClient;
   loggerInstance?: FastifyBaseLogger;
   /** Tests only: runs between a change and its audit entry, inside the transaction. */
@@ -23,6 +25,18 @@ export interface ClusterAdminOptions {
 declare module 'fastify' {
   interface FastifyRequest {
     adminActor: string;
+  }
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+function originAllowed(origin: string | undefined, allowed: string[]): boolean {
+  if (origin === undefined) return true;
+  try {
+    const host = new URL(origin).hostname.toLowerCase();
+    return LOOPBACK_HOSTS.has(host) || allowed.includes(host);
+  } catch {
+    return false;
   }
 }
 
@@ -79,6 +93,11 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
     handler: async (req, reply) => {
       const token = parseBearer(req.headers.authorization);
       if (!safeEqual(token, opts.agentToken)) return reply.code(401).send({ error: 'unauthorized' });
+      // DNS-rebinding guard (MCP transport security): a browser request carries Origin; only
+      // loopback pages and configured origins may drive the endpoint. Agents send no Origin.
+      if (!originAllowed(req.headers.origin, opts.mcpAllowedOrigins ?? [])) {
+        return reply.code(403).send({ error: 'forbidden', message: 'this Origin may not call /mcp; add its host to MCP_ALLOWED_ORIGINS' });
+      }
       reply.hijack();
       const server = buildMcpServer(clusters, opts.outbound, limiter);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });

@@ -21,6 +21,7 @@ export async function startClusterAdmin(config: Config): Promise<void> {
     db: database.db,
     adminTokens: config.adminTokens,
     agentToken: config.agentToken,
+    mcpAllowedOrigins: config.mcpAllowedOrigins,
     secretsKey: config.secretsKey,
     outbound,
     loggerInstance: log,
