@@ -30,3 +30,13 @@ export function decodeCursor(cursor: string | undefined, arity: number): (string
   }
   throw new BadRequestError('cursor is not valid; use the next_cursor of a previous page', { cursor: 'invalid cursor' });
 }
+
+/**
+ * One page of a keyset query that fetched `limit + 1` rows: the items, and the cursor of the
+ * last item when there is more.
+ */
+export function keysetPage<R, T>(rows: R[], limit: number, key: (row: R) => (string | number)[], toItem: (row: R) => T): { items: T[]; next_cursor: string | null } {
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return { items: page.map(toItem), next_cursor: rows.length > limit && last !== undefined ? encodeCursor(key(last)) : null };
+}

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
-import { ConflictError, NotFoundError, PayloadTooLargeError, decodeCursor, encodeCursor } from '@codeagent/service-kit';
+import { ConflictError, NotFoundError, PayloadTooLargeError, decodeCursor, keysetPage } from '@codeagent/service-kit';
 import { validateObjectPath, validatePrefix } from './paths.js';
 import { ObjectTooLargeError, type ByteRange, type ObjectStore } from './store.js';
 
@@ -214,9 +214,7 @@ export class WorkspaceFiles {
     if (prefix !== '') q = q.where('path', '>=', prefix).where(sql<boolean>`starts_with(path, ${prefix})`);
     if (after) q = q.where('path', '>', String(after[0]));
     const rows = await q.execute();
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
-    return { items: page.map(toObjectDto), next_cursor: rows.length > limit && last ? encodeCursor([last.path]) : null };
+    return keysetPage(rows, limit, (r) => [r.path], toObjectDto);
   }
 
   /** Moves the object to the trash (content to the trash area, row to trash_items). */
@@ -353,14 +351,12 @@ export class WorkspaceFiles {
       q = q.where((eb) => eb.or([eb('deleted_at', '<', new Date(at)), eb.and([eb('deleted_at', '=', new Date(at)), eb('id', '<', id)])]));
     }
     const rows = await q.execute();
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
-    return {
-      items: page.map(
-        (t): TrashItemDto => ({ id: t.id, path: t.path, size: Number(t.size), deleted_at: t.deleted_at.toISOString(), deleted_by: t.deleted_by }),
-      ),
-      next_cursor: rows.length > limit && last ? encodeCursor([last.deleted_at.toISOString(), last.id]) : null,
-    };
+    return keysetPage(
+      rows,
+      limit,
+      (t) => [t.deleted_at.toISOString(), t.id],
+      (t): TrashItemDto => ({ id: t.id, path: t.path, size: Number(t.size), deleted_at: t.deleted_at.toISOString(), deleted_by: t.deleted_by }),
+    );
   }
 
   /** Puts a trashed object back at its path; 409 when a live object is there again. */

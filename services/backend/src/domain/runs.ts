@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { DB, RunRow, RunStatus, ScheduleRow } from '@codeagent/db';
 import { enqueueRun, nextRunAfter, validateSchedule } from '@codeagent/runs';
-import { BadRequestError, NotFoundError, decodeCursor, encodeCursor } from '@codeagent/service-kit';
+import { BadRequestError, NotFoundError, decodeCursor, keysetPage } from '@codeagent/service-kit';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -101,9 +101,7 @@ export async function listRuns(
     q = q.where((eb) => eb.or([eb('created_at', '<', new Date(at)), eb.and([eb('created_at', '=', new Date(at)), eb('id', '<', id)])]));
   }
   const rows = await q.execute();
-  const page = rows.slice(0, opts.limit);
-  const last = page[page.length - 1];
-  return { items: page.map(toRunDto), next_cursor: rows.length > opts.limit && last ? encodeCursor([last.created_at.toISOString(), last.id]) : null };
+  return keysetPage(rows, opts.limit, (r) => [r.created_at.toISOString(), r.id], toRunDto);
 }
 
 function checkSchedule(cron: string, timezone: string): void {
@@ -156,9 +154,7 @@ export async function listSchedules(db: Kysely<DB>, workspaceId: string, limit: 
     q = q.where((eb) => eb.or([eb('created_at', '>', new Date(at)), eb.and([eb('created_at', '=', new Date(at)), eb('id', '>', id)])]));
   }
   const rows = await q.execute();
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return { items: page.map(toScheduleDto), next_cursor: rows.length > limit && last ? encodeCursor([last.created_at.toISOString(), last.id]) : null };
+  return keysetPage(rows, limit, (r) => [r.created_at.toISOString(), r.id], toScheduleDto);
 }
 
 export async function updateSchedule(

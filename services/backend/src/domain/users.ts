@@ -3,7 +3,7 @@ import { ADMIN_ROLE_ID, isSystemAdmin, isUniqueViolation, type DB, type UserRow 
 
 export { isSystemAdmin };
 import { hashPassword, verifyPassword, equalizeTimingForUnknownUser } from '@codeagent/auth';
-import { BadRequestError, ConflictError, decodeCursor, encodeCursor } from '@codeagent/service-kit';
+import { BadRequestError, ConflictError, decodeCursor, keysetPage } from '@codeagent/service-kit';
 
 export const DEFAULT_ROLE_ID = 'user';
 
@@ -86,12 +86,7 @@ export async function listUsers(db: Kysely<DB>, limit: number, cursor: string | 
     q = q.where((eb) => eb.or([eb('created_at', '>', new Date(at)), eb.and([eb('created_at', '=', new Date(at)), eb('id', '>', id)])]));
   }
   const rows = await q.execute();
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return {
-    items: page.map(toUserDto),
-    next_cursor: rows.length > limit && last ? encodeCursor([last.created_at.toISOString(), last.id]) : null,
-  };
+  return keysetPage(rows, limit, (u) => [u.created_at.toISOString(), u.id], toUserDto);
 }
 
 /** Creates the bootstrap system administrator when the database has no user at all. */

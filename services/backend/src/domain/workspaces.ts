@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
-import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, encodeCursor } from '@codeagent/service-kit';
+import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, keysetPage } from '@codeagent/service-kit';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -113,12 +113,7 @@ export async function listWorkspaces(db: Kysely<DB>, opts: { includeDeleted: boo
     );
   }
   const rows = await q.execute();
-  const page = rows.slice(0, opts.limit);
-  const last = page[page.length - 1];
-  return {
-    items: page.map(toWorkspaceDto),
-    next_cursor: rows.length > opts.limit && last ? encodeCursor([last.created_at.toISOString(), last.id]) : null,
-  };
+  return keysetPage(rows, opts.limit, (w) => [w.created_at.toISOString(), w.id], toWorkspaceDto);
 }
 
 export async function updateWorkspace(
@@ -208,12 +203,7 @@ export async function listMembers(db: Kysely<DB>, workspaceId: string, limit: nu
     );
   }
   const rows = await q.execute();
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return {
-    items: page.map(toMemberDto),
-    next_cursor: rows.length > limit && last ? encodeCursor([last.created_at.toISOString(), last.user_id]) : null,
-  };
+  return keysetPage(rows, limit, (m) => [m.created_at.toISOString(), m.user_id], toMemberDto);
 }
 
 async function lockedMember(trx: Transaction<DB>, workspaceId: string, userId: string): Promise<MemberJoinRow> {
