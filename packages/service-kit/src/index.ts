@@ -10,7 +10,7 @@ export {
 } from './errors.js';
 export { serviceKit, loggerOptions, requestIdOptions } from './plugin.js';
 export type { ServiceKitOptions } from './plugin.js';
-export { encodeCursor, decodeCursor, keysetPage, ListQuery, listResponse } from './pagination.js';
+export { encodeCursor, decodeCursor, keysetPage, isUuid, ListQuery, listResponse } from './pagination.js';
 export type { ListQueryType } from './pagination.js';
 export { listen } from './listen.js';
 export { requestBody } from './body.js';

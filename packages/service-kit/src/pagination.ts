@@ -40,3 +40,10 @@ export function keysetPage<R, T>(rows: R[], limit: number, key: (row: R) => (str
   const last = page[page.length - 1];
   return { items: page.map(toItem), next_cursor: rows.length > limit && last !== undefined ? encodeCursor(key(last)) : null };
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Ids are UUIDs (SPEC §3): anything else cannot name a row, so callers answer 404 without a query. */
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
-import { ConflictError, NotFoundError, PayloadTooLargeError, decodeCursor, keysetPage } from '@codeagent/service-kit';
+import { ConflictError, NotFoundError, PayloadTooLargeError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import { validateObjectPath, validatePrefix } from './paths.js';
 import { ObjectTooLargeError, type ByteRange, type ObjectStore } from './store.js';
 
@@ -39,7 +39,6 @@ export interface OpenedObject {
   body: Readable;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function toObjectDto(r: ObjectRow): ObjectDto {
   return {
@@ -302,7 +301,7 @@ export class WorkspaceFiles {
   /** Makes a kept version current again; the current content becomes a version. */
   async restoreVersion(workspaceId: string, path: string, versionId: string, actor: string | null): Promise<ObjectDto> {
     validateObjectPath(path);
-    if (!UUID.test(versionId)) throw new NotFoundError(`version ${versionId} of ${path} not found`);
+    if (!isUuid(versionId)) throw new NotFoundError(`version ${versionId} of ${path} not found`);
     const newVersionId = randomUUID();
     let replaced: ObjectRow | undefined;
     try {
@@ -361,7 +360,7 @@ export class WorkspaceFiles {
 
   /** Puts a trashed object back at its path; 409 when a live object is there again. */
   async restoreTrash(workspaceId: string, trashId: string, actor: string | null): Promise<ObjectDto> {
-    if (!UUID.test(trashId)) throw new NotFoundError(`trash item ${trashId} not found`);
+    if (!isUuid(trashId)) throw new NotFoundError(`trash item ${trashId} not found`);
     const newVersionId = randomUUID();
     let restoredFrom: string | undefined;
     try {
@@ -405,7 +404,7 @@ export class WorkspaceFiles {
 
   /** Removes a trash item and its content for good. */
   async purgeTrash(workspaceId: string, trashId: string): Promise<void> {
-    if (!UUID.test(trashId)) throw new NotFoundError(`trash item ${trashId} not found`);
+    if (!isUuid(trashId)) throw new NotFoundError(`trash item ${trashId} not found`);
     const res = await this.db.deleteFrom('trash_items').where('id', '=', trashId).where('workspace_id', '=', workspaceId).executeTakeFirst();
     if (Number(res.numDeletedRows) === 0) throw new NotFoundError(`trash item ${trashId} not found`);
     await this.discard('trash', blobKey(workspaceId, trashId));

@@ -1,9 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { DB, RunRow, RunStatus, ScheduleRow } from '@codeagent/db';
 import { enqueueRun, nextRunAfter, validateSchedule } from '@codeagent/runs';
-import { BadRequestError, NotFoundError, decodeCursor, keysetPage } from '@codeagent/service-kit';
+import { BadRequestError, NotFoundError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface RunDto {
   id: string;
@@ -77,7 +76,7 @@ export async function createRun(
 }
 
 export async function getRun(db: Kysely<DB>, workspaceId: string, runId: string): Promise<RunRow> {
-  const run = UUID.test(runId)
+  const run = isUuid(runId)
     ? await db.selectFrom('runs').selectAll().where('id', '=', runId).where('workspace_id', '=', workspaceId).executeTakeFirst()
     : undefined;
   if (!run) throw new NotFoundError(`run ${runId} not found`);
@@ -92,7 +91,7 @@ export async function listRuns(
   const after = decodeCursor(opts.cursor, 2);
   let q = db.selectFrom('runs').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
   if (opts.scheduleId !== undefined) {
-    if (!UUID.test(opts.scheduleId)) return { items: [], next_cursor: null };
+    if (!isUuid(opts.scheduleId)) return { items: [], next_cursor: null };
     q = q.where('schedule_id', '=', opts.scheduleId);
   }
   if (opts.status !== undefined) q = q.where('status', '=', opts.status);
@@ -135,7 +134,7 @@ export async function createSchedule(
 }
 
 async function scheduleRow(db: Kysely<DB>, workspaceId: string, id: string): Promise<ScheduleRow> {
-  const row = UUID.test(id)
+  const row = isUuid(id)
     ? await db.selectFrom('schedules').selectAll().where('id', '=', id).where('workspace_id', '=', workspaceId).executeTakeFirst()
     : undefined;
   if (!row) throw new NotFoundError(`schedule ${id} not found`);
@@ -164,7 +163,9 @@ export async function updateSchedule(
   patch: { notebookPath?: string | undefined; cron?: string | undefined; timezone?: string | undefined; enabled?: boolean | undefined },
 ): Promise<ScheduleDto> {
   return db.transaction().execute(async (trx) => {
-    const current = await trx.selectFrom('schedules').selectAll().where('id', '=', UUID.test(id) ? id : '00000000-0000-0000-0000-000000000000').where('workspace_id', '=', workspaceId).forUpdate().executeTakeFirst();
+    const current = isUuid(id)
+      ? await trx.selectFrom('schedules').selectAll().where('id', '=', id).where('workspace_id', '=', workspaceId).forUpdate().executeTakeFirst()
+      : undefined;
     if (!current) throw new NotFoundError(`schedule ${id} not found`);
     const cron = patch.cron?.trim() ?? current.cron;
     const timezone = patch.timezone ?? current.timezone;

@@ -1,8 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
-import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, keysetPage } from '@codeagent/service-kit';
+import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface WorkspaceDto {
   id: string;
@@ -66,7 +65,7 @@ function notFound(id: string): NotFoundError {
  * on PostgreSQL under concurrency as well as on the single-connection embedded database.
  */
 async function lockLiveWorkspace(trx: Transaction<DB>, id: string): Promise<void> {
-  if (!UUID.test(id)) throw notFound(id);
+  if (!isUuid(id)) throw notFound(id);
   const row = await trx.selectFrom('workspaces').select('id').where('id', '=', id).where('deleted_at', 'is', null).forUpdate().executeTakeFirst();
   if (!row) throw notFound(id);
 }
@@ -81,7 +80,7 @@ export async function createWorkspace(
   input: { name: string; description?: string | undefined; adminUserId: string },
 ): Promise<WorkspaceDto> {
   return inTransaction(db, async (trx) => {
-    const admin = UUID.test(input.adminUserId)
+    const admin = isUuid(input.adminUserId)
       ? await trx.selectFrom('users').select('id').where('id', '=', input.adminUserId).executeTakeFirst()
       : undefined;
     if (!admin) throw new NotFoundError(`user ${input.adminUserId} not found`);
@@ -96,7 +95,7 @@ export async function createWorkspace(
 }
 
 export async function getWorkspace(db: Kysely<DB>, id: string): Promise<WorkspaceDto> {
-  if (!UUID.test(id)) throw notFound(id);
+  if (!isUuid(id)) throw notFound(id);
   const row = await workspaceQuery(db).where('w.id', '=', id).where('w.deleted_at', 'is', null).executeTakeFirst();
   if (!row) throw notFound(id);
   return toWorkspaceDto(row);
@@ -174,7 +173,7 @@ function toMemberDto(m: MemberJoinRow): MemberDto {
 export async function addMember(db: Kysely<DB>, workspaceId: string, userId: string, role: MemberRole): Promise<MemberDto> {
   return inTransaction(db, async (trx) => {
     await lockLiveWorkspace(trx, workspaceId);
-    const user = UUID.test(userId) ? await trx.selectFrom('users').select('id').where('id', '=', userId).executeTakeFirst() : undefined;
+    const user = isUuid(userId) ? await trx.selectFrom('users').select('id').where('id', '=', userId).executeTakeFirst() : undefined;
     if (!user) throw new NotFoundError(`user ${userId} not found`);
     try {
       const inserted = await trx
@@ -208,7 +207,7 @@ export async function listMembers(db: Kysely<DB>, workspaceId: string, limit: nu
 
 async function lockedMember(trx: Transaction<DB>, workspaceId: string, userId: string): Promise<MemberJoinRow> {
   await lockLiveWorkspace(trx, workspaceId);
-  const member = UUID.test(userId) ? await memberQuery(trx, workspaceId).where('m.user_id', '=', userId).executeTakeFirst() : undefined;
+  const member = isUuid(userId) ? await memberQuery(trx, workspaceId).where('m.user_id', '=', userId).executeTakeFirst() : undefined;
   if (!member) throw new NotFoundError(`user ${userId} is not a member of workspace ${workspaceId}`);
   return member;
 }
@@ -276,7 +275,7 @@ export type WorkspaceAccess = 'read' | 'write';
  * writes). Returns the caller's role.
  */
 export async function requireWorkspaceAccess(db: Kysely<DB>, workspaceId: string, userId: string, access: WorkspaceAccess): Promise<MemberRole> {
-  const member = UUID.test(workspaceId)
+  const member = isUuid(workspaceId)
     ? await db
         .selectFrom('workspace_members as m')
         .innerJoin('workspaces as w', 'w.id', 'm.workspace_id')

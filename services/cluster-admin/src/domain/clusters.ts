@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type ClusterRow, type DB } from '@codeagent/db';
-import { AppError } from '@codeagent/service-kit';
+import { AppError, isUuid } from '@codeagent/service-kit';
 
 /** The error bodies of SPEC §8 (they differ from §3: `"not found"`, `"validation failed"`). */
 export class ClusterError extends AppError {
@@ -125,7 +125,6 @@ export function validateCluster(body: unknown): ClusterInput {
   };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const AUDITED = ['name', 'base_url', 'auth_type', 'username', 'rate_limit', 'description'] as const;
 
 /** What the audit shows of a cluster: its fields, and the password only as "***". */
@@ -187,7 +186,7 @@ export class ClusterService {
   }
 
   async row(idOrName: string): Promise<ClusterRow> {
-    const row = UUID.test(idOrName)
+    const row = isUuid(idOrName)
       ? await this.db.selectFrom('clusters').selectAll().where('id', '=', idOrName).executeTakeFirst()
       : await this.db.selectFrom('clusters').selectAll().where('name', '=', idOrName).executeTakeFirst();
     if (!row) throw notFound();
@@ -195,7 +194,7 @@ export class ClusterService {
   }
 
   async get(id: string): Promise<ClusterDto> {
-    if (!UUID.test(id)) throw notFound();
+    if (!isUuid(id)) throw notFound();
     return toClusterDto(await this.row(id));
   }
 
@@ -229,7 +228,7 @@ export class ClusterService {
   }
 
   async update(actor: string, id: string, input: ClusterInput): Promise<ClusterDto> {
-    if (!UUID.test(id)) throw notFound();
+    if (!isUuid(id)) throw notFound();
     try {
       return await withRetry(() =>
         this.db.transaction().execute(async (trx) => {
@@ -268,7 +267,7 @@ export class ClusterService {
   }
 
   async remove(actor: string, id: string): Promise<void> {
-    if (!UUID.test(id)) throw notFound();
+    if (!isUuid(id)) throw notFound();
     await this.db.transaction().execute(async (trx) => {
       const before = await trx.selectFrom('clusters').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
       if (!before) throw notFound();
@@ -282,7 +281,7 @@ export class ClusterService {
     if (opts.cursor) {
       try {
         const parsed = JSON.parse(Buffer.from(opts.cursor, 'base64url').toString()) as unknown;
-        if (!Array.isArray(parsed) || parsed.length !== 2 || !parsed.every((p) => typeof p === 'string') || !UUID.test(parsed[1] as string)) throw new Error('bad');
+        if (!Array.isArray(parsed) || parsed.length !== 2 || !parsed.every((p) => typeof p === 'string') || !isUuid(parsed[1] as string)) throw new Error('bad');
         after = parsed as [string, string];
       } catch {
         throw new ClusterError(400, 'validation failed', 'invalid cursor', { fields: { cursor: 'invalid cursor' } });
@@ -290,7 +289,7 @@ export class ClusterService {
     }
     let q = this.db.selectFrom('audit_entries').selectAll().orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
     if (opts.targetId !== undefined) {
-      if (!UUID.test(opts.targetId)) return { entries: [], next_cursor: null };
+      if (!isUuid(opts.targetId)) return { entries: [], next_cursor: null };
       q = q.where('target_id', '=', opts.targetId);
     }
     if (opts.action !== undefined) q = q.where('action', '=', opts.action);
