@@ -1,9 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Three projects: `unit` (no database), and the database tests (`*.db.test.ts`) twice,
- * once on embedded PGlite and once on the PostgreSQL server. scripts/bootstrap.mjs
- * decides whether the PostgreSQL half runs (and says so when it cannot).
+ * Three projects: `unit` (no database), and the database tests (`*.db.test.ts`) twice: once
+ * on the embedded PostgreSQL exactly as `codeagent start` runs it (started once for the run
+ * by the project's global setup), once on the machine's PostgreSQL at TEST_DATABASE_URL.
+ * scripts/bootstrap.mjs decides whether the second half runs (and says so when it cannot).
  */
 const include = [
   '{packages,services}/*/src/**/*.test.ts',
@@ -21,8 +22,21 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [
-      { extends: true, test: { name: 'unit', include, exclude: [...dbInclude, '**/node_modules/**', '**/dist/**', 'extensions/*/lib/**'] } },
-      { extends: true, test: { name: 'db:pglite', include: dbInclude, env: { CODEAGENT_TEST_DB: 'pglite' } } },
+      // The few unit tests that need a database (browser and conformance tests) use the embedded server too.
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include,
+          exclude: [...dbInclude, '**/node_modules/**', '**/dist/**', 'extensions/*/lib/**'],
+          env: { CODEAGENT_TEST_DB: 'embedded' },
+          globalSetup: ['packages/db/src/testing-server.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'db:embedded', include: dbInclude, env: { CODEAGENT_TEST_DB: 'embedded' }, globalSetup: ['packages/db/src/testing-server.ts'] },
+      },
       ...(withPostgres
         ? [{ extends: true, test: { name: 'db:postgres', include: dbInclude, env: { CODEAGENT_TEST_DB: 'postgres' } } }]
         : []),

@@ -53,8 +53,8 @@ export async function waitFor(url, { timeoutMs = 60_000, accept = (s) => s < 500
 }
 
 /** One autocannon run; returns requests/s and latency percentiles in ms. */
-export async function load(url, { connections = 50, duration = 10, headers = {} } = {}) {
-  const result = await autocannon({ url, connections, duration, headers, pipelining: 1 });
+export async function load(url, { connections = 50, duration = 10, headers = {}, method = 'GET', body } = {}) {
+  const result = await autocannon({ url, connections, duration, headers, method, body, pipelining: 1 });
   if (result.non2xx > 0 || result.errors > 0) {
     throw new Error(`${url}: ${result.non2xx} non-2xx answers and ${result.errors} errors during the run`);
   }

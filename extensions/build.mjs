@@ -66,23 +66,25 @@ function npm(dir, args) {
 export function buildAll({ force = false } = {}) {
   mkdirSync(stamps, { recursive: true });
   const report = [];
-  for (const p of projects) {
+  for (const [i, p] of projects.entries()) {
+    // "(1/2) name: …": the stage lines that the bootstrap's progress line shows (scripts/progress.mjs).
+    const stage = `(${i + 1}/${projects.length}) ${p.name}`;
     const dir = join(here, p.name);
     const lockHash = hashOf(dir, ['package-lock.json']);
     let installMs = 0;
     if (force || !existsSync(join(dir, 'node_modules')) || stamp(`${p.name}.install`) !== lockHash) {
-      say(`${p.name}: npm ci`);
+      say(`${stage}: npm ci`);
       installMs = npm(dir, ['ci']);
       writeFileSync(join(stamps, `${p.name}.install`), lockHash);
     }
     const inputHash = hashOf(dir, p.inputs);
     let buildMs = 0;
     if (force || installMs > 0 || !existsSync(join(dir, p.output)) || stamp(`${p.name}.build`) !== inputHash) {
-      say(`${p.name}: build`);
+      say(`${stage}: build`);
       buildMs = npm(dir, p.build);
       writeFileSync(join(stamps, `${p.name}.build`), inputHash);
     }
-    say(`${p.name}: ${installMs || buildMs ? `npm ci ${(installMs / 1000).toFixed(1)} s, build ${(buildMs / 1000).toFixed(1)} s` : 'up to date'}`);
+    say(`${stage}: ${installMs || buildMs ? `npm ci ${(installMs / 1000).toFixed(1)} s, build ${(buildMs / 1000).toFixed(1)} s` : 'up to date'}`);
     report.push({ name: p.name, installMs, buildMs });
   }
   return report;

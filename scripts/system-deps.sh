@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Debian packages the platform and its tests need, installed with apt only when missing.
-#   kernels  real Jupyter kernels for the runtime (python3-jupyter-server, python3-ipykernel, …)
+#   kernels  real Jupyter kernels for the runtime (python3-jupyter-server, python3-ipykernel, …) and
+#            bubblewrap, the kernel sandbox
 #   browser  Chromium for the browser tests (never a downloaded browser)
-# Usage: scripts/system-deps.sh [kernels] [browser]   (no argument: both)
+#   nginx    Debian's nginx, for the ingress tests (`codeagent nginx-config` in front of the platform)
+#   webdav   rclone and fuse3: the WebDAV client of the workspace file tree's tests and the mount helper
+# Usage: scripts/system-deps.sh [kernels] [browser] [nginx] [webdav]   (no argument: kernels and browser)
 set -euo pipefail
 groups=("$@"); [ ${#groups[@]} -gt 0 ] || groups=(kernels browser)
 want=()
 for g in "${groups[@]}"; do
   case "$g" in
-    kernels) want+=(python3-jupyter-server jupyter-server python3-ipykernel python3-nbclient python3-jupyterlab-server) ;;
+    kernels) want+=(python3-jupyter-server jupyter-server python3-ipykernel python3-nbclient python3-jupyterlab-server bubblewrap) ;;
     browser) want+=(chromium) ;;
-    *) echo "unknown group $g (use kernels or browser)" >&2; exit 2 ;;
+    # The binary (Debian builds it with auth_request); the tests start it unprivileged with their own file.
+    nginx) want+=(nginx) ;;
+    webdav) want+=(rclone fuse3) ;;
+    *) echo "unknown group $g (use kernels, browser, nginx or webdav)" >&2; exit 2 ;;
   esac
 done
 command -v dpkg-query >/dev/null || { echo "not a Debian system: install ${want[*]} by hand" >&2; exit 1; }

@@ -2,7 +2,8 @@
 // nginx when installed, and the upstream called directly, all in the same run, 50 connections:
 //  1. proxy capacity: every proxy in front of the same trivial backend (a fixed JSON answer),
 //     so that the proxies, not the backend, are measured;
-//  2. end to end: GET /api/v1/auth/me of the real backend (JWT check + two queries).
+//  2. end to end: GET /api/v1/auth/me of the real backend (JWT check, the cached token check
+//     and one query for the workspaces; two queries before issue 17).
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,8 +19,9 @@ async function freshDatabase() {
   const c = new pg.Client({ connectionString: serverUrl });
   try {
     await c.connect();
-  } catch {
-    return undefined; // no PostgreSQL: the backend uses its embedded database
+  } catch (err) {
+    // The backend alone cannot use the embedded database (only `codeagent start` runs it).
+    throw new Error(`bench/api needs PostgreSQL at ${serverUrl} (TEST_DATABASE_URL): ${err.message}`, { cause: err });
   }
   await c.query('DROP DATABASE IF EXISTS codeagent_bench WITH (FORCE)');
   await c.query('CREATE DATABASE codeagent_bench');
@@ -41,7 +43,7 @@ const env = {
   STORAGE_BACKEND: 'local',
   LOG_LEVEL: 'warn',
   BOOTSTRAP_ADMIN_PASSWORD: 'bench-password-1',
-  ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+  DATABASE_URL: databaseUrl,
 };
 const backend = startProcess(process.execPath, [cli, 'backend'], env);
 await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
@@ -114,7 +116,7 @@ async function scenario(title, upstreamPort, path, headers) {
   return results;
 }
 
-console.log(`bench/api on ${execFileSync('nproc').toString().trim()} cores, node ${process.versions.node}; backend database: ${databaseUrl ? 'PostgreSQL' : 'embedded PGlite'}`);
+console.log(`bench/api on ${execFileSync('nproc').toString().trim()} cores, node ${process.versions.node}; backend database: PostgreSQL`);
 const trivial = createServer((_req, res) => {
   res.writeHead(200, { 'content-type': 'application/json' });
   res.end('{"status":"ok","checks":{"database":"ok","storage":"ok","runtime":"ok"}}');

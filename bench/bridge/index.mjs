@@ -21,7 +21,7 @@ const fake = createServer((req, res) => {
 await new Promise((r) => fake.listen(0, '127.0.0.1', r));
 const upstream = `http://127.0.0.1:${fake.address().port}`;
 
-const t = await createTestDatabase(process.env.BENCH_DB === 'postgres' ? 'postgres' : 'pglite');
+const t = await createTestDatabase('postgres');
 const user = await t.database.db.insertInto('users').values({ email: 'b@x', name: 'b', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
 const secret = 'bench-secret-that-is-long-enough-0000000000';
 const { token } = await issueUserToken(user.id, secret, 3600);

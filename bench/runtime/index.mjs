@@ -1,88 +1,196 @@
-// bench/runtime: p50/p99 of the runtime's `execute` action beside the same code executed by
-// calling the Jupyter server directly (@jupyterlab/services over its websocket), in one run,
-// against one Jupyter server and two kernels of it. Target: runtime overhead ≤ 10 % at p50.
-import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+// bench/runtime: kernel start time and `execute` latency with and without the kernel sandbox,
+// in one run. Both runtimes are built in this process from the same code (buildRuntimeApp over
+// HTTP on loopback), one with KERNEL_SANDBOX on (bubblewrap, a uid and cgroups per workspace,
+// the Jupyter server on a Unix socket), one with it off. For reference, the same cell is also
+// executed directly on the sandboxed Jupyter server (@jupyterlab/services over its socket).
+// The anchor (issue 17): the same cell sent by jupyter_client over ZMQ straight to a kernel, no
+// Jupyter server in between (zmq-anchor.py, ipc transport as the platform's kernels use). And,
+// for the kernel websocket over TCP (JUPYTER_URL, the unsandboxed JupyterLab host): a plain
+// jupyter_server beside one with the runtime's codeagent_nodelay extension.
+// Rounds interleave the two modes so that both see the same machine state; medians of rounds.
+import { execFileSync, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KernelAPI, KernelConnection, ServerConnection } from '@jupyterlab/services';
 import WebSocket from 'ws';
-import { cli, freePort, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
+import { buildRuntimeApp } from '@codeagent/runtime';
+import { startTestKernels } from '@codeagent/runtime/testing';
+import { freePort, root, table } from '../lib.mjs';
 
-const N = Number(process.env.BENCH_ITERATIONS ?? 300);
+const N = Number(process.env.BENCH_ITERATIONS ?? 200);
+const STARTS = Number(process.env.BENCH_STARTS ?? 6);
+const ROUNDS = 3;
 const CODE = 'x = sum(range(1000))\nx';
-const dir = mkdtempSync(join(tmpdir(), 'codeagent-bench-runtime-'));
-const [jupyterPort, runtimePort] = await Promise.all([freePort(), freePort()]);
-const jupyterToken = randomBytes(16).toString('hex');
-const internalToken = randomBytes(16).toString('hex');
+const TOKEN = randomUUID();
+const GiB = 1024 * 1024 * 1024;
 
-const jupyter = spawn('/usr/bin/python3', ['-m', 'jupyter_server', '--allow-root', '--ServerApp.ip=127.0.0.1', `--ServerApp.port=${jupyterPort}`,
-  '--ServerApp.open_browser=False', `--ServerApp.token=${jupyterToken}`, `--ServerApp.root_dir=${dir}`], { stdio: 'ignore', env: { ...process.env, PYDEVD_DISABLE_FILE_VALIDATION: '1' } });
-process.on('exit', () => jupyter.kill('SIGKILL'));
-const jupyterUrl = `http://127.0.0.1:${jupyterPort}`;
-await waitFor(`${jupyterUrl}/api/status?token=${jupyterToken}`, { accept: (s) => s === 200 });
+async function runtime(enabled) {
+  const kernels = await startTestKernels({ sandbox: { enabled, maxServers: 64, memoryBytes: 4 * GiB, kernelMemoryBytes: 2 * GiB, pidsMax: 512, kernelPidsMax: 256, diskBytes: GiB, tmpBytes: GiB / 2 } });
+  const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: TOKEN });
+  const url = `${(await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '')}/api/v1/jupyter`;
+  const act = async (body) => {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-internal-service-token': TOKEN }, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`runtime answered ${res.status}: ${await res.text()}`);
+    return res.json();
+  };
+  return { kernels, app, act };
+}
 
-const runtime = startProcess(process.execPath, [cli, 'runtime'], {
-  DATA_DIR: dir, RUNTIME_PORT: String(runtimePort), INTERNAL_SERVICE_TOKEN: internalToken, LOG_LEVEL: 'warn',
-  JUPYTER_URL: jupyterUrl, JUPYTER_TOKEN: jupyterToken,
-});
-const runtimeUrl = `http://127.0.0.1:${runtimePort}/api/v1/jupyter`;
-await waitFor(runtimeUrl, { accept: (s) => s === 401 });
-const act = async (body) => {
-  const res = await fetch(runtimeUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-internal-service-token': internalToken }, body: JSON.stringify(body) });
-  if (!res.ok) throw new Error(`runtime answered ${res.status}: ${await res.text()}`);
-  return res.json();
+const ms = (t) => Number(process.hrtime.bigint() - t) / 1e6;
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
 
-// Direct: our own kernel on the same Jupyter server.
-const settings = ServerConnection.makeSettings({ baseUrl: `${jupyterUrl}/`, wsUrl: `${jupyterUrl.replace('http', 'ws')}/`, token: jupyterToken, appendToken: true, WebSocket });
-const directModel = await KernelAPI.startNew({ name: 'python3' }, settings);
-const direct = new KernelConnection({ model: directModel, serverSettings: settings, handleComms: false });
-const { kernel_id: viaRuntime } = await act({ action: 'start_kernel' });
+/** A new workspace's first kernel, ready to execute: starts its Jupyter server (in its sandbox) too. */
+async function coldStart(rt) {
+  const t = process.hrtime.bigint();
+  const { kernel_id } = await rt.act({ action: 'start_kernel', workspace_id: randomUUID() });
+  await rt.act({ action: 'execute', kernel_id, code: '1' });
+  const elapsed = ms(t);
+  await rt.act({ action: 'shutdown', kernel_id });
+  return elapsed;
+}
 
-async function measure(fn) {
-  for (let i = 0; i < 20; i++) await fn(); // warm-up
+/** Another kernel on a running server, ready to execute. */
+async function warmStart(rt, workspace) {
+  const t = process.hrtime.bigint();
+  const { kernel_id } = await rt.act({ action: 'start_kernel', workspace_id: workspace });
+  await rt.act({ action: 'execute', kernel_id, code: '1' });
+  const elapsed = ms(t);
+  await rt.act({ action: 'shutdown', kernel_id });
+  return elapsed;
+}
+
+async function executes(fn) {
+  for (let i = 0; i < 20; i++) await fn();
   const times = [];
   for (let i = 0; i < N; i++) {
     const t = process.hrtime.bigint();
     await fn();
-    times.push(Number(process.hrtime.bigint() - t) / 1e6);
+    times.push(ms(t));
   }
-  times.sort((a, b) => a - b);
-  const at = (p) => times[Math.min(times.length - 1, Math.floor((p / 100) * times.length))];
-  return { p50: at(50), p99: at(99), mean: times.reduce((a, b) => a + b, 0) / times.length };
+  return { p50: pct(times, 50), p99: pct(times, 99) };
 }
 
-// Interleave the two in rounds so that both see the same machine state.
-const rounds = 3;
-const acc = { direct: [], runtime: [] };
-for (let r = 0; r < rounds; r++) {
-  acc.direct.push(await measure(async () => {
+/** jupyter_client over ZMQ straight to a kernel (the anchor), in a Python process of its own. */
+function zmqAnchor() {
+  const out = execFileSync('/usr/bin/python3', [join(root, 'bench/runtime/zmq-anchor.py'), String(N), CODE, 'ipc'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  return JSON.parse(out.toString().trim().split('\n').at(-1));
+}
+
+/** A Jupyter server on TCP, with or without the codeagent_nodelay extension; a kernel connection to it. */
+async function tcpServer(withExtension, dir) {
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const python = join(root, 'services/runtime/python');
+  const child = spawn('/usr/bin/python3', ['-m', 'jupyter_server', `--ServerApp.port=${port}`, '--ServerApp.ip=127.0.0.1', '--ServerApp.open_browser=False', `--ServerApp.root_dir=${dir}`, '--allow-root', ...(withExtension ? ['--ServerApp.jpserver_extensions=codeagent_nodelay=True'] : [])], {
+    env: { PATH: '/usr/bin:/bin', HOME: dir, JUPYTER_TOKEN: TOKEN, JUPYTER_RUNTIME_DIR: join(dir, 'run'), JUPYTER_CONFIG_DIR: join(dir, 'cfg'), JUPYTER_DATA_DIR: join(dir, 'data'), IPYTHONDIR: join(dir, 'ipy'), PYDEVD_DISABLE_FILE_VALIDATION: '1', PYTHONDONTWRITEBYTECODE: '1', ...(withExtension ? { PYTHONPATH: python } : {}) },
+    stdio: 'ignore',
+  });
+  const settings = ServerConnection.makeSettings({ baseUrl: `http://127.0.0.1:${port}/`, wsUrl: `ws://127.0.0.1:${port}/`, token: TOKEN, appendToken: true, WebSocket });
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/api/status?token=${TOKEN}`)).ok) break;
+    } catch {
+      if (i > 600) throw new Error('the TCP Jupyter server did not start');
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const model = await KernelAPI.startNew({ name: 'python3' }, settings);
+  const conn = new KernelConnection({ model, serverSettings: settings, handleComms: false });
+  return { child, conn };
+}
+
+const modes = { sandbox: await runtime(true), off: await runtime(false) };
+const tcpDir = mkdtempSync(join(tmpdir(), 'bench-runtime-tcp-'));
+const tcp = { plain: await tcpServer(false, join(tcpDir, 'plain')), nodelay: await tcpServer(true, join(tcpDir, 'nodelay')) };
+const workspace = randomUUID();
+const acc = {};
+const push = (key, v) => (acc[key] ??= []).push(v);
+const kernels = {};
+for (const [mode, rt] of Object.entries(modes)) {
+  kernels[mode] = (await rt.act({ action: 'start_kernel', workspace_id: workspace })).kernel_id;
+}
+// Direct: our own kernel on the sandboxed server of the same workspace, over its Unix socket.
+const server = await modes.sandbox.kernels.pool.server(workspace);
+const directModel = await KernelAPI.startNew({ name: 'python3' }, server.settings);
+const direct = new KernelConnection({ model: directModel, serverSettings: server.settings, handleComms: false });
+
+for (let r = 0; r < ROUNDS; r++) {
+  for (const [mode, rt] of Object.entries(modes)) {
+    const cold = [];
+    const warm = [];
+    for (let i = 0; i < STARTS; i++) cold.push(await coldStart(rt));
+    for (let i = 0; i < STARTS; i++) warm.push(await warmStart(rt, workspace));
+    push(`${mode}:cold`, median(cold));
+    push(`${mode}:warm`, median(warm));
+    const e = await executes(async () => {
+      const out = await rt.act({ action: 'execute', kernel_id: kernels[mode], code: CODE });
+      if (out.status !== 'ok') throw new Error('execute failed');
+    });
+    push(`${mode}:exec50`, e.p50);
+    push(`${mode}:exec99`, e.p99);
+  }
+  // The runtime without its HTTP hop: KernelService.execute in this process.
+  const k = await executes(async () => {
+    const out = await modes.sandbox.kernels.kernels.execute(kernels.sandbox, CODE);
+    if (out.status !== 'ok') throw new Error('execute failed');
+  });
+  push('inproc:exec50', k.p50);
+  push('inproc:exec99', k.p99);
+  const d = await executes(async () => {
     const future = direct.requestExecute({ code: CODE, stop_on_error: true, store_history: true, allow_stdin: false });
     await future.done;
     future.dispose();
-  }));
-  acc.runtime.push(await measure(async () => {
-    const out = await act({ action: 'execute', kernel_id: viaRuntime, code: CODE });
-    if (out.status !== 'ok') throw new Error('execute failed');
-  }));
+  });
+  push('direct:exec50', d.p50);
+  push('direct:exec99', d.p99);
+  for (const [name, server] of Object.entries(tcp)) {
+    const e = await executes(async () => {
+      const future = server.conn.requestExecute({ code: CODE, stop_on_error: true, store_history: true, allow_stdin: false });
+      await future.done;
+      future.dispose();
+    });
+    push(`tcp-${name}:exec50`, e.p50);
+    push(`tcp-${name}:exec99`, e.p99);
+  }
+  const z = zmqAnchor();
+  push('zmq:exec50', z.p50);
+  push('zmq:exec99', z.p99);
 }
-const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const summary = Object.fromEntries(Object.entries(acc).map(([k, v]) => [k, { p50: median(v.map((x) => x.p50)), p99: median(v.map((x) => x.p99)) }]));
-const overhead = (summary.runtime.p50 / summary.direct.p50 - 1) * 100;
-console.log(`\nbench/runtime: execute ${JSON.stringify(CODE)}, ${N} sequential calls × ${rounds} rounds each (median of rounds)\n`);
+const m = Object.fromEntries(Object.entries(acc).map(([k, v]) => [k, median(v)]));
+const f = (x) => x.toFixed(1);
+console.log(`\nbench/runtime: kernel starts (${STARTS} per round) and ${N} sequential executes of ${JSON.stringify(CODE)}, ${ROUNDS} interleaved rounds, medians\n`);
 console.log(table([
-  { path: 'Jupyter server direct (@jupyterlab/services)', 'p50 ms': summary.direct.p50.toFixed(2), 'p99 ms': summary.direct.p99.toFixed(2) },
-  { path: 'runtime POST /api/v1/jupyter execute', 'p50 ms': summary.runtime.p50.toFixed(2), 'p99 ms': summary.runtime.p99.toFixed(2) },
+  { measure: "a workspace's first kernel, ready (server + kernel start)", 'sandbox ms': f(m['sandbox:cold']), 'no sandbox ms': f(m['off:cold']) },
+  { measure: 'another kernel on a running server, ready', 'sandbox ms': f(m['sandbox:warm']), 'no sandbox ms': f(m['off:warm']) },
+  { measure: 'runtime execute p50', 'sandbox ms': f(m['sandbox:exec50']), 'no sandbox ms': f(m['off:exec50']) },
+  { measure: 'runtime execute p99', 'sandbox ms': f(m['sandbox:exec99']), 'no sandbox ms': f(m['off:exec99']) },
+  { measure: 'KernelService.execute in process (no HTTP) p50 / p99', 'sandbox ms': `${f(m['inproc:exec50'])} / ${f(m['inproc:exec99'])}`, 'no sandbox ms': '–' },
+  { measure: 'direct on the sandboxed server p50 / p99', 'sandbox ms': `${f(m['direct:exec50'])} / ${f(m['direct:exec99'])}`, 'no sandbox ms': '–' },
+  { measure: 'anchor: jupyter_client over ZMQ ipc, no server, p50 / p99', 'sandbox ms': `${f(m['zmq:exec50'])} / ${f(m['zmq:exec99'])}`, 'no sandbox ms': '–' },
+  { measure: 'TCP jupyter_server, plain, direct p50 / p99', 'sandbox ms': '–', 'no sandbox ms': `${f(m['tcp-plain:exec50'])} / ${f(m['tcp-plain:exec99'])}` },
+  { measure: 'TCP jupyter_server + codeagent_nodelay, direct p50 / p99', 'sandbox ms': '–', 'no sandbox ms': `${f(m['tcp-nodelay:exec50'])} / ${f(m['tcp-nodelay:exec99'])}` },
 ]));
-console.log(`\nruntime overhead at p50: ${overhead.toFixed(1)} % (target ≤ 10 %)`);
+const overhead = (a, b) => ((m[a] / m[b] - 1) * 100).toFixed(1);
+console.log(`\nsandbox cost: first kernel ${overhead('sandbox:cold', 'off:cold')} %, warm kernel ${overhead('sandbox:warm', 'off:warm')} %, execute p50 ${overhead('sandbox:exec50', 'off:exec50')} %; runtime overhead over direct at p50: ${overhead('sandbox:exec50', 'direct:exec50')} %`);
+console.log(`runtime execute p50 ÷ jupyter_client over ZMQ p50: sandbox ${(m['sandbox:exec50'] / m['zmq:exec50']).toFixed(2)}×, no sandbox ${(m['off:exec50'] / m['zmq:exec50']).toFixed(2)}× (target ≤ 1.5×); TCP kernel websocket with no-delay ÷ without: ${(m['tcp-nodelay:exec50'] / m['tcp-plain:exec50']).toFixed(2)}×`);
 mkdirSync(join(root, 'bench/results'), { recursive: true });
-writeFileSync(join(root, 'bench/results/runtime.json'), JSON.stringify({ when: new Date().toISOString(), N, rounds, summary, overhead_pct: overhead }, null, 2));
+writeFileSync(join(root, 'bench/results/runtime.json'), JSON.stringify({ when: new Date().toISOString(), N, STARTS, ROUNDS, medians: m }, null, 2));
 
 direct.dispose();
-await KernelAPI.shutdownKernel(directModel.id, settings).catch(() => undefined);
-await act({ action: 'shutdown', kernel_id: viaRuntime }).catch(() => undefined);
-await stopProcess(runtime);
-jupyter.kill('SIGTERM');
+await KernelAPI.shutdownKernel(directModel.id, server.settings).catch(() => undefined);
+for (const server of Object.values(tcp)) {
+  server.conn.dispose();
+  server.child.kill('SIGKILL');
+}
+rmSync(tcpDir, { recursive: true, force: true });
+for (const rt of Object.values(modes)) {
+  await rt.app.close();
+  await rt.kernels.stop();
+}
 process.exit(0);

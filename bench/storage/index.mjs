@@ -75,17 +75,13 @@ bare.close();
 rmSync(join(dir, 'bare.bin'));
 
 // The platform: backend (local storage) behind the gateway.
-let databaseUrl;
-try {
-  const c = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' });
-  await c.connect();
-  await c.query('DROP DATABASE IF EXISTS codeagent_bench_storage WITH (FORCE)');
-  await c.query('CREATE DATABASE codeagent_bench_storage');
-  await c.end();
-  databaseUrl = 'postgres://postgres@127.0.0.1:5432/codeagent_bench_storage';
-} catch {
-  databaseUrl = undefined;
-}
+// The backend alone needs a PostgreSQL server (only `codeagent start` runs the embedded one).
+const c = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' });
+await c.connect();
+await c.query('DROP DATABASE IF EXISTS codeagent_bench_storage WITH (FORCE)');
+await c.query('CREATE DATABASE codeagent_bench_storage');
+await c.end();
+const databaseUrl = 'postgres://postgres@127.0.0.1:5432/codeagent_bench_storage';
 const [backendPort, gatewayPort] = await Promise.all([freePort(), freePort()]);
 const env = {
   DATA_DIR: join(dir, 'data'),
@@ -95,7 +91,7 @@ const env = {
   LOG_LEVEL: 'warn',
   BOOTSTRAP_ADMIN_PASSWORD: 'bench-password-1',
   MAX_UPLOAD_BYTES: String(2 * size),
-  ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+  DATABASE_URL: databaseUrl,
 };
 const backend = startProcess(process.execPath, [cli, 'backend'], env);
 await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
@@ -145,7 +141,7 @@ const rows = [
   { path: 'platform (gateway → backend → local)', 'upload MB/s': mbps(platformUp).toFixed(0), 'download MB/s': mbps(platformDown).toFixed(0) },
   { path: 'platform with s3 → s3rver (information)', 'upload MB/s': mbps(s3Up).toFixed(0), 'download MB/s': mbps(s3Down).toFixed(0) },
 ];
-console.log(`\nbench/storage: ${SIZE_MB} MiB, local backend, database ${databaseUrl ? 'PostgreSQL' : 'embedded'}\n`);
+console.log(`\nbench/storage: ${SIZE_MB} MiB, local backend, database PostgreSQL\n`);
 console.log(table(rows));
 console.log(`\nplatform ÷ bare Node: upload ${(bareUp / platformUp).toFixed(2)}×, download ${(bareDown / platformDown).toFixed(2)}× (target ≥ 0.5×)`);
 console.log(`platform ÷ cp: upload ${(cpSeconds / platformUp).toFixed(2)}×`);

@@ -1,40 +1,26 @@
 #!/usr/bin/env node
-import { ConfigError, loadConfig } from '@codeagent/config';
-import { components, type ComponentName } from './components.js';
-import { runMigrations } from './migrate.js';
-import { superviseAll } from './supervisor.js';
+import { CommanderError } from 'commander';
+import { ConfigError } from '@codeagent/config';
+import { cliProgram } from './commands.js';
 
-const USAGE = `usage: codeagent <command>
-
-commands:
-  start            start the whole platform on this machine (embedded defaults)
-${Object.entries(components)
-  .map(([name, c]) => `  ${name.padEnd(16)} ${c.description}`)
-  .join('\n')}
-  migrate          apply database migrations and exit
-  help             show this text
-
-Settings come from environment variables; see README.md.`;
+/**
+ * Errors whose message already names the setting and the fix (StartError of the preflight,
+ * DatabaseUnavailableError and EmbeddedDatabaseError of packages/db, StorageUnavailableError of
+ * packages/storage): printed alone, without the hint about LOG_LEVEL=debug.
+ */
+const KNOWN_FAILURES = new Set(['StartError', 'DatabaseUnavailableError', 'EmbeddedDatabaseError', 'StorageUnavailableError']);
 
 async function main(argv: string[]): Promise<number> {
-  const command = argv[0] ?? 'help';
-  if (command === 'help' || command === '--help' || command === '-h') {
-    console.log(USAGE);
-    return 0;
+  const { program, exitCode } = cliProgram();
+  try {
+    // `codeagent` alone shows the list of commands.
+    await program.parseAsync(argv.length === 0 ? ['--help'] : argv, { from: 'user' });
+  } catch (err) {
+    // Help was printed (exit 0), or the command line was wrong: commander said why on stderr.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+    throw err;
   }
-  if (command === 'start') {
-    return superviseAll();
-  }
-  if (command === 'migrate') {
-    return runMigrations(loadConfig());
-  }
-  if (command in components) {
-    const config = loadConfig();
-    await components[command as ComponentName].start(config);
-    return -1; // keeps running until a signal
-  }
-  console.error(`unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
-  return 2;
+  return exitCode();
 }
 
 main(process.argv.slice(2)).then(
@@ -42,11 +28,22 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exit(code);
   },
   (err: unknown) => {
+    const who = `codeagent${process.argv[2] && process.argv[2] !== 'start' ? ` ${process.argv[2]}` : ''}`;
     if (err instanceof ConfigError) {
-      console.error(`codeagent: ${err.message}`);
+      console.error(`${who}: ${err.message}`);
       process.exit(78); // EX_CONFIG
     }
-    console.error(`codeagent: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    // Failures with a known cause are one line that names the setting and the fix; anything else
+    // is one line too, with its stack only at LOG_LEVEL=debug. Known by name, so that printing
+    // `--help` loads neither the database nor the storage code.
+    const known = err instanceof Error && KNOWN_FAILURES.has(err.name);
+    const listen = (err as NodeJS.ErrnoException).code === 'EADDRINUSE';
+    if (process.env.LOG_LEVEL === 'debug') {
+      console.error(`${who}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    } else {
+      const message = listen ? `${(err as Error).message}: the port is taken by another program; stop it or choose another port` : err instanceof Error ? err.message : String(err);
+      console.error(`${who}: ${message}${known || listen ? '' : ' (LOG_LEVEL=debug shows the stack)'}`);
+    }
     process.exit(1);
   },
 );

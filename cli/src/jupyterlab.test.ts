@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readlinkSync } from 'node:fs';
+import { commandLine, descendants } from '@codeagent/sandbox';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +49,25 @@ describe('codeagent jupyterlab', () => {
       expect(html).not.toContain(token);
       const anonymous = await fetch(`${url}api/contents`);
       expect(anonymous.status).toBe(403);
+      expect((await fetch(`${url}api/contents`, { headers: { authorization: 'token wrong' } })).status).toBe(403);
+
+      // The server and its kernels run in the sandbox: another uid (as root), other namespaces,
+      // and the token the gateway uses is nowhere inside (the inner server has its own).
+      const kernel = await fetch(`${url}api/kernels`, { method: 'POST', headers: { authorization: `token ${token}`, 'content-type': 'application/json' }, body: '{"name":"python3"}' });
+      expect(kernel.status, await kernel.clone().text()).toBe(201);
+      const inside = descendants(child.pid!).filter((pid) => {
+        const argv = commandLine(pid) ?? [];
+        return argv[0] === '/usr/bin/python3' && (argv[1]?.endsWith('main.py') || argv[2] === 'ipykernel_launcher');
+      });
+      expect(inside.length).toBe(2);
+      for (const pid of inside) {
+        const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+        if (process.getuid?.() === 0) expect(/^Uid:\s+(\d+)/m.exec(status)![1]).toBe('1900000000');
+        expect(readlinkSync(`/proc/${pid}/ns/net`)).not.toBe(readlinkSync('/proc/self/ns/net'));
+        expect(readlinkSync(`/proc/${pid}/ns/mnt`)).not.toBe(readlinkSync('/proc/self/ns/mnt'));
+        expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain(token);
+        expect((commandLine(pid) ?? []).join(' ')).not.toMatch(/token/i);
+      }
     } finally {
       child.kill('SIGTERM');
     }

@@ -1,8 +1,8 @@
 import type { Config } from '@codeagent/config';
-import { migrate, openDatabase } from '@codeagent/db';
+import { migrate, openPlatformDatabase } from '@codeagent/db';
 
 export async function runMigrations(config: Config): Promise<number> {
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openPlatformDatabase(config, 'migrate');
   try {
     const applied = await migrate(database);
     console.log(applied.length === 0 ? 'database is up to date' : `applied ${applied.join(', ')}`);

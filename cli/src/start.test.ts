@@ -1,47 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-
-const CLI = fileURLToPath(new URL('../dist/index.js', import.meta.url));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-interface Platform {
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-async function startPlatform(dataDir: string, env: NodeJS.ProcessEnv = {}): Promise<Platform> {
-  const [port, backendPort] = await Promise.all([freePort(), freePort()]);
-  const child = spawn(process.execPath, [CLI, 'start'], {
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), BACKEND_PORT: String(backendPort), LOG_LEVEL: 'warn', STORAGE_BACKEND: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const deadline = Date.now() + 60_000;
-  while (!out.includes('codeagent is running at')) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`platform did not start:\n${out}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { child, url: `http://127.0.0.1:${port}`, output: () => out, exited };
-}
+import { CLI, startPlatform, type Platform } from './testing.js';
 
 describe('codeagent start (the whole platform on embedded defaults)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-start-'));
@@ -64,6 +26,22 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
     expect(health.headers.get('x-request-id')).toBeTruthy();
     expect(await health.json()).toMatchObject({ status: 'ok', checks: { database: 'ok', storage: 'ok' } });
 
+    // The components run with the small young generation of decision 0085 (idle memory).
+    const components = readdirSync('/proc')
+      .filter((e) => /^\d+$/.test(e))
+      .flatMap((e) => {
+        try {
+          const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+          if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== platform!.child.pid) return [];
+          return [readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0')];
+        } catch {
+          return [];
+        }
+      })
+      .filter((argv) => argv.some((a) => a.endsWith('index.js')));
+    expect(components.map((argv) => argv.at(-2)).sort()).toEqual(['backend', 'bridge', 'cluster-admin', 'gateway', 'runtime', 'worker']);
+    for (const argv of components) expect(argv, argv.join(' ')).toContain('--max-semi-space-size=1');
+
     const login = await fetch(`${url}/api/v1/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -75,11 +53,22 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
 
     const ws = await fetch(`${url}/api/v1/platform/workspaces`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 'through the gateway' }) });
     expect(ws.status).toBe(201);
+    // Uploads as curl sends them through the gateway: `--data-binary` declares a form type, `-T` none.
+    const { id: wsId } = (await ws.json()) as { id: string };
+    for (const [name, headers] of [['form.csv', { 'content-type': 'application/x-www-form-urlencoded' }], ['none.csv', {}]] as const) {
+      const put = await fetch(`${url}/api/v1/data-resources/${wsId}/objects/${name}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, ...headers }, body: new TextEncoder().encode('a,b\n1,2\n') });
+      expect(put.status, name).toBe(201);
+      expect(((await put.json()) as { content_type: string }).content_type, name).toBe('text/csv');
+    }
     const me = (await (await fetch(`${url}/api/v1/auth/me`, { headers: auth })).json()) as { workspaces: { name: string }[] };
     expect(me.workspaces.map((w) => w.name)).toContain('through the gateway');
 
     expect((await fetch(`${url}/internal/v1/objects`, { method: 'POST' })).status).toBe(404);
-    expect((await fetch(`${url}/api/v1/openapi.json`)).status).toBe(200);
+    const openapi = await fetch(`${url}/api/v1/openapi.json`);
+    expect(openapi.status).toBe(200);
+    const paths = Object.keys(((await openapi.json()) as { paths: Record<string, unknown> }).paths);
+    expect(paths).toContain('/api/v1/auth/login');
+    expect(paths.filter((p) => !p.startsWith('/api/v1/'))).toEqual([]);
   });
 
   it('refuses a second start on the same data directory instead of sharing the embedded database', async () => {

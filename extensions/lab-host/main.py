@@ -11,6 +11,13 @@ import os
 
 from jupyterlab_server import LabServerApp
 
+try:
+    # TCP no-delay on kernel websockets (services/runtime/python, on PYTHONPATH when
+    # `codeagent jupyterlab` starts this host; docs/decisions/0080-kernel-websocket-nodelay.md).
+    import codeagent_nodelay
+except ImportError:
+    codeagent_nodelay = None
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.join(HERE, "build")
 # Per-user state (settings, workspaces) lives outside the build, which is rebuilt from scratch.
@@ -44,6 +51,8 @@ class CodeagentLabApp(LabServerApp):
         self.labextensions_path = []
         super().initialize_settings()
         self.serverapp.web_app.settings["terminals_available"] = False
+        if codeagent_nodelay is not None:
+            codeagent_nodelay.patched_handlers()
 
 
 if __name__ == "__main__":

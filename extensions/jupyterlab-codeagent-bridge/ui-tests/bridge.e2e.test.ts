@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
-import { migrate, openDatabase, type Database } from '@codeagent/db';
+import { createTestDatabase, type Database, type TestDatabase } from '@codeagent/db';
 import { buildBackendApp, ensureBootstrapAdmin } from '@codeagent/backend';
 import { buildGatewayApp } from '@codeagent/gateway';
 import { buildBridgeApp } from '@codeagent/bridge';
@@ -65,11 +65,9 @@ async function startBridge(database: Database, upstream: string, workdir: string
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = resolve(here, '../../..');
-const hostDir = resolve(root, 'extensions/lab-host');
 const labextensions = resolve(root, 'extensions/jupyterlab-codeagent-bridge/labextension');
 const shots = resolve(root, '.test-results/screenshots');
 const CHROMIUM = '/usr/bin/chromium';
-const PYTHON = '/usr/bin/python3';
 const JWT_SECRET = 'e2e-secret-that-is-long-enough-for-hs256-0123456789';
 const ADMIN = { email: 'admin@localhost', password: 'e2e-admin-password' };
 const JUPYTER_TOKEN = 'e2e-jupyter-token-never-shown-to-users';
@@ -95,22 +93,15 @@ function notebook(source: string): string {
   });
 }
 
-async function startJupyter(port: number, rootDir: string, stateDir: string): Promise<{ child: ChildProcess; log: () => string }> {
-  const child = spawn(
-    PYTHON,
-    [
-      join(hostDir, 'main.py'),
-      '--allow-root',
-      '--ServerApp.ip=127.0.0.1',
-      `--ServerApp.port=${port}`,
-      '--ServerApp.open_browser=False',
-      `--ServerApp.token=${JUPYTER_TOKEN}`,
-      '--ServerApp.base_url=/jupyter/',
-      `--ServerApp.root_dir=${rootDir}`,
-      `--LabServerApp.extra_labextensions_path=${labextensions}`,
-    ],
-    { env: { ...process.env, PYDEVD_DISABLE_FILE_VALIDATION: '1', CODEAGENT_LAB_STATE_DIR: stateDir }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+/**
+ * The JupyterLab host as the platform runs it: `codeagent jupyterlab`, whose server and kernels run
+ * inside the kernel sandbox behind a token-checking proxy on `port` (notebooks in DATA_DIR/notebooks).
+ */
+async function startJupyter(port: number, dataDir: string): Promise<{ child: ChildProcess; log: () => string }> {
+  const child = spawn(process.execPath, [resolve(root, 'cli/dist/index.js'), 'jupyterlab'], {
+    env: { ...process.env, DATA_DIR: dataDir, JUPYTERLAB_PORT: String(port), JUPYTERLAB_TOKEN: JUPYTER_TOKEN, LOG_LEVEL: 'warn', PYDEVD_DISABLE_FILE_VALIDATION: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
@@ -132,6 +123,7 @@ async function startJupyter(port: number, rootDir: string, stateDir: string): Pr
 describe('JupyterLab bridge extension in Chromium, through the platform gateway', () => {
   let agent: FakeCodeAgent;
   let bridge: RecordingBridge;
+  let testDb: TestDatabase | undefined;
   let database: Database;
   let backend: FastifyInstance;
   let gateway: FastifyInstance;
@@ -144,7 +136,7 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
   beforeAll(async () => {
     // Fail with the reason rather than skip: CI must run this test.
     const missing = [
-      [join(hostDir, 'build/static/index.html'), 'the lab host is not built: run `node extensions/build.mjs`'],
+      [resolve(root, 'extensions/lab-host/build/static/index.html'), 'the lab host is not built: run `node extensions/build.mjs`'],
       [join(labextensions, 'jupyterlab-codeagent-bridge/package.json'), 'the extension is not built: run `node extensions/build.mjs`'],
       [CHROMIUM, 'Debian chromium is missing: run .ci/system-deps'],
       ['/usr/lib/python3/dist-packages/jupyterlab_server', 'python3-jupyterlab-server is missing: run .ci/system-deps'],
@@ -158,8 +150,8 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     mkdirSync(shots, { recursive: true });
 
     agent = await startFakeCodeAgent();
-    database = await openDatabase({ dataDir: 'memory://' });
-    await migrate(database);
+    testDb = await createTestDatabase();
+    database = testDb.database;
     bridge = await startBridge(database, agent.url, work);
     await ensureBootstrapAdmin(database.db, ADMIN.email, ADMIN.password);
     const store = new LocalObjectStore(join(work, 'storage'));
@@ -176,11 +168,10 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     });
     const backendUrl = await backend.listen({ host: '127.0.0.1', port: 0 });
     const jupyterPort = await freePort();
-    jupyter = await startJupyter(jupyterPort, rootDir, join(work, 'state'));
+    jupyter = await startJupyter(jupyterPort, work);
     gateway = await buildGatewayApp({
       upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: bridge.url },
       jupyter: { url: `http://127.0.0.1:${jupyterPort}`, token: JUPYTER_TOKEN },
-      jwtSecret: JWT_SECRET,
     });
     base = await gateway.listen({ host: '127.0.0.1', port: 0 });
 
@@ -195,7 +186,7 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     jupyter?.child.kill('SIGTERM');
     await gateway?.close();
     await backend?.close();
-    await database?.close();
+    await testDb?.drop();
     await bridge?.close();
     await agent?.close();
   });

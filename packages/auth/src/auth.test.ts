@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { parseBearer } from './bearer.js';
+import { parseBasicPassword, parseBearer } from './bearer.js';
 import { matchesAny, safeEqual, tokenFingerprint } from './compare.js';
-import { hashPassword, verifyPassword } from './password.js';
+import { configurePasswordHashing, hashPassword, passwordHashingStats, verifyPassword } from './password.js';
+import { HashingBusyError, HashingGate, defaultHashingLimits } from './hashing-gate.js';
 import { InvalidTokenError, issueUserToken, verifyUserToken } from './jwt.js';
 
 describe('parseBearer (SPEC §8.1)', () => {
@@ -27,6 +28,25 @@ describe('parseBearer (SPEC §8.1)', () => {
   });
   it('takes the first of repeated headers', () => {
     expect(parseBearer(['Bearer one', 'Bearer two'])).toBe('one');
+  });
+});
+
+describe('parseBasicPassword (WebDAV mounts)', () => {
+  const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
+  const cases: [string | undefined, string][] = [
+    [undefined, ''],
+    ['', ''],
+    [`Basic ${b64('any:tok.en')}`, 'tok.en'],
+    [`basic ${b64('x:tok:with:colons')}`, 'tok:with:colons'],
+    [`Basic ${b64(':tok')}`, 'tok'],
+    [`Basic ${b64('no-colon')}`, ''],
+    [`Basic ${b64('user:')}`, ''],
+    ['Basic not base64!', ''],
+    ['Basic', ''],
+    [`Bearer ${b64('a:b')}`, ''],
+  ];
+  it.each(cases)('%j → %j', (header, password) => {
+    expect(parseBasicPassword(header)).toBe(password);
   });
 });
 
@@ -65,12 +85,91 @@ describe('user tokens', () => {
   it('round-trips subject and id', async () => {
     const issued = await issueUserToken('u1', secret, 60);
     const claims = await verifyUserToken(issued.token, secret);
-    expect(claims).toMatchObject({ sub: 'u1', jti: issued.jti });
+    expect(claims).toMatchObject({ sub: 'u1', jti: issued.jti, iat: expect.any(Number) });
   });
   it('rejects another key, tampering and emptiness', async () => {
     const issued = await issueUserToken('u1', secret, 60);
     await expect(verifyUserToken(issued.token, 't'.repeat(40))).rejects.toBeInstanceOf(InvalidTokenError);
     await expect(verifyUserToken(`${issued.token}x`, secret)).rejects.toBeInstanceOf(InvalidTokenError);
     await expect(verifyUserToken('', secret)).rejects.toBeInstanceOf(InvalidTokenError);
+  });
+});
+
+describe('token issue time', () => {
+  it('keeps milliseconds in iat, so a revocation a moment earlier does not cover a new token', async () => {
+    const before = Date.now();
+    const issued = await issueUserToken('u1', 's'.repeat(40), 60);
+    const claims = await verifyUserToken(issued.token, 's'.repeat(40));
+    expect(Math.round(claims.iat * 1000)).toBe(issued.issuedAt.getTime());
+    expect(issued.issuedAt.getTime()).toBeGreaterThanOrEqual(before);
+    expect(Number.isInteger(claims.exp)).toBe(true);
+  });
+});
+
+describe('password hashing admission (HashingGate)', () => {
+  /** A unit of work that finishes when the test says so. */
+  const held = () => {
+    let release!: () => void;
+    const done = new Promise<void>((r) => (release = r));
+    return { work: () => done, release };
+  };
+
+  it('runs at most `concurrency` at once, queues up to `queue`, refuses the rest at once', async () => {
+    const gate = new HashingGate({ concurrency: 2, queue: 1 });
+    const jobs = [held(), held(), held()];
+    const running = jobs.map((j) => gate.run(j.work));
+    expect(gate.stats).toMatchObject({ running: 2, waiting: 1 });
+    await expect(gate.run(async () => 'never')).rejects.toBeInstanceOf(HashingBusyError);
+    jobs[0]!.release();
+    await running[0];
+    // The waiter took the freed slot; a new request may queue again.
+    expect(gate.stats).toMatchObject({ running: 2, waiting: 0 });
+    const late = held();
+    const lateRun = gate.run(late.work);
+    expect(gate.stats.waiting).toBe(1);
+    for (const j of [jobs[1]!, jobs[2]!, late]) j.release();
+    await Promise.all([...running, lateRun]);
+    expect(gate.stats).toMatchObject({ running: 0, waiting: 0 });
+  });
+
+  it('frees the slot when the work fails', async () => {
+    const gate = new HashingGate({ concurrency: 1, queue: 0 });
+    await expect(gate.run(async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await gate.run(async () => 'ok')).toBe('ok');
+  });
+
+  it('bounds real scrypt hashes: a burst beyond concurrency + queue is refused, the rest verify', async () => {
+    configurePasswordHashing({ concurrency: 1, queue: 2 });
+    try {
+      const results = await Promise.allSettled(Array.from({ length: 6 }, () => hashPassword('burst password')));
+      const refused = results.filter((r) => r.status === 'rejected');
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
+      expect(refused).toHaveLength(3);
+      for (const r of refused) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(HashingBusyError);
+      expect(passwordHashingStats()).toMatchObject({ running: 0, waiting: 0 });
+    } finally {
+      configurePasswordHashing(defaultHashingLimits());
+    }
+  });
+
+  it('defaults to half the cores (1 to 4) and a short queue', () => {
+    expect(defaultHashingLimits(1)).toEqual({ concurrency: 1, queue: 8 });
+    expect(defaultHashingLimits(2)).toEqual({ concurrency: 1, queue: 8 });
+    expect(defaultHashingLimits(8)).toEqual({ concurrency: 4, queue: 32 });
+    expect(defaultHashingLimits(64)).toEqual({ concurrency: 4, queue: 32 });
+  });
+});
+
+describe('hashing threads', () => {
+  it.runIf(process.platform === 'linux')('run scrypt on a thread of lower priority (nice 10), not on libuv’s pool', async () => {
+    await hashPassword('any password');
+    const { readdirSync, readFileSync } = await import('node:fs');
+    const nices = readdirSync('/proc/self/task').map((tid) => {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      // Fields after the command name (which is in parentheses): nice is the 19th field overall.
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    });
+    expect(nices).toContain(10);
+    expect(nices).toContain(0);
   });
 });

@@ -1,5 +1,8 @@
-export { parseBearer } from './bearer.js';
+export { parseBearer, parseBasicPassword } from './bearer.js';
 export { safeEqual, matchesAny, tokenFingerprint } from './compare.js';
-export { hashPassword, verifyPassword, equalizeTimingForUnknownUser } from './password.js';
+export { hashPassword, verifyPassword, equalizeTimingForUnknownUser, admitPasswordCheck, configurePasswordHashing, passwordHashingStats } from './password.js';
+export { HashingBusyError, HashingGate, defaultHashingLimits } from './hashing-gate.js';
+export type { HashingLimits } from './hashing-gate.js';
 export { issueUserToken, verifyUserToken, InvalidTokenError } from './jwt.js';
 export type { UserTokenClaims, IssuedToken } from './jwt.js';
+export { INTERNAL_TOKEN_HEADER } from './internal-token.js';

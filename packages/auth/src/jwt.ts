@@ -6,12 +6,15 @@ export interface UserTokenClaims {
   sub: string;
   /** token id, used to revoke a token at logout */
   jti: string;
+  /** issued at, in seconds with millisecond precision: compared with the user's `tokens_valid_after` */
+  iat: number;
   exp: number;
 }
 
 export interface IssuedToken {
   token: string;
   jti: string;
+  issuedAt: Date;
   expiresAt: Date;
 }
 
@@ -39,7 +42,10 @@ function keyOf(secret: string): KeyObject {
 
 export async function issueUserToken(userId: string, secret: string, ttlSeconds: number): Promise<IssuedToken> {
   const jti = randomUUID();
-  const now = Math.floor(Date.now() / 1000);
+  // iat keeps milliseconds (RFC 7519 NumericDate may be fractional): revoking every session of
+  // a user compares it with the revocation time, and a token issued a moment later must pass.
+  const issuedAtMs = Date.now();
+  const now = Math.floor(issuedAtMs / 1000);
   const exp = now + ttlSeconds;
   const token = await new SignJWT({})
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
@@ -47,10 +53,10 @@ export async function issueUserToken(userId: string, secret: string, ttlSeconds:
     .setJti(jti)
     .setIssuer(ISSUER)
     .setAudience(AUDIENCE)
-    .setIssuedAt(now)
+    .setIssuedAt(issuedAtMs / 1000)
     .setExpirationTime(exp)
     .sign(keyOf(secret));
-  return { token, jti, expiresAt: new Date(exp * 1000) };
+  return { token, jti, issuedAt: new Date(issuedAtMs), expiresAt: new Date(exp * 1000) };
 }
 
 /** Verifies signature (HS256 only), issuer, audience and expiry; throws InvalidTokenError otherwise. */
@@ -62,10 +68,10 @@ export async function verifyUserToken(token: string, secret: string): Promise<Us
       issuer: ISSUER,
       audience: AUDIENCE,
     });
-    if (typeof payload.sub !== 'string' || typeof payload.jti !== 'string' || typeof payload.exp !== 'number') {
+    if (typeof payload.sub !== 'string' || typeof payload.jti !== 'string' || typeof payload.exp !== 'number' || typeof payload.iat !== 'number') {
       throw new InvalidTokenError('incomplete claims');
     }
-    return { sub: payload.sub, jti: payload.jti, exp: payload.exp };
+    return { sub: payload.sub, jti: payload.jti, iat: payload.iat, exp: payload.exp };
   } catch (err) {
     if (err instanceof InvalidTokenError) throw err;
     if (err instanceof errors.JWTExpired) throw new InvalidTokenError('token expired');

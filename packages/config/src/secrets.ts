@@ -12,6 +12,9 @@ export interface GeneratedSecrets {
   SECRETS_KEY: string;
   AGENT_TOKEN: string;
   BOOTSTRAP_ADMIN_PASSWORD: string;
+  /** The embedded PostgreSQL: the platform role's password, and the cluster superuser's. */
+  EMBEDDED_DB_PASSWORD: string;
+  EMBEDDED_DB_SUPERUSER_PASSWORD: string;
 }
 
 function token(bytes = 32): string {
@@ -27,6 +30,8 @@ function generate(): GeneratedSecrets {
     AGENT_TOKEN: token(),
     // Readable enough to type once, still ~96 bits of entropy.
     BOOTSTRAP_ADMIN_PASSWORD: token(12),
+    EMBEDDED_DB_PASSWORD: token(),
+    EMBEDDED_DB_SUPERUSER_PASSWORD: token(),
   };
 }
 

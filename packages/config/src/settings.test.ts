@@ -42,7 +42,9 @@ describe('settings', () => {
       jwtTtlSeconds: 3600,
       bootstrapAdminEmail: 'admin@localhost',
       maxUploadBytes: 10 * 1024 ** 3,
+      trustedProxies: [],
       logLevel: 'info',
+      logFormat: 'auto',
       outbound: { allowlist: [], maxRedirects: 5, timeoutMs: 10000, maxResponseBytes: 1048576, allowLoopback: false },
     });
     expect(c.s3.buckets).toEqual({ workspace: 'codeagent-workspace', version: 'codeagent-version', run_log: 'codeagent-run-log', trash: 'codeagent-trash' });
@@ -55,11 +57,57 @@ describe('settings', () => {
     expect(problems[0]).toMatch(/STORAGE_BACKEND="ftp".*use "s3" or "local"/);
   });
 
+  it('takes LOG_FORMAT json or pretty, and names the allowed values for anything else', () => {
+    expect(loadConfig({ env: { LOG_FORMAT: 'JSON' }, cwd: tmp() }).logFormat).toBe('json');
+    expect(loadConfig({ env: { LOG_FORMAT: 'pretty' }, cwd: tmp() }).logFormat).toBe('pretty');
+    expect(problemsOf({ LOG_FORMAT: 'colour' })).toEqual(['LOG_FORMAT="colour" is not one of auto, json, pretty; unset it for pretty lines on a terminal and JSON otherwise']);
+  });
+
+  it('refuses half of the S3 credentials, naming the missing one', () => {
+    expect(problemsOf({ S3_ACCESS_KEY_ID: 'id' })).toEqual([expect.stringContaining('S3_SECRET_ACCESS_KEY is missing')]);
+    expect(problemsOf({ S3_SECRET_ACCESS_KEY: 'secret' })).toEqual([expect.stringContaining('S3_ACCESS_KEY_ID is missing')]);
+    expect(problemsOf({ STORAGE_BACKEND: 'local', S3_ACCESS_KEY_ID: 'id' })).toEqual([]);
+  });
+
   it('reports every bad variable at once', () => {
     const problems = problemsOf({ PORT: 'eighty', JWT_TTL_SECONDS: '-1', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', RUNTIME_URL: 'ftp://x', S3_FORCE_PATH_STYLE: 'maybe' });
     expect(problems.map((p) => p.split(/[=\s]/)[0])).toEqual(
       expect.arrayContaining(['PORT', 'JWT_TTL_SECONDS', 'LOG_LEVEL', 'DATABASE_URL', 'RUNTIME_URL', 'S3_FORCE_PATH_STYLE']),
     );
+  });
+
+  it('takes several instances in BACKEND_URL, CLUSTER_ADMIN_URL, BRIDGE_URL and JUPYTERLAB_URL, the single form unchanged', () => {
+    const single = loadConfig({ env: { BACKEND_URL: 'http://backend:8091/' }, cwd: tmp() });
+    expect(single.backendUrls).toEqual(['http://backend:8091']);
+    expect(single.backendUrl).toBe('http://backend:8091');
+    expect(single.clusterAdminUrls).toEqual(['http://127.0.0.1:8093']);
+    const many = loadConfig({
+      env: { BACKEND_URL: ' http://10.0.0.1:8091, http://10.0.0.2:8091 ,', BRIDGE_URL: 'http://a:1,http://b:2', JUPYTERLAB_URL: 'http://j1:8095,http://j2:8095' },
+      cwd: tmp(),
+    });
+    expect(many.backendUrls).toEqual(['http://10.0.0.1:8091', 'http://10.0.0.2:8091']);
+    expect(many.backendUrl).toBe('http://10.0.0.1:8091');
+    expect(many.bridgeUrls).toEqual(['http://a:1', 'http://b:2']);
+    expect(many.jupyterlab.urls).toEqual(['http://j1:8095', 'http://j2:8095']);
+    expect(problemsOf({ BACKEND_URL: 'http://ok:1,ftp://bad' })).toEqual([expect.stringMatching(/^BACKEND_URL="ftp:\/\/bad" is not an http\(s\) URL/)]);
+    // The runtime keeps its kernels in memory: one instance, one address.
+    expect(problemsOf({ RUNTIME_URL: 'http://r1:8092,http://r2:8092' })).toEqual([expect.stringMatching(/^RUNTIME_URL=.* names several addresses; this component runs as one instance/)]);
+  });
+
+  it('reads GATEWAY_METRICS_PORT and WORKER_METRICS_PORT (unset: no such port)', () => {
+    expect(loadConfig({ env: {}, cwd: tmp() })).toMatchObject({ gatewayMetricsPort: undefined, workerMetricsPort: undefined });
+    expect(loadConfig({ env: { GATEWAY_METRICS_PORT: '9464', WORKER_METRICS_PORT: '9465' }, cwd: tmp() })).toMatchObject({ gatewayMetricsPort: 9464, workerMetricsPort: 9465 });
+    expect(problemsOf({ WORKER_METRICS_PORT: 'x' })).toEqual([expect.stringMatching(/^WORKER_METRICS_PORT="x" is not an integer/)]);
+  });
+
+  it('reads TRUSTED_PROXIES as addresses and CIDRs, and refuses anything else', () => {
+    const c = loadConfig({ env: { TRUSTED_PROXIES: ' 10.0.0.5, 192.168.0.0/16 ,::1,fd00::/8' }, cwd: tmp() });
+    expect(c.trustedProxies).toEqual(['10.0.0.5', '192.168.0.0/16', '::1', 'fd00::/8']);
+    for (const bad of ['proxy.example', '10.0.0.0/33', '10.0.0.1/', '::1/129', '10.0.0.0/255.0.0.0', '*']) {
+      const problems = problemsOf({ TRUSTED_PROXIES: `10.0.0.1,${bad}` });
+      expect(problems, bad).toHaveLength(1);
+      expect(problems[0]).toMatch(/^TRUSTED_PROXIES entry .* is not an IP address or CIDR/);
+    }
   });
 
   it('requires secrets in production mode instead of generating them', () => {
@@ -117,7 +165,59 @@ describe('JupyterLab host settings (SPEC §10)', () => {
   });
   it('take JUPYTERLAB_URL and JUPYTERLAB_TOKEN when given, and reject a non-http URL', () => {
     const c = loadConfig({ env: { ...PROD_SECRETS, JUPYTERLAB_URL: 'http://10.0.0.5:8888/', JUPYTERLAB_TOKEN: 'tok' }, cwd: tmp() });
-    expect(c.jupyterlab).toEqual({ url: 'http://10.0.0.5:8888', token: 'tok' });
+    expect(c.jupyterlab).toEqual({ url: 'http://10.0.0.5:8888', urls: ['http://10.0.0.5:8888'], token: 'tok' });
     expect(problemsOf({ ...PROD_SECRETS, JUPYTERLAB_URL: 'ftp://x' }).join('\n')).toMatch(/JUPYTERLAB_URL/);
+  });
+});
+
+describe('run flood limits, quota and retention (SPEC §4.5)', () => {
+  it('default to 60 s between fires, 50 schedules, 100 queued runs, no quota, 30 days of runs, 50 versions', () => {
+    const c = loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() });
+    expect(c.runLimits).toEqual({ scheduleMinIntervalSeconds: 60, maxSchedulesPerWorkspace: 50, maxQueuedRunsPerWorkspace: 100 });
+    expect(c.workspaceQuotaBytes).toBeUndefined();
+    expect(c.retention).toEqual({ runDays: 30, versionCount: 50, versionDays: 0 });
+  });
+  it('take given values, and name each bad one', () => {
+    const c = loadConfig({
+      env: { ...PROD_SECRETS, SCHEDULE_MIN_INTERVAL_SECONDS: '300', MAX_SCHEDULES_PER_WORKSPACE: '5', MAX_QUEUED_RUNS_PER_WORKSPACE: '7', WORKSPACE_QUOTA_BYTES: '1048576', RUN_RETENTION_DAYS: '0', VERSION_RETENTION_COUNT: '3', VERSION_RETENTION_DAYS: '14' },
+      cwd: tmp(),
+    });
+    expect(c.runLimits).toEqual({ scheduleMinIntervalSeconds: 300, maxSchedulesPerWorkspace: 5, maxQueuedRunsPerWorkspace: 7 });
+    expect(c.workspaceQuotaBytes).toBe(1048576);
+    expect(c.retention).toEqual({ runDays: 0, versionCount: 3, versionDays: 14 });
+    const problems = problemsOf({ ...PROD_SECRETS, SCHEDULE_MIN_INTERVAL_SECONDS: '0', MAX_QUEUED_RUNS_PER_WORKSPACE: 'lots', WORKSPACE_QUOTA_BYTES: '10GB', RUN_RETENTION_DAYS: '-1' });
+    expect(problems.map((p) => p.split('=')[0]).sort()).toEqual(['MAX_QUEUED_RUNS_PER_WORKSPACE', 'RUN_RETENTION_DAYS', 'SCHEDULE_MIN_INTERVAL_SECONDS', 'WORKSPACE_QUOTA_BYTES']);
+    expect(problems.find((p) => p.startsWith('WORKSPACE_QUOTA_BYTES'))).toMatch(/unset it for no limit/);
+  });
+});
+
+describe('kernel sandbox settings (issue 13)', () => {
+  it('default to on, with limits per workspace and per kernel', () => {
+    const c = loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() });
+    expect(c.sandbox).toMatchObject({
+      enabled: true,
+      uidBase: 1_900_000_000,
+      memoryBytes: 4096 * 1024 * 1024,
+      pidsMax: 512,
+      cpus: 1,
+      kernelMemoryBytes: 2048 * 1024 * 1024,
+      kernelPidsMax: 256,
+      maxServers: 16,
+      idleSeconds: 900,
+      cgroupParent: undefined,
+    });
+  });
+  it('take KERNEL_SANDBOX=off and decimal CPUs, and reject nonsense', () => {
+    const c = loadConfig({ env: { ...PROD_SECRETS, KERNEL_SANDBOX: 'off', SANDBOX_CPUS: '0.5', KERNEL_MEMORY_MB: '256' }, cwd: tmp() });
+    expect(c.sandbox.enabled).toBe(false);
+    expect(c.sandbox.cpus).toBe(0.5);
+    expect(c.sandbox.kernelMemoryBytes).toBe(256 * 1024 * 1024);
+    expect(problemsOf({ ...PROD_SECRETS, KERNEL_SANDBOX: 'maybe' }).join('\n')).toMatch(/KERNEL_SANDBOX/);
+    expect(problemsOf({ ...PROD_SECRETS, SANDBOX_CPUS: 'lots' }).join('\n')).toMatch(/SANDBOX_CPUS/);
+    expect(problemsOf({ ...PROD_SECRETS, SANDBOX_CGROUP_PARENT: '../../escape' }).join('\n')).toMatch(/SANDBOX_CGROUP_PARENT/);
+  });
+  it('refuses an external Jupyter server while the sandbox is on (it could not be sandboxed)', () => {
+    expect(problemsOf({ ...PROD_SECRETS, JUPYTER_URL: 'http://127.0.0.1:8888' }).join('\n')).toMatch(/JUPYTER_URL .* cannot sandbox/);
+    expect(problemsOf({ ...PROD_SECRETS, JUPYTER_URL: 'http://127.0.0.1:8888', KERNEL_SANDBOX: 'off' })).toEqual([]);
   });
 });

@@ -1,8 +1,12 @@
 import { createHmac } from 'node:crypto';
-import { resolve, join } from 'node:path';
+import { isIP } from 'node:net';
+import { resolve, join, relative, isAbsolute } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { loadOrCreateSecrets } from './secrets.js';
 
 export type StorageBackend = 's3' | 'local';
+export type LogFormat = 'auto' | 'json' | 'pretty';
+export const LOG_FORMATS: readonly LogFormat[] = ['auto', 'json', 'pretty'];
 
 /** Every setting of SPEC §2, parsed and validated. Secrets are plain strings: never log this object. */
 export interface Config {
@@ -18,6 +22,12 @@ export interface Config {
   jupyterlabPort: number;
   dataDir: string;
   databaseUrl: string | undefined;
+  /**
+   * Without DATABASE_URL: the passwords of the embedded PostgreSQL (generated once into
+   * DATA_DIR/secrets.json). Undefined with DATABASE_URL, and in production mode, which
+   * needs DATABASE_URL to open the database.
+   */
+  embeddedDatabase: { password: string; superuserPassword: string } | undefined;
   storageBackend: StorageBackend;
   localStorageBaseDir: string;
   s3: {
@@ -36,9 +46,20 @@ export interface Config {
   /** True when the bootstrap password was generated (and may therefore be printed to the operator). */
   bootstrapAdminPasswordGenerated: boolean;
   runtimeUrl: string;
+  /** The first of `backendUrls` (callers that need one address). */
   backendUrl: string;
   clusterAdminUrl: string;
   bridgeUrl: string;
+  /**
+   * Every instance of a component that may run several times (comma-separated in BACKEND_URL,
+   * CLUSTER_ADMIN_URL, BRIDGE_URL): the gateway balances over them, the worker fails over.
+   */
+  backendUrls: string[];
+  clusterAdminUrls: string[];
+  bridgeUrls: string[];
+  /** Metrics, liveness and readiness of the two components without an internal port of their own; undefined = none. */
+  gatewayMetricsPort: number | undefined;
+  workerMetricsPort: number | undefined;
   adminTokens: string[];
   secretsKey: Buffer;
   agentToken: string;
@@ -65,17 +86,64 @@ export interface Config {
     python: string;
     cullIdleSeconds: number;
   };
+  /** The kernel sandbox (issue 13): how user code is confined and limited. */
+  sandbox: {
+    /** KERNEL_SANDBOX: false only for a single developer on their own machine. */
+    enabled: boolean;
+    uidBase: number;
+    /** Limits of one workspace's sandbox (its Jupyter server and every kernel together). */
+    memoryBytes: number;
+    pidsMax: number;
+    cpus: number;
+    /** Limits of one kernel. */
+    kernelMemoryBytes: number;
+    kernelPidsMax: number;
+    /** Sizes of the sandbox's private /workspace and /tmp (tmpfs). */
+    diskBytes: number;
+    tmpBytes: number;
+    /** Workspace Jupyter servers running at once, and how long one without kernels lives. */
+    maxServers: number;
+    idleSeconds: number;
+    /** A run's files copied into and out of the sandbox, in each direction. */
+    filesMaxBytes: number;
+    /** cgroup v2 only: an empty, delegated cgroup for the sandboxes (relative to the cgroup2 mount). */
+    cgroupParent: string | undefined;
+  };
   worker: {
     leaseSeconds: number;
     concurrency: number;
     pollMs: number;
     runTimeoutSeconds: number;
   };
+  /** Run flood limits (SPEC §4.5). */
+  runLimits: {
+    scheduleMinIntervalSeconds: number;
+    maxSchedulesPerWorkspace: number;
+    maxQueuedRunsPerWorkspace: number;
+  };
+  /** Per-workspace storage limit in bytes (objects + versions + trash); undefined = none. */
+  workspaceQuotaBytes: number | undefined;
+  /** How long run outputs and old versions are kept; 0 = no limit of that kind. */
+  retention: {
+    runDays: number;
+    versionCount: number;
+    versionDays: number;
+  };
   maxUploadBytes: number;
+  /**
+   * Addresses or CIDRs of the proxies in front of the gateway (TLS terminators, load balancers)
+   * whose X-Forwarded-For/-Proto/-Host the gateway believes (SPEC §4.5); empty: nobody's.
+   */
+  trustedProxies: string[];
   logLevel: string;
+  /** LOG_FORMAT: `pretty` lines for a person, `json` lines for a collector; `auto` (unset) is pretty on a terminal. */
+  logFormat: LogFormat;
   /** The JupyterLab server (with the bridge extension) behind the gateway's `/jupyter/` (SPEC §10). */
   jupyterlab: {
+    /** The first of `urls`. */
     url: string;
+    /** Its instances (JUPYTERLAB_URL, comma-separated); the gateway keeps each user on one. */
+    urls: string[];
     /** Its token, injected by the gateway; users never see it. */
     token: string;
   };
@@ -106,6 +174,36 @@ function derivedJupyterlabToken(internalServiceToken: string): string {
   return createHmac('sha256', internalServiceToken).update('codeagent jupyterlab token').digest('hex');
 }
 
+/** The directory the platform's code was installed in (the checkout), four levels above this file. */
+const CHECKOUT = fileURLToPath(new URL('../../../', import.meta.url)).replace(/\/$/, '');
+
+/** True when `dir` is `target` or one of its ancestors. */
+function isSameOrAncestor(dir: string, target: string): boolean {
+  const rel = relative(dir, target);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+}
+
+/** Why a file-system error makes DATA_DIR unusable, in words. */
+function fsReason(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ENOSPC') return 'the disk is full';
+  if (code === 'EACCES' || code === 'EPERM') return 'this user may not write there';
+  if (code === 'EROFS') return 'it is on a read-only file system';
+  if (code === 'ENOENT' || code === 'ENOTDIR') return 'a parent is missing or is not a directory';
+  return (err as Error).message;
+}
+
+/** An IPv4 or IPv6 address, or one with a prefix length (CIDR), as TRUSTED_PROXIES takes them. */
+export function isAddressOrCidr(entry: string): boolean {
+  const slash = entry.indexOf('/');
+  const address = slash === -1 ? entry : entry.slice(0, slash);
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (slash === -1) return true;
+  const prefix = entry.slice(slash + 1);
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
 /** Production mode (NODE_ENV=production) never generates secrets: they must be given. */
 export function isProductionMode(env: NodeJS.ProcessEnv = process.env): boolean {
   return env.NODE_ENV === 'production';
@@ -134,6 +232,16 @@ export function loadConfig(options: LoadOptions = {}): Config {
     }
     return Number(raw);
   };
+  /** A whole number or unset (undefined): for limits that are off unless given. */
+  const optionalInt = (name: string, min: number): number | undefined => {
+    const raw = str(name);
+    if (raw === undefined) return undefined;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || !Number.isSafeInteger(Number(raw))) {
+      problems.push(`${name}=${JSON.stringify(raw)} is not a whole number of at least ${min}; set one, or unset it for no limit`);
+      return undefined;
+    }
+    return Number(raw);
+  };
   const bool = (name: string, def: boolean): boolean => {
     const raw = str(name)?.toLowerCase();
     if (raw === undefined) return def;
@@ -147,8 +255,20 @@ export function loadConfig(options: LoadOptions = {}): Config {
       .split(',')
       .map((s) => s.trim())
       .filter((s) => s.length > 0);
-  const url = (name: string, def: string): string => {
-    const raw = str(name) ?? def;
+  const decimal = (name: string, def: number, min: number, max: number): number => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    if (!/^\d+(\.\d+)?$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name}=${JSON.stringify(raw)} is not a number between ${min} and ${max}; unset it for the default ${def}`);
+      return def;
+    }
+    return Number(raw);
+  };
+  const url = (name: string, def: string, raw = str(name) ?? def): string => {
+    if (raw.includes(',')) {
+      problems.push(`${name}=${JSON.stringify(raw)} names several addresses; this component runs as one instance: give one URL`);
+      return raw;
+    }
     try {
       const u = new URL(raw);
       if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
@@ -157,15 +277,38 @@ export function loadConfig(options: LoadOptions = {}): Config {
     }
     return raw.replace(/\/+$/, '');
   };
+  /** One address, or several instances separated by commas (the first is the one single callers use). */
+  const urls = (name: string, def: string): string[] => {
+    const entries = (str(name) ?? def)
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    if (entries.length === 0) entries.push(def);
+    return entries.map((entry) => url(name, def, entry));
+  };
+  const optionalPort = (name: string): number | undefined => {
+    const raw = str(name);
+    if (raw === undefined) return undefined;
+    return int(name, 0, 1, 65535);
+  };
 
   const dataDir = resolve(cwd, str('DATA_DIR') ?? './.codeagent');
 
   // Secrets: given by the operator, or generated once into DATA_DIR in development mode.
   const secretNames = ['JWT_SECRET', 'INTERNAL_SERVICE_TOKEN', 'ADMIN_TOKENS', 'SECRETS_KEY', 'AGENT_TOKEN'] as const;
-  const needGenerated = !production && (secretNames.some((n) => str(n) === undefined) || str('BOOTSTRAP_ADMIN_PASSWORD') === undefined);
-  const generated = needGenerated ? loadOrCreateSecrets(dataDir) : undefined;
+  const needGenerated =
+    !production && (secretNames.some((n) => str(n) === undefined) || str('BOOTSTRAP_ADMIN_PASSWORD') === undefined || str('DATABASE_URL') === undefined);
+  let generated: ReturnType<typeof loadOrCreateSecrets> | undefined;
+  if (needGenerated) {
+    try {
+      generated = loadOrCreateSecrets(dataDir);
+    } catch (err) {
+      problems.push(`DATA_DIR=${JSON.stringify(dataDir)} cannot be used: ${fsReason(err)}; choose a writable directory with free space`);
+    }
+  }
   const secret = (name: (typeof secretNames)[number]): string => {
     const v = str(name) ?? generated?.[name];
+    if (v === undefined && !production) return ''; // DATA_DIR could not hold the generated secrets: said once above
     if (v === undefined) {
       problems.push(`${name} is required when NODE_ENV=production; set it to a long random value (e.g. \`openssl rand -base64 32\`)`);
       return '';
@@ -178,6 +321,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
     problems.push(`STORAGE_BACKEND=${JSON.stringify(storageRaw)} is not supported; use "s3" or "local"`);
   }
   const storageBackend: StorageBackend = storageRaw === 'local' ? 'local' : 's3';
+
+  if (storageBackend === 's3' && (str('S3_ACCESS_KEY_ID') === undefined) !== (str('S3_SECRET_ACCESS_KEY') === undefined)) {
+    const missing = str('S3_ACCESS_KEY_ID') === undefined ? 'S3_ACCESS_KEY_ID' : 'S3_SECRET_ACCESS_KEY';
+    problems.push(`${missing} is missing: S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together; set both, or neither to use the AWS credential chain`);
+  }
 
   const databaseUrl = str('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
@@ -214,7 +362,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   const bootstrapPasswordGiven = str('BOOTSTRAP_ADMIN_PASSWORD');
   const bootstrapAdminPassword = bootstrapPasswordGiven ?? generated?.BOOTSTRAP_ADMIN_PASSWORD ?? '';
-  if (bootstrapAdminPassword === '') {
+  if (bootstrapAdminPassword === '' && production) {
     problems.push('BOOTSTRAP_ADMIN_PASSWORD is required when NODE_ENV=production; set the first administrator\'s password');
   }
   const bootstrapAdminEmail = (str('BOOTSTRAP_ADMIN_EMAIL') ?? 'admin@localhost').toLowerCase();
@@ -222,10 +370,49 @@ export function loadConfig(options: LoadOptions = {}): Config {
     problems.push(`BOOTSTRAP_ADMIN_EMAIL=${JSON.stringify(bootstrapAdminEmail)} is not an email address`);
   }
 
+  // The code agent's project directory holds user text: never DATA_DIR (secrets), the checkout, or an ancestor of either.
+  const bridgeWorkdir = resolve(cwd, str('CODEAGENT_BRIDGE_WORKDIR') ?? join(dataDir, 'agent'));
+  for (const [what, dir] of [['DATA_DIR', dataDir], ['the checkout', CHECKOUT]] as const) {
+    if (isSameOrAncestor(bridgeWorkdir, dir)) {
+      problems.push(`CODEAGENT_BRIDGE_WORKDIR=${JSON.stringify(bridgeWorkdir)} is ${what} or contains it; use an empty directory of its own (default: DATA_DIR/agent)`);
+    }
+  }
+
+  const trustedProxies = list('TRUSTED_PROXIES');
+  for (const entry of trustedProxies) {
+    if (!isAddressOrCidr(entry)) {
+      problems.push(`TRUSTED_PROXIES entry ${JSON.stringify(entry)} is not an IP address or CIDR; list your proxies' addresses, e.g. 10.0.0.5,192.168.1.0/24`);
+    }
+  }
+
+  const sandboxRaw = (str('KERNEL_SANDBOX') ?? 'on').toLowerCase();
+  if (!['on', 'off', 'true', 'false', '1', '0'].includes(sandboxRaw)) {
+    problems.push(`KERNEL_SANDBOX=${JSON.stringify(sandboxRaw)} is not on or off; leave it unset (on)`);
+  }
+  const sandboxEnabled = !['off', 'false', '0'].includes(sandboxRaw);
+  if (sandboxEnabled && str('JUPYTER_URL') !== undefined) {
+    problems.push('JUPYTER_URL points at a Jupyter server the platform cannot sandbox; unset it (the runtime starts sandboxed servers itself), or set KERNEL_SANDBOX=off on a single-developer machine');
+  }
+  const MiB = 1024 * 1024;
+  const cgroupParent = str('SANDBOX_CGROUP_PARENT');
+  if (cgroupParent !== undefined && (cgroupParent.split('/').includes('..') || !/^[\w./@:-]+$/.test(cgroupParent))) {
+    problems.push(`SANDBOX_CGROUP_PARENT=${JSON.stringify(cgroupParent)} is not a cgroup path; give it relative to the cgroup2 mount, e.g. system.slice/codeagent-sandboxes`);
+  }
+
   const logLevel = str('LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`LOG_LEVEL=${JSON.stringify(logLevel)} is not one of ${LOG_LEVELS.join(', ')}`);
   }
+
+  const logFormat = (str('LOG_FORMAT') ?? 'auto').toLowerCase() as LogFormat;
+  if (!LOG_FORMATS.includes(logFormat)) {
+    problems.push(`LOG_FORMAT=${JSON.stringify(logFormat)} is not one of ${LOG_FORMATS.join(', ')}; unset it for pretty lines on a terminal and JSON otherwise`);
+  }
+
+  const backendUrls = urls('BACKEND_URL', `http://127.0.0.1:${backendPort}`);
+  const clusterAdminUrls = urls('CLUSTER_ADMIN_URL', `http://127.0.0.1:${clusterAdminPort}`);
+  const bridgeUrls = urls('BRIDGE_URL', `http://127.0.0.1:${bridgePort}`);
+  const jupyterlabUrls = urls('JUPYTERLAB_URL', `http://127.0.0.1:${jupyterlabPort}`);
 
   const config: Config = {
     mode: production ? 'production' : 'development',
@@ -239,6 +426,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
     jupyterlabPort,
     dataDir,
     databaseUrl,
+    embeddedDatabase:
+      databaseUrl === undefined && generated
+        ? { password: generated.EMBEDDED_DB_PASSWORD, superuserPassword: generated.EMBEDDED_DB_SUPERUSER_PASSWORD }
+        : undefined,
     storageBackend,
     localStorageBaseDir: resolve(cwd, str('LOCAL_STORAGE_BASE_DIR') ?? join(dataDir, 'storage')),
     s3: {
@@ -261,9 +452,14 @@ export function loadConfig(options: LoadOptions = {}): Config {
     bootstrapAdminPassword,
     bootstrapAdminPasswordGenerated: bootstrapPasswordGiven === undefined,
     runtimeUrl: url('RUNTIME_URL', `http://127.0.0.1:${runtimePort}`),
-    backendUrl: url('BACKEND_URL', `http://127.0.0.1:${backendPort}`),
-    clusterAdminUrl: url('CLUSTER_ADMIN_URL', `http://127.0.0.1:${clusterAdminPort}`),
-    bridgeUrl: url('BRIDGE_URL', `http://127.0.0.1:${bridgePort}`),
+    backendUrl: backendUrls[0]!,
+    clusterAdminUrl: clusterAdminUrls[0]!,
+    bridgeUrl: bridgeUrls[0]!,
+    backendUrls,
+    clusterAdminUrls,
+    bridgeUrls,
+    gatewayMetricsPort: optionalPort('GATEWAY_METRICS_PORT'),
+    workerMetricsPort: optionalPort('WORKER_METRICS_PORT'),
     adminTokens,
     secretsKey,
     agentToken: secret('AGENT_TOKEN'),
@@ -279,7 +475,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
       url: str('CODEAGENT_BRIDGE_URL'),
       user: str('CODEAGENT_BRIDGE_USER'),
       password: env.CODEAGENT_BRIDGE_PASSWORD === '' ? undefined : env.CODEAGENT_BRIDGE_PASSWORD,
-      workdir: resolve(cwd, str('CODEAGENT_BRIDGE_WORKDIR') ?? cwd),
+      workdir: bridgeWorkdir,
       allowedHosts: list('CODEAGENT_BRIDGE_ALLOWED_HOSTS').map((h) => h.toLowerCase()),
     },
     jupyter: {
@@ -288,16 +484,45 @@ export function loadConfig(options: LoadOptions = {}): Config {
       python: str('JUPYTER_PYTHON') ?? '/usr/bin/python3',
       cullIdleSeconds: int('KERNEL_CULL_IDLE_SECONDS', 3600, 0),
     },
+    sandbox: {
+      enabled: sandboxEnabled,
+      uidBase: int('SANDBOX_UID_BASE', 1_900_000_000, 65_536, 2_047_483_646),
+      memoryBytes: int('SANDBOX_MEMORY_MB', 4096, 64, 1024 * 1024) * MiB,
+      pidsMax: int('SANDBOX_PIDS_MAX', 512, 16, 1_000_000),
+      cpus: decimal('SANDBOX_CPUS', 1, 0.05, 1024),
+      kernelMemoryBytes: int('KERNEL_MEMORY_MB', 2048, 64, 1024 * 1024) * MiB,
+      kernelPidsMax: int('KERNEL_PIDS_MAX', 256, 8, 1_000_000),
+      diskBytes: int('SANDBOX_DISK_MB', 1024, 1, 1024 * 1024) * MiB,
+      tmpBytes: int('SANDBOX_TMP_MB', 512, 1, 1024 * 1024) * MiB,
+      maxServers: int('SANDBOX_MAX_SERVERS', 16, 1, 10_000),
+      idleSeconds: int('JUPYTER_IDLE_TIMEOUT', 900, 1, 7 * 24 * 3600),
+      filesMaxBytes: int('SANDBOX_FILES_MAX_BYTES', 128 * MiB, 1, 4 * 1024 * MiB),
+      cgroupParent,
+    },
     worker: {
       leaseSeconds: int('WORKER_LEASE_SECONDS', 30, 1, 3600),
       concurrency: int('WORKER_CONCURRENCY', 2, 1, 64),
       pollMs: int('WORKER_POLL_MS', 1000, 10, 60_000),
       runTimeoutSeconds: int('RUN_TIMEOUT_SECONDS', 3600, 1, 7 * 24 * 3600),
     },
+    runLimits: {
+      scheduleMinIntervalSeconds: int('SCHEDULE_MIN_INTERVAL_SECONDS', 60, 1, 366 * 24 * 3600),
+      maxSchedulesPerWorkspace: int('MAX_SCHEDULES_PER_WORKSPACE', 50, 1, 1_000_000),
+      maxQueuedRunsPerWorkspace: int('MAX_QUEUED_RUNS_PER_WORKSPACE', 100, 1, 1_000_000),
+    },
+    workspaceQuotaBytes: optionalInt('WORKSPACE_QUOTA_BYTES', 1),
+    retention: {
+      runDays: int('RUN_RETENTION_DAYS', 30, 0, 100 * 365),
+      versionCount: int('VERSION_RETENTION_COUNT', 50, 0, 1_000_000),
+      versionDays: int('VERSION_RETENTION_DAYS', 0, 0, 100 * 365),
+    },
     maxUploadBytes: int('MAX_UPLOAD_BYTES', 10 * 1024 ** 3, 1),
+    trustedProxies,
     logLevel,
+    logFormat,
     jupyterlab: {
-      url: url('JUPYTERLAB_URL', `http://127.0.0.1:${jupyterlabPort}`),
+      url: jupyterlabUrls[0]!,
+      urls: jupyterlabUrls,
       token: str('JUPYTERLAB_TOKEN') ?? derivedJupyterlabToken(internalServiceToken),
     },
   };

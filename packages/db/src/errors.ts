@@ -12,6 +12,10 @@ export function isUniqueViolation(err: unknown): boolean {
   return sqlState(err) === '23505';
 }
 
+export function isForeignKeyViolation(err: unknown): boolean {
+  return sqlState(err) === '23503';
+}
+
 /** serialization_failure or deadlock_detected: the transaction can be retried as a whole. */
 export function isSerializationFailure(err: unknown): boolean {
   const code = sqlState(err);

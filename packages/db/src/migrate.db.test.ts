@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from './testing.js';
 import { listMigrations, migrate } from './migrate.js';
 
-describe(`migrations (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`migrations (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await createTestDatabase();

@@ -1,8 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { ConfigError, type Config } from '@codeagent/config';
+import { embeddedConnection, embeddedPaths } from './embedded/layout.js';
+import { listenOn, type ListenHandlers, type Listener } from './notify.js';
 import type { DB } from './schema.js';
 
 /** A session with exclusive use of one connection, for scripts (migrations). */
@@ -13,38 +13,46 @@ export interface ScriptSession {
 
 export interface Database {
   db: Kysely<DB>;
-  kind: 'pglite' | 'postgres';
+  /** The pool itself, for what Kysely does not cover (LISTEN, COPY). */
+  pool: pg.Pool;
+  /** A dedicated connection listening on `channel` (LISTEN/NOTIFY), reconnecting when lost; see notify.ts. */
+  listen(channel: string, handlers: ListenHandlers, opts?: { retryMs?: number }): Listener;
   /** Exclusive connection for multi-statement scripts; used by the migration runner. */
   withScriptSession<T>(work: (session: ScriptSession) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
+/** A `postgres://` URL, or the fields of a connection (the embedded server's Unix socket). */
+export type Connection = string | { host: string; port: number; user: string; password: string; database: string };
+
 export interface OpenOptions {
-  /** postgres:// URL; when absent the embedded database in `dataDir` is used. */
+  /** Where the server is; `databaseUrl` is the same as a string `connection`. */
+  connection?: Connection;
   databaseUrl?: string | undefined;
-  /** Directory of the embedded database; `memory://` for a throw-away in-memory one. */
-  dataDir?: string;
-  /** Pool size for PostgreSQL (default 10). */
+  /** Pool size (default 10). */
   poolSize?: number;
+  /** Shown in pg_stat_activity: which component holds a connection. */
+  applicationName?: string;
 }
 
 // pg returns int8 as strings by default; counts and sizes in this schema fit in a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v: string) => Number(v));
 
 export async function openDatabase(options: OpenOptions): Promise<Database> {
-  if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 10);
-  if (!options.dataDir) throw new Error('openDatabase needs databaseUrl or dataDir');
-  return openEmbedded(options.dataDir);
-}
-
-function openPostgres(url: string, max: number): Database {
-  const pool = new pg.Pool({ connectionString: url, max });
-  // An idle client losing its connection must not crash the process; the pool replaces it.
+  const connection = options.connection ?? options.databaseUrl;
+  if (connection === undefined) throw new Error('openDatabase needs a connection (a postgres:// URL or socket fields)');
+  const clientConfig: pg.ClientConfig = {
+    ...(typeof connection === 'string' ? { connectionString: connection } : connection),
+    application_name: options.applicationName ?? 'codeagent',
+  };
+  const pool = new pg.Pool({ ...clientConfig, max: options.poolSize ?? 10 });
+  // An idle client losing its connection (server restarted) must not crash the process; the pool replaces it.
   pool.on('error', () => undefined);
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
-    kind: 'postgres',
+    pool,
+    listen: (channel, handlers, opts) => listenOn({ ...clientConfig, application_name: `${clientConfig.application_name} listen` }, channel, handlers, opts),
     async withScriptSession(work) {
       const client = await pool.connect();
       try {
@@ -63,113 +71,75 @@ function openPostgres(url: string, max: number): Database {
 }
 
 /**
- * PGlite is a single-connection database. This adapter gives Kysely's PostgreSQL dialect
- * a "pool" of that one connection: a caller holds it exclusively (a whole transaction,
- * or one query) and the next waits, which is exactly PostgreSQL's semantics with one client.
+ * The platform's database from its settings: DATABASE_URL, or else the embedded server of
+ * DATA_DIR (started by `codeagent start`), reached over its private Unix socket.
  */
-class PGlitePool implements PostgresPool {
-  private tail: Promise<void> = Promise.resolve();
-
-  constructor(
-    readonly pglite: PGlite,
-    private readonly onEnd: () => void,
-  ) {}
-
-  /** Waits for exclusive use of the connection; the returned function gives it back. */
-  async acquire(): Promise<() => void> {
-    let release!: () => void;
-    const previous = this.tail;
-    this.tail = new Promise<void>((resolve) => (release = resolve));
-    await previous;
-    return release;
+export function platformConnection(config: Config): Connection {
+  if (config.databaseUrl) return config.databaseUrl;
+  if (!config.embeddedDatabase) {
+    throw new ConfigError(['DATABASE_URL is required when NODE_ENV=production; set it to your PostgreSQL server (postgres://user:password@host:5432/db)']);
   }
-
-  async connect(): Promise<PostgresPoolClient> {
-    const release = await this.acquire();
-    const pglite = this.pglite;
-    const client = {
-      async query(sql: string, parameters: ReadonlyArray<unknown>) {
-        const result = await pglite.query<Record<string, unknown>>(sql, [...parameters]);
-        return {
-          command: commandOf(sql),
-          rowCount: result.affectedRows ?? result.rows.length,
-          rows: result.rows,
-        };
-      },
-      release,
-    };
-    return client as unknown as PostgresPoolClient;
-  }
-
-  async end(): Promise<void> {
-    await this.pglite.close();
-    this.onEnd();
-  }
+  return embeddedConnection(config.dataDir, config.embeddedDatabase.password);
 }
 
-function commandOf(sql: string): 'INSERT' | 'UPDATE' | 'DELETE' | 'MERGE' | 'SELECT' {
-  const word = /^\s*(?:with\b[\s\S]*?\)\s*)?(\w+)/i.exec(sql)?.[1]?.toUpperCase();
-  return word === 'INSERT' || word === 'UPDATE' || word === 'DELETE' || word === 'MERGE' ? word : 'SELECT';
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+/** Where the database is, for messages: never the password. */
+export function describeConnection(config: Config): string {
+  if (config.databaseUrl) {
+    try {
+      const u = new URL(config.databaseUrl);
+      return `DATABASE_URL (${u.hostname || 'local socket'}:${u.port || 5432}${u.pathname})`;
+    } catch {
+      return 'DATABASE_URL';
+    }
   }
+  return `the embedded database (socket in ${embeddedPaths(config.dataDir).socketDir})`;
 }
 
 /**
- * The embedded database lives in `${dataDir}/pgdata` and may be opened by one process only;
- * a lock file with the owner's pid turns a second opener into a clear error instead of
- * corruption. A lock left by a dead process is taken over. Returns the unlock function.
+ * Connections each component may hold. The embedded server's `max_connections` is sized from
+ * this table (plus room for the superuser and a few administrative sessions).
  */
-export function lockEmbeddedDatabase(dataDir: string): () => void {
-  mkdirSync(dataDir, { recursive: true });
-  const lockFile = join(dataDir, 'pgdata.lock');
-  if (existsSync(lockFile)) {
-    const owner = Number(readFileSync(lockFile, 'utf8').trim());
-    if (Number.isInteger(owner) && owner !== process.pid && pidAlive(owner)) {
-      throw new Error(
-        `the embedded database in ${dataDir} is in use by process ${owner}; ` +
-          'stop it, or set DATABASE_URL to share a PostgreSQL server between components',
-      );
-    }
-  }
-  writeFileSync(lockFile, String(process.pid));
-  return () => rmSync(lockFile, { force: true });
+export const DATABASE_POOL_SIZES = { backend: 10, worker: 4, bridge: 4, 'cluster-admin': 4, runtime: 2, migrate: 1 } as const;
+export type DatabaseClient = keyof typeof DATABASE_POOL_SIZES;
+
+/** Besides the pools: the listening connections (Database.listen) of the worker, the backend and the bridge. */
+export const LISTEN_CONNECTIONS = 3;
+
+export function embeddedMaxConnections(): number {
+  return Object.values(DATABASE_POOL_SIZES).reduce((a, b) => a + b, 0) + LISTEN_CONNECTIONS + 10;
 }
 
-async function openEmbedded(dataDir: string): Promise<Database> {
-  let pglite: PGlite;
-  let unlock = (): void => undefined;
-  if (dataDir === 'memory://') {
-    pglite = new PGlite();
-  } else {
-    unlock = lockEmbeddedDatabase(dataDir);
-    pglite = new PGlite(join(dataDir, 'pgdata'));
-  }
-  await pglite.waitReady;
-  const pool = new PGlitePool(pglite, unlock);
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
-  return {
-    db,
-    kind: 'pglite',
-    async withScriptSession(work) {
-      const release = await pool.acquire();
-      try {
-        return await work({
-          exec: async (sql) => {
-            await pglite.exec(sql);
-          },
-          query: async <R>(sql: string, params: unknown[]) => (await pglite.query<R>(sql, params)).rows,
-        });
-      } finally {
-        release();
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ECONNRESET', '57P03']);
+
+/**
+ * Opens the platform's database and checks that it answers, waiting up to `waitMs` for a
+ * server that is still starting. Failing that, one sentence that names the setting and the fix.
+ */
+export async function openPlatformDatabase(config: Config, client: DatabaseClient, waitMs = 10_000): Promise<Database> {
+  const database = await openDatabase({ connection: platformConnection(config), poolSize: DATABASE_POOL_SIZES[client], applicationName: `codeagent ${client}` });
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      await database.pool.query('SELECT 1');
+      return database;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (UNREACHABLE.has(code) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 250));
+        continue;
       }
-    },
-    close: () => db.destroy(),
-  };
+      await database.close().catch(() => undefined);
+      const fix = config.databaseUrl
+        ? 'start that PostgreSQL server or correct DATABASE_URL'
+        : 'start the platform with `codeagent start` (it runs the embedded database), or set DATABASE_URL';
+      throw new DatabaseUnavailableError(`cannot reach ${describeConnection(config)}: ${(err as Error).message || code}; ${fix}`);
+    }
+  }
+}
+
+export class DatabaseUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseUnavailableError';
+  }
 }

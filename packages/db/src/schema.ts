@@ -17,11 +17,24 @@ export interface UsersTable {
   platform_role_id: string;
   created_at: CreatedAt;
   updated_at: Timestamp;
+  /** Set while the user is disabled: no login, no token accepted (SPEC §4.5). */
+  disabled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** Tokens issued before this instant are refused (all sessions revoked at once). */
+  tokens_valid_after: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** The one token exempt from `tokens_valid_after`: the session that changed its own password. */
+  kept_token_jti: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface RevokedTokensTable {
   jti: string;
   expires_at: Timestamp;
+}
+
+export interface LoginThrottleTable {
+  key: string;
+  failures: number;
+  last_failure_at: Timestamp;
+  locked_until: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
 export interface WorkspacesTable {
@@ -146,6 +159,10 @@ export interface AuditEntriesTable {
 }
 
 export interface BridgeSessionsTable {
+  id: Generated<string>;
+  user_id: string;
+  /** Set when the request came through /jupyter/{ws}/; null otherwise. */
+  workspace_id: string | null;
   notebook_path: string;
   session_id: string;
   upstream_url: string;
@@ -153,11 +170,34 @@ export interface BridgeSessionsTable {
   last_used_at: Timestamp;
 }
 
+/** One token bucket per cluster for /mcp rate limits, shared by every cluster service (migration 010). */
+export interface ClusterRateBucketsTable {
+  cluster_id: string;
+  tokens: number;
+  rate: number;
+  updated_at: Timestamp;
+}
+
+/** A named lease held by one instance until it releases it or it expires (migration 010). */
+export interface ServiceLeasesTable {
+  key: string;
+  holder: string;
+  expires_at: Timestamp;
+}
+
 /** The database as Kysely sees it. Later migrations add their tables here. */
+/** A workspace's sandbox uid is SANDBOX_UID_BASE + slot (migration 009). */
+export interface SandboxIdentitiesTable {
+  workspace_id: string;
+  slot: number;
+  created_at: CreatedAt;
+}
+
 export interface DB {
   platform_roles: PlatformRolesTable;
   users: UsersTable;
   revoked_tokens: RevokedTokensTable;
+  login_throttle: LoginThrottleTable;
   workspaces: WorkspacesTable;
   workspace_members: WorkspaceMembersTable;
   schema_migrations: SchemaMigrationsTable;
@@ -169,6 +209,9 @@ export interface DB {
   clusters: ClustersTable;
   audit_entries: AuditEntriesTable;
   bridge_sessions: BridgeSessionsTable;
+  sandbox_identities: SandboxIdentitiesTable;
+  cluster_rate_buckets: ClusterRateBucketsTable;
+  service_leases: ServiceLeasesTable;
 }
 
 export type UserRow = Selectable<UsersTable>;

@@ -1,16 +1,38 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { DB, UserRow } from './schema.js';
 
+/** What a verified user token says about itself (the claims `findActiveTokenUser` needs). */
+export interface TokenIdentity {
+  /** user id */
+  sub: string;
+  /** token id */
+  jti: string;
+  /** issued at, seconds since the epoch (with milliseconds) */
+  iat: number;
+}
+
+/** The instant a token was issued, to the millisecond, from its `iat` claim. */
+export function tokenIssuedAt(token: Pick<TokenIdentity, 'iat'>): Date {
+  return new Date(Math.round(token.iat * 1000));
+}
+
 /**
- * The user a verified token names, unless that token was revoked at logout (one round trip).
- * Every service that accepts user tokens uses this after verifying the signature.
+ * The user a verified token names, unless the token is no longer valid: the user was deleted or
+ * disabled, every session of the user was revoked after the token was issued (password change
+ * or reset, disabling; the session that changed its own password is kept), or the token itself
+ * was revoked at logout. One round trip, so revocation is immediate in every service that
+ * accepts user tokens (backend, bridge) at no extra cost.
  */
-export async function findActiveTokenUser(db: Kysely<DB>, userId: string, jti: string): Promise<UserRow | undefined> {
+export async function findActiveTokenUser(db: Kysely<DB>, token: TokenIdentity): Promise<UserRow | undefined> {
   return db
     .selectFrom('users')
     .selectAll()
-    .where('id', '=', userId)
-    .where((eb) => eb.not(eb.exists(eb.selectFrom('revoked_tokens').select('jti').where('jti', '=', jti))))
+    .where('id', '=', token.sub)
+    .where('disabled_at', 'is', null)
+    .where((eb) =>
+      eb.or([eb('tokens_valid_after', 'is', null), eb('tokens_valid_after', '<=', tokenIssuedAt(token)), eb('kept_token_jti', '=', token.jti)]),
+    )
+    .where((eb) => eb.not(eb.exists(eb.selectFrom('revoked_tokens').select('jti').where('jti', '=', token.jti))))
     .executeTakeFirst();
 }
 
@@ -20,4 +42,16 @@ export const ADMIN_ROLE_ID = 'admin';
 /** `is_system_admin` is derived from the role, never stored. */
 export function isSystemAdmin(user: Pick<UserRow, 'platform_role_id'>): boolean {
   return user.platform_role_id === ADMIN_ROLE_ID;
+}
+
+/**
+ * The channel on which a change of a user's sessions is announced (logout, every session revoked,
+ * disabled, deleted, role or name changed), the user id as payload: services that cache token
+ * checks (service-kit's userAuth) forget that user's entries (docs/decisions/0082-token-check-cache.md).
+ */
+export const USERS_CHANNEL = 'codeagent_users';
+
+/** Announces a change of `userId`'s sessions or record; inside the writing transaction (sent at commit). */
+export async function notifyUserChanged(db: Kysely<DB>, userId: string): Promise<void> {
+  await sql`SELECT pg_notify(${USERS_CHANNEL}, ${userId})`.execute(db);
 }

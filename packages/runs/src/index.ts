@@ -1,3 +1,20 @@
-export { validateSchedule, isTimeZone, nextRunAfter } from './cron.js';
-export { enqueueRun, enqueueDueSchedules, claimRuns, renewLease, completeRun, failExpiredRuns } from './queue.js';
-export type { EnqueueInput, Completion } from './queue.js';
+export { validateSchedule, smallestGapSeconds, isTimeZone, nextRunAfter } from './cron.js';
+export {
+  enqueueRun,
+  enqueueDueSchedules,
+  claimRuns,
+  renewLease,
+  runsStillHeld,
+  completeRun,
+  cancelRun,
+  cancelQueuedRunsOfSchedule,
+  recordCancelledRunLog,
+  failExpiredRuns,
+  QueueFullError,
+  RUNS_CHANNEL,
+  notifyWorkers,
+  nextScheduleDue,
+} from './queue.js';
+export type { EnqueueInput, Completion, ScheduleTickOptions, ScheduleTick } from './queue.js';
+export { expiredRuns, deleteFinishedRuns } from './retention.js';
+export type { ExpiredRun } from './retention.js';

@@ -38,6 +38,14 @@ const PRIVATE_DNS = fakeDns({
   'linklocal6.example': ['fe80::1'],
   'ula.example': ['fd00::1'],
   'cgnat.example': ['100.64.1.1'],
+  // IPv6 forms that carry an IPv4 address, answered by DNS (judged at connect time, in the lookup)
+  'nat64.example': ['64:ff9b::a9fe:a9fe'],
+  '6to4.example': ['2002:a00:1::1'],
+  'compat.example': ['::a00:1'],
+  'translated.example': ['::ffff:0:7f00:1'],
+  'mapped-public.example': ['::ffff:8.8.8.8'],
+  'teredo.example': ['2001:0:4136:e378:8000:63bf:80ff:fffe'],
+  'multicast6.example': ['ff02::1'],
 });
 
 const BLOCKED_URLS: [string, string][] = [
@@ -110,14 +118,62 @@ const BLOCKED_URLS: [string, string][] = [
   ['not a url', 'invalid_url'],
   ['http://', 'invalid_url'],
   ['http://[fe80::1%25eth0]/', 'invalid_url'],
+  // NAT64 64:ff9b::/96: judged by the IPv4 address in the last 32 bits
+  ['http://[64:ff9b::127.0.0.1]/', 'address_blocked'],
+  ['http://[64:ff9b::7f00:1]/', 'address_blocked'],
+  ['http://[64:ff9b::169.254.169.254]/latest/meta-data/', 'address_blocked'],
+  ['http://[64:ff9b::a9fe:a9fe]/', 'address_blocked'],
+  ['http://[64:ff9b::10.0.0.1]/', 'address_blocked'],
+  ['http://[0064:ff9b:0000:0000:0000:0000:c0a8:0001]/', 'address_blocked'],
+  ['http://[64:FF9B::AC10:1]/', 'address_blocked'],
+  ['http://[64:ff9b::0.0.0.0]/', 'address_blocked'],
+  ['http://[64:ff9b::6440:1]:8443/', 'address_blocked'],
+  ['http://[64:ff9b::c0a8:101]:80/x', 'address_blocked'],
+  ['http://[64:ff9b::e000:1]/', 'address_blocked'],
+  // 6to4 2002::/16: judged by the IPv4 address in bits 16–47
+  ['http://[2002:7f00:1::]/', 'address_blocked'],
+  ['http://[2002:7f00:1::1]:8080/', 'address_blocked'],
+  ['http://[2002:a9fe:a9fe::1]/', 'address_blocked'],
+  ['http://[2002:0a00:0001:0000:0000:0000:0000:0001]/', 'address_blocked'],
+  ['http://[2002:c0a8:101::]/', 'address_blocked'],
+  ['http://[2002:C612:1::]/', 'address_blocked'],
+  ['http://[2002:6440::]/', 'address_blocked'],
+  ['http://[2002:0:1::]/', 'address_blocked'],
+  // IPv4-compatible ::a.b.c.d
+  ['http://[::127.0.0.1]/', 'address_blocked'],
+  ['http://[::7f00:1]/', 'address_blocked'],
+  ['http://[::169.254.169.254]/', 'address_blocked'],
+  ['http://[0:0:0:0:0:0:a00:1]/', 'address_blocked'],
+  ['http://[::0.0.0.0]/', 'address_blocked'],
+  ['http://[::0.0.0.2]/', 'address_blocked'],
+  // IPv4-mapped ::ffff:0:0/96 is blocked as a whole, public IPv4 inside or not (SEED, SPEC §8.5)
+  ['http://[::ffff:8.8.8.8]/', 'address_blocked'],
+  ['http://[::ffff:808:808]/', 'address_blocked'],
+  ['http://[0:0:0:0:0:ffff:127.0.0.1]/', 'address_blocked'],
+  ['http://[::FFFF:10.0.0.1]/', 'address_blocked'],
+  // beyond the SPEC list: IPv4-translated, Teredo, IPv6 multicast, local-use NAT64
+  ['http://[::ffff:0:127.0.0.1]/', 'address_blocked'],
+  ['http://[::ffff:0:a9fe:a9fe]/', 'address_blocked'],
+  ['http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/', 'address_blocked'],
+  ['http://[2001:0:a00:1::1]/', 'address_blocked'],
+  ['http://[ff02::1]/', 'address_blocked'],
+  ['http://[64:ff9b:1::8.8.8.8]/', 'address_blocked'],
+  // the same forms as DNS answers
+  ['http://nat64.example/', 'address_blocked'],
+  ['http://6to4.example/', 'address_blocked'],
+  ['http://compat.example/', 'address_blocked'],
+  ['http://translated.example/', 'address_blocked'],
+  ['http://mapped-public.example/', 'address_blocked'],
+  ['http://teredo.example/', 'address_blocked'],
+  ['http://multicast6.example/', 'address_blocked'],
 ];
 
 describe('SSRF corpus: refused before any connection to a non-loopback address', () => {
   const client = createOutboundClient({ lookup: PRIVATE_DNS, timeoutMs: 3000 });
   afterAll(() => client.close());
 
-  it('has at least 60 cases', () => {
-    expect(BLOCKED_URLS.length).toBeGreaterThanOrEqual(60);
+  it('has at least 110 cases', () => {
+    expect(BLOCKED_URLS.length).toBeGreaterThanOrEqual(110);
   });
 
   it.each(BLOCKED_URLS)('%s → %s', async (url, code) => {
@@ -128,18 +184,51 @@ describe('SSRF corpus: refused before any connection to a non-loopback address',
 describe('address classes', () => {
   it('blocks the 16 ranges and nothing public', () => {
     for (const a of ['0.1.2.3', '10.9.9.9', '100.127.0.1', '127.255.0.1', '169.254.0.1', '172.20.0.1', '192.0.0.255', '192.168.0.1', '198.18.5.5', '224.1.1.1', '250.0.0.1', '::', '::1', '::ffff:1.2.3.4', 'fc00::', 'fdff::1', 'fe80::abcd', 'febf::1']) {
-      if (a === '::ffff:1.2.3.4') continue; // mapped addresses are judged by the IPv4 inside
       expect(isBlockedAddress(a), a).toBe(true);
     }
-    for (const a of ['8.8.8.8', '1.1.1.1', '100.63.255.255', '100.128.0.1', '172.15.255.255', '172.32.0.1', '192.0.1.1', '198.17.255.255', '198.20.0.1', '223.255.255.255', '2001:4860:4860::8888', '::ffff:8.8.8.8', 'fec0::1']) {
+    for (const a of ['8.8.8.8', '1.1.1.1', '100.63.255.255', '100.128.0.1', '172.15.255.255', '172.32.0.1', '192.0.1.1', '198.17.255.255', '198.20.0.1', '223.255.255.255', '2001:4860:4860::8888', 'fec0::1']) {
       expect(isBlockedAddress(a), a).toBe(false);
     }
   });
-  it('lets only loopback through with allowLoopback', () => {
+
+  it('judges IPv6 forms that embed an IPv4 address by that address; ::ffff:0:0/96 is blocked whole', () => {
+    // [embedded private or special → blocked, embedded public → allowed]
+    const pairs: [string, string][] = [
+      ['64:ff9b::7f00:1', '64:ff9b::808:808'],
+      ['64:ff9b::10.1.2.3', '64:ff9b::8.8.8.8'],
+      ['64:ff9b::a9fe:a9fe', '64:ff9b::101:101'],
+      ['2002:a9fe:a9fe::', '2002:808:808::'],
+      ['2002:ac10:1:ffff:ffff:ffff:ffff:ffff', '2002:ac20:1:ffff:ffff:ffff:ffff:ffff'],
+      ['::7f00:1', '::808:808'],
+      ['::192.168.0.1', '::1.1.1.1'],
+      ['0:0:0:0:0:0:127.0.0.1', '0:0:0:0:0:0:8.8.8.8'],
+      ['::ffff:0:a00:1', '::ffff:0:808:808'],
+      ['2001:0:4136:e378:8000:63bf:80ff:fffe', '2001:0:4136:e378:8000:63bf:3fff:fdd2'],
+      ['2001:0:a00:1:8000:63bf:3fff:fdd2', '2001:0:4136:e378:8000:63bf:3fff:fdd2'],
+    ];
+    for (const [blocked, allowed] of pairs) {
+      expect(isBlockedAddress(blocked), blocked).toBe(true);
+      expect(isBlockedAddress(allowed), allowed).toBe(false);
+    }
+    // edges of the embedding ranges: a neighbour outside the range is an ordinary address
+    expect(isBlockedAddress('64:ff9b::1:7f00:1')).toBe(false); // not in 64:ff9b::/96
+    expect(isBlockedAddress('2003:7f00:1::')).toBe(false); // not 6to4
+    expect(isBlockedAddress('1::7f00:1')).toBe(false); // not IPv4-compatible
+    // IPv4-mapped: blocked whatever it carries
+    for (const a of ['::ffff:8.8.8.8', '::ffff:808:808', '::ffff:1.1.1.1', '::ffff:0.0.0.0', '::ffff:255.255.255.255']) expect(isBlockedAddress(a), a).toBe(true);
+    // beyond the SPEC list: IPv6 multicast and the local-use NAT64 prefix
+    for (const a of ['ff02::1', 'ff0e::8.8.8.8', '64:ff9b:1::808:808']) expect(isBlockedAddress(a), a).toBe(true);
+    // the literal forms a socket or a resolver may report: brackets, zone id, upper case, full form
+    for (const a of ['[64:ff9b::7f00:1]', '64:FF9B::7F00:1', '0064:ff9b:0000:0000:0000:0000:7f00:0001', '::7f00:1%lo']) expect(isBlockedAddress(a), a).toBe(true);
+  });
+
+  it('lets only 127.0.0.0/8 and ::1 through with allowLoopback, not loopback inside another form', () => {
     expect(isBlockedAddress('127.0.0.1', true)).toBe(false);
+    expect(isBlockedAddress('127.8.9.10', true)).toBe(false);
     expect(isBlockedAddress('::1', true)).toBe(false);
-    expect(isBlockedAddress('::ffff:127.0.0.1', true)).toBe(false);
-    for (const a of ['10.0.0.1', '169.254.169.254', '0.0.0.0', '::', 'fe80::1', '192.168.0.1']) expect(isBlockedAddress(a, true), a).toBe(true);
+    for (const a of ['10.0.0.1', '169.254.169.254', '0.0.0.0', '::', 'fe80::1', '192.168.0.1', '::ffff:127.0.0.1', '64:ff9b::127.0.0.1', '2002:7f00:1::', '::127.0.0.1', '::ffff:0:127.0.0.1']) {
+      expect(isBlockedAddress(a, true), a).toBe(true);
+    }
   });
 });
 

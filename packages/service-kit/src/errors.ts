@@ -50,8 +50,27 @@ export class PayloadTooLargeError extends AppError {
   }
 }
 
+/**
+ * 429: a per-workspace limit (schedules, queued runs), throttled logins, a full hashing queue.
+ * With `retryAfterSeconds` the answer carries `Retry-After` (whole seconds, at least 1).
+ */
+export class TooManyRequestsError extends AppError {
+  readonly retryAfterSeconds: number | undefined;
+  constructor(message: string, retryAfterSeconds?: number) {
+    super(429, 'too_many_requests', message);
+    this.retryAfterSeconds = retryAfterSeconds === undefined ? undefined : Math.max(1, Math.ceil(retryAfterSeconds));
+  }
+}
+
 export class ServiceUnavailableError extends AppError {
   constructor(code: string, message: string) {
     super(503, code, message);
+  }
+}
+
+/** A write would take the workspace beyond WORKSPACE_QUOTA_BYTES: 507, nothing written. */
+export class QuotaExceededError extends AppError {
+  constructor(message: string) {
+    super(507, 'quota_exceeded', message);
   }
 }

@@ -1,6 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BadRequestError } from './errors.js';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** Query string of every list route (SPEC §3). */
 export const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
@@ -18,15 +21,50 @@ export function encodeCursor(key: readonly (string | number)[]): string {
   return Buffer.from(JSON.stringify(key)).toString('base64url');
 }
 
-export function decodeCursor(cursor: string | undefined, arity: number): (string | number)[] | undefined {
-  if (cursor === undefined || cursor === '') return undefined;
-  try {
-    const key: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(key) && key.length === arity && key.every((k) => typeof k === 'string' || typeof k === 'number')) {
-      return key as (string | number)[];
+/**
+ * What one position of a cursor holds: `time` an RFC 3339 timestamp (answered as a Date),
+ * `uuid` an id, `text` any string without NUL or control characters (an object path).
+ */
+export type CursorField = 'time' | 'uuid' | 'text';
+type CursorValue<F extends CursorField> = F extends 'time' ? Date : string;
+export type CursorKey<S extends readonly CursorField[]> = { -readonly [K in keyof S]: CursorValue<S[K]> };
+
+// RFC 3339 with a four-digit year (what toISOString writes; PostgreSQL accepts all of them).
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+function fieldValue(kind: CursorField, value: unknown): Date | string | undefined {
+  if (typeof value !== 'string') return undefined;
+  switch (kind) {
+    case 'time': {
+      if (!RFC3339.test(value)) return undefined;
+      const at = new Date(value);
+      return Number.isNaN(at.getTime()) ? undefined : at;
     }
+    case 'uuid':
+      return isUuid(value) ? value.toLowerCase() : undefined;
+    case 'text':
+      return value.length > 0 && !CONTROL.test(value) && !LONE_SURROGATE.test(value) ? value : undefined;
+  }
+}
+
+/**
+ * The sort key a `cursor` carries, checked against the `shape` of the list's key: every field
+ * of the right kind, so that no foreign, truncated or hand-made cursor reaches a query (where
+ * a bad date or a non-UUID id would fail as a 500). Anything else is 400 invalid_request.
+ */
+export function decodeCursor<const S extends readonly CursorField[]>(cursor: string | undefined, shape: S): CursorKey<S> | undefined {
+  if (cursor === undefined || cursor === '') return undefined;
+  let key: unknown;
+  try {
+    key = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
-    // fall through
+    key = undefined;
+  }
+  if (Array.isArray(key) && key.length === shape.length) {
+    const values = shape.map((kind, i) => fieldValue(kind, key[i]));
+    if (values.every((v) => v !== undefined)) return values as CursorKey<S>;
   }
   throw new BadRequestError('cursor is not valid; use the next_cursor of a previous page', { cursor: 'invalid cursor' });
 }
@@ -41,7 +79,6 @@ export function keysetPage<R, T>(rows: R[], limit: number, key: (row: R) => (str
   return { items: page.map(toItem), next_cursor: rows.length > limit && last !== undefined ? encodeCursor(key(last)) : null };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Ids are UUIDs (SPEC §3): anything else cannot name a row, so callers answer 404 without a query. */
 export function isUuid(value: string): boolean {

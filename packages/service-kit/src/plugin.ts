@@ -3,7 +3,10 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyServerOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
-import { AppError } from './errors.js';
+import { lingerOnEarlyAnswers } from './linger.js';
+import { HashingBusyError } from '@codeagent/auth';
+import { AppError, BadRequestError, TooManyRequestsError } from './errors.js';
+import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request-guards.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -19,47 +22,50 @@ export function requestIdOptions(): Pick<FastifyServerOptions, 'genReqId' | 'req
   };
 }
 
-/** Structured JSON logs; headers that carry secrets are never written. */
-export function loggerOptions(level: string, name: string): FastifyServerOptions['logger'] {
-  return {
-    level,
-    name,
-    redact: {
-      paths: [
-        'req.headers.authorization',
-        'req.headers.cookie',
-        'req.headers["x-internal-service-token"]',
-        'res.headers["set-cookie"]',
-        '*.password',
-        '*.AuthPassword',
-      ],
-      censor: '[redacted]',
-    },
-  };
-}
-
 export interface ServiceKitOptions {
   /** Extra fields added to 404 bodies (none by default). */
   notFoundBody?: Record<string, unknown>;
 }
 
-function validationFields(err: FastifyError): Record<string, string> {
+/** A value a schema allows, as a person would type it. */
+function allowedText(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/**
+ * One message per field of a failed schema validation. A field limited to fixed values (a union
+ * of literals, which ajv reports as one `const` error per branch and an `anyOf`, or an `enum`)
+ * says which: "must be one of viewer, editor, admin".
+ */
+export function validationFields(err: Pick<FastifyError, 'validation' | 'validationContext'>): Record<string, string> {
   const fields: Record<string, string> = {};
+  const allowed = new Map<string, string[]>();
   for (const v of err.validation ?? []) {
     const params = v.params as Record<string, unknown>;
     const missing = typeof params.missingProperty === 'string' ? params.missingProperty : undefined;
     const extra = typeof params.additionalProperty === 'string' ? params.additionalProperty : undefined;
     const path = (v.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
     const key = [path, missing ?? extra].filter(Boolean).join('.') || err.validationContext || 'body';
+    if (v.keyword === 'const' || v.keyword === 'enum') {
+      const values = v.keyword === 'const' ? [params.allowedValue] : Array.isArray(params.allowedValues) ? (params.allowedValues as unknown[]) : [];
+      const list = allowed.get(key) ?? [];
+      for (const value of values.map(allowedText)) if (!list.includes(value)) list.push(value);
+      allowed.set(key, list);
+      continue;
+    }
     fields[key] ??= extra ? 'unknown field' : (v.message ?? 'invalid');
   }
+  // The allowed values say more than the `anyOf` (or a sibling branch's type error) at the same field.
+  for (const [key, values] of allowed) fields[key] = values.length === 1 ? `must be ${values[0]}` : `must be one of ${values.join(', ')}`;
   return fields;
 }
 
 /**
  * The error mapping of SPEC §3, in one place for every service: AppError subclasses,
  * schema violations and malformed JSON (400 invalid_request with fields), unknown routes
- * (404 not_found), known routes with another method (405), and `x-request-id` on every answer.
+ * (404 not_found), known routes with another method (405), and `x-request-id` on every answer;
+ * and the request guards of SPEC §4.3/§4.5: no `.`/`..` path segment in any encoding, no JSON
+ * body nested deeper than MAX_JSON_DEPTH (400 invalid_request, never a stack overflow later).
  * Register it before any route so that it sees all of them.
  */
 export const serviceKit = fp<ServiceKitOptions>(
@@ -78,7 +84,19 @@ export const serviceKit = fp<ServiceKitOptions>(
 
     app.addHook('onRequest', async (req, reply) => {
       reply.header('x-request-id', req.id);
+      const problem = ambiguousPathReason(req.url);
+      if (problem !== undefined) throw new BadRequestError(`request path ${problem}`, { path: problem });
     });
+
+    // After parsing, before schema validation and the handler: a parsed JSON body (the only
+    // kind that is a plain object or array here; raw uploads stay streams) nests at most
+    // MAX_JSON_DEPTH levels, so nothing downstream (JSON.stringify, the driver) recurses too deep.
+    app.addHook('preValidation', async (req) => {
+      if (exceedsJsonDepth(req.body)) {
+        throw new BadRequestError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`, { body: `nested deeper than ${MAX_JSON_DEPTH} levels` });
+      }
+    });
+    lingerOnEarlyAnswers(app);
 
     app.setNotFoundHandler(async (req, reply) => {
       const path = req.url.split('?')[0] ?? '/';
@@ -94,7 +112,12 @@ export const serviceKit = fp<ServiceKitOptions>(
 
     app.setErrorHandler(async (err: FastifyError, req, reply) => {
       if (err instanceof AppError) {
+        if (err instanceof TooManyRequestsError && err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
         return reply.code(err.statusCode).send({ error: err.code, message: err.message, ...err.extra });
+      }
+      if (err instanceof HashingBusyError) {
+        // Password hashing is at its cap (admission control): refuse at once, never queue.
+        return reply.code(429).header('retry-after', '1').send({ error: 'too_many_requests', message: err.message });
       }
       if (err.validation) {
         const fields = validationFields(err);
@@ -112,7 +135,9 @@ export const serviceKit = fp<ServiceKitOptions>(
         case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
           return reply.code(400).send({ error: 'invalid_request', message: 'request body is not valid JSON', fields: {} });
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
-          return reply.code(413).send({ error: 'payload_too_large', message: 'request body is too large' });
+          return reply
+            .code(413)
+            .send({ error: 'payload_too_large', message: `request body is larger than the ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit} bytes this route accepts` });
         case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
           return reply
             .code(415)

@@ -2,8 +2,8 @@ import '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
-import { findActiveTokenUser, isSystemAdmin, type DB, type UserRow } from '@codeagent/db';
-import { parseBearer, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
+import { USERS_CHANNEL, findActiveTokenUser, isSystemAdmin, type DB, type Database, type Listener, type UserRow } from '@codeagent/db';
+import { parseBasicPassword, parseBearer, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
 import { ForbiddenError, UnauthorizedError } from './errors.js';
 
 export const SESSION_COOKIE = 'codeagent_session';
@@ -16,7 +16,18 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     requireUser: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    /**
+     * `requireUser` that also takes the token as the password of HTTP Basic (any user name),
+     * for clients that only know user name and password (WebDAV mounts).
+     */
+    requireUserOrBasic: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
     requireSystemAdmin: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    /**
+     * After a change of the user's sessions or record committed here (its NOTIFY included):
+     * this instance forgets the user's cached token checks now, and waits (briefly) until the
+     * notification has come back through the database, i.e. has reached every other instance.
+     */
+    userChanged: (userId: string) => Promise<void>;
   }
 }
 
@@ -31,6 +42,10 @@ function isSameOrigin(req: FastifyRequest): boolean {
   if (typeof site === 'string') return site === 'same-origin' || site === 'none';
   const origin = req.headers.origin;
   if (typeof origin !== 'string') return false;
+  return originIsOurs(req, origin);
+}
+
+function originIsOurs(req: FastifyRequest, origin: string): boolean {
   try {
     const host = (req.headers['x-forwarded-host'] as string | undefined) ?? req.headers.host;
     return new URL(origin).host === host;
@@ -39,26 +54,150 @@ function isSameOrigin(req: FastifyRequest): boolean {
   }
 }
 
+/**
+ * A browser that says the request comes from another site. Browsers keep Basic credentials
+ * and send them on their own, like a cookie; clients that are not browsers (mounts) send
+ * neither header and are not refused for it.
+ */
+function isCrossSiteBrowserRequest(req: FastifyRequest): boolean {
+  const site = req.headers['sec-fetch-site'];
+  if (typeof site === 'string') return !(site === 'same-origin' || site === 'none');
+  const origin = req.headers.origin;
+  return typeof origin === 'string' && !originIsOurs(req, origin);
+}
+
 export interface UserAuthOptions {
   db: Kysely<DB>;
   jwtSecret: string;
+  /**
+   * LISTEN for user changes (Database.listen). With it, a token's check is cached for
+   * `cacheMs` and forgotten as soon as a change of its user is announced; without it (or while
+   * the listening connection is down) every request checks the database.
+   */
+  listen?: Database['listen'] | undefined;
+  /** How long a token check stays cached at most (default 10 s); 0 disables the cache. */
+  cacheMs?: number;
+  /** Cached tokens at most (default 10 000; the oldest go first). */
+  cacheEntries?: number;
+}
+
+/** Token checks by token id, trusted only while the listening connection is up. */
+class TokenCheckCache {
+  private readonly entries = new Map<string, { user: UserRow; until: number }>();
+  private readonly waiters = new Map<string, (() => void)[]>();
+  private listener: Listener | undefined;
+  /**
+   * Bumped by every forgetting: a check that read the database before a change was announced
+   * must not be stored after it (it may have seen the user as it was before the change).
+   */
+  private generation = 0;
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly max: number,
+  ) {}
+
+  start(listen: Database['listen']): void {
+    this.listener = listen(USERS_CHANNEL, {
+      onNotify: (userId) => this.forget(userId),
+      // Changes announced while the connection was down were missed: start over.
+      onConnect: () => this.clear(),
+      onDisconnect: () => this.clear(),
+    });
+  }
+
+  get(jti: string): UserRow | undefined {
+    if (!this.listener?.connected) return undefined;
+    const e = this.entries.get(jti);
+    if (!e) return undefined;
+    if (e.until <= Date.now()) {
+      this.entries.delete(jti);
+      return undefined;
+    }
+    return e.user;
+  }
+
+  private clear(): void {
+    this.generation++;
+    this.entries.clear();
+  }
+
+  /** Take before reading the database; `set` stores the answer only if nothing was forgotten since. */
+  stamp(): number {
+    return this.generation;
+  }
+
+  set(jti: string, user: UserRow, stamp: number): void {
+    if (!this.listener?.connected || stamp !== this.generation) return;
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(jti, { user, until: Date.now() + this.ttlMs });
+  }
+
+  /** Drops the user's entries (every user's for an empty payload) and releases whoever waits for this notification. */
+  forget(userId: string): void {
+    this.generation++;
+    for (const [jti, e] of this.entries) if (userId === '' || e.user.id === userId) this.entries.delete(jti);
+    for (const release of this.waiters.get(userId) ?? []) release();
+    this.waiters.delete(userId);
+  }
+
+  async changed(userId: string): Promise<void> {
+    this.generation++;
+    for (const [jti, e] of this.entries) if (e.user.id === userId) this.entries.delete(jti);
+    if (!this.listener?.connected) return;
+    // The NOTIFY went out at commit; once it is back here, PostgreSQL has handed it to every listener.
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 1000);
+      const list = this.waiters.get(userId) ?? [];
+      list.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.waiters.set(userId, list);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.clear();
+    for (const list of this.waiters.values()) for (const release of list) release();
+    this.waiters.clear();
+    await this.listener?.close();
+  }
 }
 
 /**
  * User authentication of every service that users call (backend, bridge): Bearer JWT, or the
- * session cookie holding the same token; signature, expiry, revocation and the user's existence
- * are checked. Register @fastify/cookie first.
+ * session cookie holding the same token; signature, expiry, revocation (logout, every session of
+ * the user revoked, the user disabled) and the user's existence are checked in one query, whose
+ * answer is cached per token while a LISTEN connection announces every change of users (see
+ * UserAuthOptions.listen). Register @fastify/cookie first.
  */
 export const userAuth = fp<UserAuthOptions>(
   async (app, opts) => {
     app.decorateRequest('user', null as unknown as UserRow);
     app.decorateRequest('tokenClaims', null as unknown as UserTokenClaims);
+    const cacheMs = opts.cacheMs ?? 10_000;
+    const cache = opts.listen && cacheMs > 0 ? new TokenCheckCache(cacheMs, opts.cacheEntries ?? 10_000) : undefined;
+    if (cache) {
+      cache.start(opts.listen!);
+      app.addHook('onClose', () => cache.close());
+    }
+    app.decorate('userChanged', async (userId: string) => {
+      await cache?.changed(userId);
+    });
 
-    app.decorate('requireUser', async (req: FastifyRequest) => {
+    const authenticate = async (req: FastifyRequest, allowBasic: boolean): Promise<void> => {
       const bearer = parseBearer(req.headers.authorization);
+      const basic = allowBasic && bearer === '' ? parseBasicPassword(req.headers.authorization) : '';
       const cookie = req.cookies[SESSION_COOKIE] ?? '';
-      const token = bearer !== '' ? bearer : cookie;
-      if (token === '') throw new UnauthorizedError('log in first: send Authorization: Bearer <token> or the session cookie');
+      const token = bearer !== '' ? bearer : basic !== '' ? basic : cookie;
+      if (token === '') {
+        throw new UnauthorizedError(
+          allowBasic
+            ? 'log in first: send your token as Authorization: Bearer <token>, or as the password of HTTP Basic (any user name)'
+            : 'log in first: send Authorization: Bearer <token> or the session cookie',
+        );
+      }
       let claims: UserTokenClaims;
       try {
         claims = await verifyUserToken(token, opts.jwtSecret);
@@ -66,14 +205,24 @@ export const userAuth = fp<UserAuthOptions>(
         if (err instanceof InvalidTokenError) throw new UnauthorizedError(`${err.message}; log in again`);
         throw err;
       }
-      const user = await findActiveTokenUser(opts.db, claims.sub, claims.jti);
-      if (!user) throw new UnauthorizedError('token is no longer valid; log in again');
-      if (bearer === '' && !SAFE_METHODS.has(req.method) && !isSameOrigin(req)) {
-        throw new ForbiddenError('cross-site request refused: send the token in the Authorization header');
+      let user = cache?.get(claims.jti);
+      if (!user) {
+        const stamp = cache?.stamp() ?? 0;
+        user = await findActiveTokenUser(opts.db, claims);
+        if (!user) throw new UnauthorizedError('token is no longer valid; log in again');
+        cache?.set(claims.jti, user, stamp);
       }
+      // Basic credentials a browser keeps go along even with another site's <script src> or
+      // <img>, which SameSite keeps the cookie from: refuse them cross-site for every method.
+      const crossSite =
+        bearer !== '' ? false : basic !== '' ? isCrossSiteBrowserRequest(req) : !SAFE_METHODS.has(req.method) && !isSameOrigin(req);
+      if (crossSite) throw new ForbiddenError('cross-site request refused: send the token in the Authorization header');
       req.user = user;
       req.tokenClaims = claims;
-    });
+    };
+
+    app.decorate('requireUser', async (req: FastifyRequest) => authenticate(req, false));
+    app.decorate('requireUserOrBasic', async (req: FastifyRequest) => authenticate(req, true));
 
     app.decorate('requireSystemAdmin', async (req: FastifyRequest, reply: FastifyReply) => {
       await app.requireUser(req, reply);

@@ -140,3 +140,23 @@ describe('local backend specifics', () => {
     expect(existsSync(join(dir, 'version', 'x'))).toBe(false);
   });
 });
+
+describe('s3 backend specifics', () => {
+  it('initialises safely when several replicas create the same buckets at once', async () => {
+    const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: mkdtempSync(join(tmpdir(), 'codeagent-s3rver-race-')) });
+    const { port } = await server.run();
+    try {
+      const replica = () =>
+        new S3ObjectStore({
+          client: { endpoint: `http://127.0.0.1:${port}`, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } },
+          buckets: { workspace: 'race-workspace', version: 'race-version', run_log: 'race-run-log', trash: 'race-trash' },
+        });
+      const replicas = Array.from({ length: 4 }, replica);
+      await Promise.all(replicas.map((r) => r.init()));
+      await replicas[0]!.put('workspace', 'x', Readable.from(['one']));
+      expect(await text(replicas[3]!, 'workspace', 'x')).toBe('one');
+    } finally {
+      await server.close();
+    }
+  });
+});

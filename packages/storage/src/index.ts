@@ -2,8 +2,8 @@ export { validateObjectPath, validatePrefix, InvalidPathError, MAX_PATH_BYTES } 
 export { AREAS, isArea, ObjectTooLargeError } from './store.js';
 export type { Area, ObjectStore, PutOptions, PutResult, GetResult, ObjectInfo, ByteRange, ListPage } from './store.js';
 export { LocalObjectStore } from './local.js';
-export { S3ObjectStore } from './s3.js';
-export type { S3StoreOptions } from './s3.js';
+// The S3 store itself is loaded by createObjectStore when STORAGE_BACKEND=s3 (not here: the SDK is heavy).
+export type { S3ObjectStore, S3StoreOptions } from './s3.js';
+export { StorageUnavailableError, s3StartError } from './s3-errors.js';
 export { createObjectStore } from './factory.js';
-export { WorkspaceFiles } from './files.js';
-export type { ObjectDto, VersionDto, TrashItemDto, OpenedObject } from './files.js';
+export { normalizeContentType, mediaTypeOf, typeFromExtension } from './content-type.js';

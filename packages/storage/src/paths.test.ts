@@ -39,6 +39,14 @@ const HOSTILE: [string, string][] = [
   ['\ud800', 'lone high surrogate'],
   ['a\udc00b', 'lone low surrogate'],
   ['..%2f'.replace('%2f', '/') + '..', 'mixed'],
+  ['a/.', 'trailing dot'],
+  [decodeURIComponent('%2E/a'), '%2E decoded once'],
+  [decodeURIComponent('%2e'), 'lone %2e decoded once'],
+  [decodeURIComponent('a/%2e/b'), 'inner %2e decoded once'],
+  [decodeURIComponent('.%2fa'), '.%2f decoded once'],
+  [decodeURIComponent('%2e%2fa%2f%2e'), 'all-encoded dots decoded once'],
+  [decodeURIComponent('a/.%2e/b'), 'half-encoded parent decoded once'],
+  ['.\\a', 'dot backslash'],
 ];
 
 /** Names that look odd but are ordinary (they cannot leave their directory). */
@@ -79,6 +87,7 @@ describe('object path rule (SPEC §4.3)', () => {
   it('refuses non-strings and names the broken rule', () => {
     expect(() => validateObjectPath(undefined)).toThrow(/must be a string/);
     expect(() => validateObjectPath('a/../b')).toThrow(/\.\. segment/);
+    expect(() => validateObjectPath('a/./b')).toThrow(/a \. segment/);
   });
 
   it('checks listing prefixes, which may be empty or end with /', () => {

@@ -13,6 +13,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { HashingCounter } from './hashing.js';
+import { s3StartError } from './s3-errors.js';
 import { validateObjectPath } from './paths.js';
 import { AREAS, type Area, type ByteRange, type GetResult, type ListPage, type ObjectInfo, type ObjectStore, type PutOptions, type PutResult } from './store.js';
 
@@ -24,6 +25,11 @@ export interface S3StoreOptions {
 function isNotFound(err: unknown): boolean {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
   return e.name === 'NotFound' || e.name === 'NoSuchKey' || e.$metadata?.httpStatusCode === 404;
+}
+
+function isAlreadyCreated(err: unknown): boolean {
+  const name = (err as { name?: string }).name;
+  return name === 'BucketAlreadyOwnedByYou' || name === 'BucketAlreadyExists';
 }
 
 /**
@@ -45,14 +51,28 @@ export class S3ObjectStore implements ObjectStore {
     return this.opts.buckets[area];
   }
 
+  /** Creates the missing buckets; a failure is a StorageUnavailableError that names the settings. */
   async init(): Promise<void> {
     for (const area of AREAS) {
-      const Bucket = this.bucket(area);
       try {
-        await this.client.send(new HeadBucketCommand({ Bucket }));
+        await this.ensureBucket(this.bucket(area));
       } catch (err) {
-        if (!isNotFound(err)) throw err;
+        throw s3StartError(err, this.opts.client, this.bucket(area));
+      }
+    }
+  }
+
+  private async ensureBucket(Bucket: string): Promise<void> {
+    try {
+      await this.client.send(new HeadBucketCommand({ Bucket }));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      try {
         await this.client.send(new CreateBucketCommand({ Bucket }));
+      } catch (createErr) {
+        // Another replica created it between our HEAD and CREATE: fine if we can reach it now.
+        if (!isAlreadyCreated(createErr)) throw createErr;
+        await this.client.send(new HeadBucketCommand({ Bucket }));
       }
     }
   }

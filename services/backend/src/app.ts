@@ -1,10 +1,10 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyBaseLogger, type FastifyServerOptions } from 'fastify';
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
-import type { DB } from '@codeagent/db';
-import { requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import type { DB, Database } from '@codeagent/db';
+import { WEBDAV_EXTRA_METHODS, requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import { userAuth } from '@codeagent/service-kit';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
@@ -12,32 +12,51 @@ import { platformRoutes } from './routes/platform.js';
 import { runsRoutes } from './routes/runs.js';
 import { dataResourcesRoutes } from './routes/data-resources.js';
 import { internalRoutes } from './routes/internal.js';
-import { WorkspaceFiles, type ObjectStore } from '@codeagent/storage';
+import { davRoutes } from './routes/dav.js';
+import type { ObjectStore } from '@codeagent/storage';
+import { WorkspaceFiles } from '@codeagent/files';
 import { ErrorBody } from './routes/schemas.js';
+import { DEFAULT_RUN_LIMITS, type RunLimits } from './domain/runs.js';
+import { DEFAULT_LOGIN_THROTTLE, LoginThrottle, type LoginThrottlePolicy } from './domain/login-throttle.js';
 
 export interface BackendAppOptions {
   db: Kysely<DB>;
   jwtSecret: string;
+  /** LISTEN for user changes (Database.listen): token checks are then cached (decision 0082). */
+  listen?: Database['listen'] | undefined;
   jwtTtlSeconds: number;
   storageProbe: Probe;
   runtimeProbe: Probe;
   store: ObjectStore;
   internalServiceToken: string;
   maxUploadBytes: number;
+  /** SCHEDULE_MIN_INTERVAL_SECONDS, MAX_SCHEDULES_PER_WORKSPACE, MAX_QUEUED_RUNS_PER_WORKSPACE (defaults of SPEC §2). */
+  runLimits?: RunLimits;
+  /** WORKSPACE_QUOTA_BYTES; undefined = no quota. */
+  workspaceQuotaBytes?: number | undefined;
   logger?: FastifyServerOptions['logger'];
+  /** The component's logger (`createLogger` of service-kit: LOG_FORMAT, redaction); instead of `logger`. */
+  loggerInstance?: FastifyBaseLogger;
   version?: string;
+  /** Login throttling (SPEC §4.5); the defaults suit a server, tests may tighten or relax them. */
+  loginThrottle?: Partial<LoginThrottlePolicy>;
 }
+
+/** Where the public API lives; the OpenAPI document lists nothing else. */
+const PUBLIC_PREFIX = '/api/v1/';
 
 /** Builds the backend (public API under /api/v1) from options: no globals, nothing listens. */
 export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: opts.logger ?? false,
+    ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: opts.logger ?? false }),
     ...requestIdOptions(),
     // Only the gateway on this machine talks to the backend; trust its x-forwarded-* headers.
     trustProxy: ['127.0.0.1', '::1'],
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // WebDAV's methods (the tree under /api/v1/dav), with a body where RFC 4918 allows one.
+  for (const method of WEBDAV_EXTRA_METHODS) app.addHttpMethod(method, { hasBody: true });
   await app.register(serviceKit);
   await app.register(cookie);
   await app.register(swagger, {
@@ -52,22 +71,27 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       },
       security: [{ bearer: [] }, { cookie: [] }],
     },
+    // The public document lists the public API only: `/internal/v1/*` (reached by the platform's
+    // own components, never through the gateway) and anything else outside PUBLIC_PREFIX stay out.
+    transform: ({ schema, url }) => ({ schema: url.startsWith(PUBLIC_PREFIX) ? schema : { ...schema, hide: true }, url }),
   });
   app.addSchema(ErrorBody);
-  await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret });
+  await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret, listen: opts.listen });
 
-  const files = new WorkspaceFiles(opts.db, opts.store, app.log);
+  const files = new WorkspaceFiles(opts.db, opts.store, app.log, { quotaBytes: opts.workspaceQuotaBytes });
+  const throttle = new LoginThrottle(opts.db, { ...DEFAULT_LOGIN_THROTTLE, ...opts.loginThrottle });
   const readRunLog = async (key: string) => (await opts.store.get('run_log', key))?.body;
 
   await app.register(internalRoutes, { prefix: '/internal/v1', store: opts.store, internalServiceToken: opts.internalServiceToken, maxUploadBytes: opts.maxUploadBytes });
 
   await app.register(
     async (api) => {
-      await api.register(authRoutes, { db: opts.db, jwtSecret: opts.jwtSecret, jwtTtlSeconds: opts.jwtTtlSeconds });
+      await api.register(authRoutes, { db: opts.db, jwtSecret: opts.jwtSecret, jwtTtlSeconds: opts.jwtTtlSeconds, throttle });
       await api.register(healthRoutes, { db: opts.db, storageProbe: opts.storageProbe, runtimeProbe: opts.runtimeProbe });
-      await api.register(platformRoutes, { db: opts.db, prefix: '/platform' });
-      await api.register(runsRoutes, { db: opts.db, files, readRunLog, prefix: '/workspaces' });
+      await api.register(platformRoutes, { db: opts.db, throttle, prefix: '/platform' });
+      await api.register(runsRoutes, { db: opts.db, files, readRunLog, limits: opts.runLimits ?? DEFAULT_RUN_LIMITS, prefix: '/workspaces' });
       await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
+      await api.register(davRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/dav' });
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/api/v1' },

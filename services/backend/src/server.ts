@@ -1,19 +1,21 @@
 import type { Config } from '@codeagent/config';
-import { migrate, openDatabase } from '@codeagent/db';
+import { migrate, openPlatformDatabase } from '@codeagent/db';
 import { createObjectStore } from '@codeagent/storage';
-import { listen, loggerOptions } from '@codeagent/service-kit';
+import { sql } from 'kysely';
+import { Metrics, createLogger, listen, opsRoutes } from '@codeagent/service-kit';
 import { buildBackendApp } from './app.js';
 import { ensureBootstrapAdmin } from './domain/users.js';
 import { runtimeProbe } from './probes.js';
 
 /** Starts the backend alone (`codeagent backend`): database, migrations, bootstrap admin, listen on loopback. */
 export async function startBackend(config: Config): Promise<void> {
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openPlatformDatabase(config, 'backend');
   await migrate(database);
-  const store = createObjectStore(config);
+  const store = await createObjectStore(config);
   await store.init();
   const app = await buildBackendApp({
     db: database.db,
+    listen: database.listen,
     jwtSecret: config.jwtSecret,
     jwtTtlSeconds: config.jwtTtlSeconds,
     storageProbe: async () => {
@@ -24,9 +26,25 @@ export async function startBackend(config: Config): Promise<void> {
     store,
     internalServiceToken: config.internalServiceToken,
     maxUploadBytes: config.maxUploadBytes,
-    logger: loggerOptions(config.logLevel, 'backend'),
+    runLimits: config.runLimits,
+    workspaceQuotaBytes: config.workspaceQuotaBytes,
+    loggerInstance: createLogger({ level: config.logLevel, format: config.logFormat }, 'backend'),
   });
   app.addHook('onClose', async () => database.close());
+  // Metrics and probes on the internal port (issue 18): never routed by the ingress.
+  const metrics = new Metrics('backend');
+  metrics.gauge('codeagent_runs', 'Runs by status, counted in the database at each scrape (the same figure from every backend)', ['status'], async (g) => {
+    const rows = await database.db.selectFrom('runs').select(['status', database.db.fn.countAll<number>().as('n')]).groupBy('status').execute();
+    g.reset();
+    for (const status of ['queued', 'running', 'succeeded', 'failed', 'cancelled']) g.set({ status }, Number(rows.find((r) => r.status === status)?.n ?? 0));
+  });
+  await app.register(opsRoutes, {
+    metrics,
+    readiness: {
+      database: async () => (await sql`SELECT 1`.execute(database.db), true),
+      storage: async () => (await store.ping(), true),
+    },
+  });
   const admin = await ensureBootstrapAdmin(database.db, config.bootstrapAdminEmail, config.bootstrapAdminPassword);
   if (admin) app.log.info({ email: admin.email }, 'created the bootstrap administrator');
   // Loopback by default: the gateway is the only ingress (containers set COMPONENT_HOST=0.0.0.0).

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { LocalObjectStore, type ObjectStore } from '@codeagent/storage';
-import { buildBackendApp } from './app.js';
+import { buildBackendApp, type BackendAppOptions } from './app.js';
+import { DEFAULT_RUN_LIMITS, type RunLimits } from './domain/runs.js';
 import { ensureBootstrapAdmin } from './domain/users.js';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789';
@@ -18,16 +19,29 @@ export interface TestBackend {
   store: ObjectStore;
   adminToken: string;
   adminId: string;
+  /** Another backend instance on the same database (as a second process would be), with the same settings; `db` replaces its Kysely handle. */
+  another(over?: { db?: BackendAppOptions['db'] }): Promise<FastifyInstance>;
   close(): Promise<void>;
 }
 
 /** A backend on a fresh database of this run's target, with the bootstrap admin logged in. */
-export async function startTestBackend(overrides: { jwtTtlSeconds?: number; maxUploadBytes?: number; store?: ObjectStore } = {}): Promise<TestBackend> {
+export async function startTestBackend(
+  overrides: {
+    jwtTtlSeconds?: number;
+    maxUploadBytes?: number;
+    store?: ObjectStore;
+    runLimits?: Partial<RunLimits>;
+    workspaceQuotaBytes?: number;
+    loginThrottle?: BackendAppOptions['loginThrottle'];
+    /** Cache token checks, invalidated by LISTEN/NOTIFY, as the backend does (default true). */
+    tokenCache?: boolean;
+  } = {},
+): Promise<TestBackend> {
   const t = await createTestDatabase();
   const store = overrides.store ?? new LocalObjectStore(mkdtempSync(join(tmpdir(), 'codeagent-backend-store-')));
   await store.init();
   await ensureBootstrapAdmin(t.database.db, ADMIN_EMAIL, ADMIN_PASSWORD);
-  const app = await buildBackendApp({
+  const options: BackendAppOptions = {
     db: t.database.db,
     jwtSecret: TEST_JWT_SECRET,
     jwtTtlSeconds: overrides.jwtTtlSeconds ?? 3600,
@@ -36,8 +50,14 @@ export async function startTestBackend(overrides: { jwtTtlSeconds?: number; maxU
     store,
     internalServiceToken: INTERNAL_TOKEN,
     maxUploadBytes: overrides.maxUploadBytes ?? 10 * 1024 * 1024,
-  });
+    runLimits: { ...DEFAULT_RUN_LIMITS, ...overrides.runLimits },
+    workspaceQuotaBytes: overrides.workspaceQuotaBytes,
+    ...(overrides.loginThrottle ? { loginThrottle: overrides.loginThrottle } : {}),
+    ...(overrides.tokenCache === false ? {} : { listen: t.database.listen }),
+  };
+  const app = await buildBackendApp(options);
   await app.ready();
+  const others: FastifyInstance[] = [];
   const login = await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
   const body = login.json<{ access_token: string; user: { id: string } }>();
   return {
@@ -46,7 +66,14 @@ export async function startTestBackend(overrides: { jwtTtlSeconds?: number; maxU
     store,
     adminToken: body.access_token,
     adminId: body.user.id,
+    async another(over = {}) {
+      const other = await buildBackendApp({ ...options, ...over });
+      await other.ready();
+      others.push(other);
+      return other;
+    },
     async close() {
+      for (const o of others) await o.close();
       await app.close();
       await t.drop();
     },

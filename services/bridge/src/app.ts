@@ -1,12 +1,13 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import cookie from '@fastify/cookie';
 import { Type } from '@sinclair/typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
-import type { DB } from '@codeagent/db';
-import { BadRequestError, NotFoundError, requestIdOptions, serviceKit, userAuth } from '@codeagent/service-kit';
+import { LeaseBusyError, withLease, type DB, type Database } from '@codeagent/db';
+import { BadRequestError, ConflictError, KeyedLock, NotFoundError, requestIdOptions, serviceKit, userAuth } from '@codeagent/service-kit';
 import { buildPrompt, extractCode, type EditAction } from './prompts.js';
-import { KeyedLock, SessionMap } from './sessions.js';
+import { SessionMap, sessionKey, type SessionOwner } from './sessions.js';
 import { resolveSettings, type BridgeEnvironment, type UserSettings } from './settings.js';
 import { OpencodeClient, SessionGoneError, upstreamError } from './upstream.js';
 
@@ -15,11 +16,17 @@ export const BRIDGE_VERSION = '0.1.0';
 export interface BridgeOptions {
   db: Kysely<DB>;
   jwtSecret: string;
+  /** LISTEN for user changes (Database.listen): token checks are then cached (decision 0082). */
+  listen?: Database['listen'] | undefined;
   env: BridgeEnvironment;
   /** Directory the code-agent sessions belong to (CODEAGENT_BRIDGE_WORKDIR). */
   workdir: string;
   loggerInstance?: FastifyBaseLogger;
+  /** Mappings kept per user (and workspace); the least recently used beyond it are removed. */
+  maxSessionsPerUser?: number;
 }
+
+export const DEFAULT_MAX_SESSIONS_PER_USER = 200;
 
 const Settings = Type.Object(
   {
@@ -58,9 +65,16 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
   }).withTypeProvider<TypeBoxTypeProvider>();
   await app.register(serviceKit);
   await app.register(cookie);
-  await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret });
+  await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret, listen: opts.listen });
   const sessions = new SessionMap(opts.db);
   const locks = new KeyedLock();
+  const instanceId = randomUUID();
+  const maxSessions = opts.maxSessionsPerUser ?? DEFAULT_MAX_SESSIONS_PER_USER;
+  /**
+   * Whose session a request addresses (SPEC §9.3). The workspace stays null until requests
+   * through /jupyter/{ws}/ carry it; the key already has room for it.
+   */
+  const ownerOf = (req: FastifyRequest): SessionOwner => ({ userId: req.user.id, workspaceId: null });
   const client = (settings?: UserSettings) => {
     const resolved = resolveSettings(settings, opts.env);
     return { resolved, upstream: new OpencodeClient(resolved, opts.workdir) };
@@ -102,13 +116,25 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
             instruction: body.instruction,
           });
           const started = Date.now();
-          // One notebook = one session; edits of one notebook run one after another.
-          return locks.run(body.notebook_path, async () => {
+          // One user + notebook = one session; edits of one session run one after another.
+          const owner = ownerOf(req);
+          const key = sessionKey(owner, body.notebook_path);
+          // One edit of a session at a time: in this process (no database round trips for the
+          // common case), and across bridge instances through a lease in the database (issue 18).
+          const leased = <T>(work: () => Promise<T>) =>
+            withLease(opts.db, `bridge:${key}`, { holder: `${instanceId}:${req.id}`, ttlMs: 30_000, waitMs: timeoutMs }, work).catch((err: unknown) => {
+              if (err instanceof LeaseBusyError) throw new ConflictError('another edit of this notebook is still running (on another bridge instance); try again when it ends');
+              throw err;
+            });
+          return locks.run(key, () => leased(async () => {
             const sessionFor = async (fresh: boolean) => {
-              const known = fresh ? undefined : await sessions.get(body.notebook_path, resolved.url);
+              const known = fresh ? undefined : await sessions.get(owner, body.notebook_path, resolved.url);
               if (known) return known;
               const id = await upstream.createSession(`codeagent: ${body.notebook_path}`, timeoutMs);
-              await sessions.set(body.notebook_path, id, resolved.url);
+              await sessions.set(owner, body.notebook_path, id, resolved.url);
+              for (const old of await sessions.evictBeyond(owner, maxSessions)) {
+                if (old.upstream_url === resolved.url) void upstream.deleteSession(old.session_id, 5000);
+              }
               return id;
             };
             let sessionId = await sessionFor(false);
@@ -118,24 +144,26 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
             } catch (err) {
               if (!(err instanceof SessionGoneError)) throw err;
               // SEED §3 rule 4: the stored session is gone upstream; forget it and retry once.
-              await sessions.drop(body.notebook_path);
+              await sessions.drop(owner, body.notebook_path);
               sessionId = await sessionFor(true);
               reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, Math.max(1000, timeoutMs - (Date.now() - started)));
             }
-            await sessions.touch(body.notebook_path);
+            await sessions.touch(owner, body.notebook_path);
             const code = extractCode(reply.text);
             if (!code) throw upstreamError(200, 'the code agent answered without a code block; try again or rephrase the instruction');
             return { source: code.source, explanation: code.explanation, session_id: sessionId, provider: reply.providerID, model: reply.modelID, duration_ms: Date.now() - started };
-          });
+          }));
         });
 
-        authed.get('/sessions', async () => ({ sessions: await sessions.list() }));
+        authed.get('/sessions', async (req) => ({ sessions: await sessions.list(ownerOf(req)) }));
 
         authed.delete('/session', { schema: { querystring: Type.Object({ notebook: Type.Optional(Type.String({ maxLength: 1024 })) }) } }, async (req) => {
           const notebook = req.query.notebook;
           if (!notebook) throw new BadRequestError('name the notebook: DELETE /codeagent-bridge/session?notebook=<path>', { notebook: 'required' });
-          const removed = await locks.run(notebook, () => sessions.drop(notebook));
-          if (!removed) throw new NotFoundError(`no session for ${notebook}`);
+          const owner = ownerOf(req);
+          // Only the caller's own mapping: another user's path is simply not found here.
+          const removed = await locks.run(sessionKey(owner, notebook), () => sessions.drop(owner, notebook));
+          if (!removed) throw new NotFoundError(`you have no session for ${notebook}`);
           const { resolved, upstream } = client();
           if (removed.upstream_url === resolved.url) await upstream.deleteSession(removed.session_id, 5000);
           return { removed: true };

@@ -16,8 +16,20 @@ type Mode = 'ok' | 'slow' | 'error500' | 'malformed' | 'noblock' | 'infoerror';
 class FakeOpencode {
   server!: Server;
   url = '';
+  /** The Authorization header of every request, as received (undefined: none sent). */
+  authorizations: (string | undefined)[] = [];
+
+  /** `password` null: no Basic auth required (a server the user runs for themselves). */
+  constructor(
+    private readonly host = '127.0.0.1',
+    private readonly password: string | null = PASSWORD,
+  ) {}
   mode: Mode = 'ok';
   delayMs = 0;
+  /** When set, a prompt waits (up to 5 s) until this many prompts are in flight at once. */
+  gate = 0;
+  inFlight = 0;
+  maxInFlight = 0;
   sessions = new Set<string>();
   created = 0;
   prompts: { session: string; text: string; model?: unknown; at: number; end?: number }[] = [];
@@ -30,8 +42,8 @@ class FakeOpencode {
       req.on('data', (c: Buffer) => (raw += c.toString()));
       req.on('end', () => void this.handle(req.method ?? 'GET', req.url ?? '/', req.headers.authorization, raw, res));
     });
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => this.server.listen(0, this.host, r));
+    this.url = `http://${this.host}:${(this.server.address() as AddressInfo).port}`;
   }
 
   private async handle(method: string, url: string, auth: string | undefined, raw: string, res: ServerResponse) {
@@ -39,7 +51,8 @@ class FakeOpencode {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));
     };
-    if (auth !== `Basic ${Buffer.from(`codeagent:${PASSWORD}`).toString('base64')}`) {
+    this.authorizations.push(auth);
+    if (this.password !== null && auth !== `Basic ${Buffer.from(`codeagent:${this.password}`).toString('base64')}`) {
       res.writeHead(401, { 'www-authenticate': 'Basic' });
       return res.end();
     }
@@ -69,7 +82,11 @@ class FakeOpencode {
     const body = JSON.parse(raw) as { parts: { text: string }[]; model?: unknown };
     const entry: (typeof this.prompts)[number] = { session: id, text: body.parts[0]!.text, model: body.model, at: Date.now() };
     this.prompts.push(entry);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    for (let waited = 0; this.gate > 0 && this.inFlight < this.gate && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20));
     await new Promise((r) => setTimeout(r, this.mode === 'slow' ? 6500 : this.delayMs));
+    this.inFlight--;
     entry.end = Date.now();
     switch (this.mode) {
       case 'error500':
@@ -95,17 +112,18 @@ class FakeOpencode {
   }
 }
 
-describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let t: TestDatabase;
   let app: FastifyInstance;
   let fake: FakeOpencode;
   let token: string;
+  let otherToken: string;
   let appUrl: string;
-  const edit = (notebook: string, extra: Record<string, unknown> = {}) =>
-    app.inject({
+  const edit = (notebook: string, extra: Record<string, unknown> = {}, as = token, on = app) =>
+    on.inject({
       method: 'POST',
       url: '/codeagent-bridge/edit',
-      headers: { authorization: `Bearer ${token}` },
+      headers: { authorization: `Bearer ${as}` },
       payload: {
         notebook_path: notebook,
         action: 'fix',
@@ -119,6 +137,8 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () =>
     t = await createTestDatabase();
     const user = await t.database.db.insertInto('users').values({ email: 'u@example.com', name: 'U', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
     token = (await issueUserToken(user.id, SECRET, 3600)).token;
+    const other = await t.database.db.insertInto('users').values({ email: 'b@example.com', name: 'B', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
+    otherToken = (await issueUserToken(other.id, SECRET, 3600)).token;
     fake = new FakeOpencode();
     await fake.start();
     app = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: [] }, workdir: '/tmp' });
@@ -181,6 +201,109 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () =>
     expect((await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session', headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(400);
   });
 
+  it('two users with the same notebook path never share a session (SPEC §9.3)', async () => {
+    const as = (tok: string) => ({ authorization: `Bearer ${tok}` });
+    const list = async (tok: string) =>
+      (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: as(tok) })).json().sessions as { notebook_path: string; session_id: string }[];
+    const remove = (tok: string, nb: string) => app.inject({ method: 'DELETE', url: `/codeagent-bridge/session?notebook=${encodeURIComponent(nb)}`, headers: as(tok) });
+
+    const before = fake.prompts.length;
+    const a = (await edit('Untitled.ipynb', { instruction: 'secret cell of A' }, token)).json().session_id as string;
+    const b = (await edit('Untitled.ipynb', {}, otherToken)).json().session_id as string;
+    expect(a).toMatch(/^ses_/);
+    expect(b).toMatch(/^ses_/);
+    expect(b).not.toBe(a);
+    // each user's next edit goes to their own session; B's prompts never land in A's session
+    expect((await edit('Untitled.ipynb', {}, token)).json().session_id).toBe(a);
+    expect((await edit('Untitled.ipynb', {}, otherToken)).json().session_id).toBe(b);
+    const sent = fake.prompts.slice(before);
+    expect(sent.map((p) => p.session)).toEqual([a, b, a, b]);
+    await edit('nb/only-a.ipynb', {}, token);
+
+    // each lists only their own
+    const listA = await list(token);
+    const listB = await list(otherToken);
+    expect(listA.map((x) => x.session_id)).toContain(a);
+    expect(listA.map((x) => x.notebook_path)).toContain('nb/only-a.ipynb');
+    expect(listB).toEqual([expect.objectContaining({ notebook_path: 'Untitled.ipynb', session_id: b })]);
+    expect(JSON.stringify(listB)).not.toContain(a);
+
+    // B cannot delete A's sessions: A's own path is 404 for B, the shared name removes only B's
+    expect((await remove(otherToken, 'nb/only-a.ipynb')).statusCode).toBe(404);
+    expect((await remove(otherToken, 'Untitled.ipynb')).json()).toEqual({ removed: true });
+    expect(fake.sessions.has(b)).toBe(false);
+    expect(fake.sessions.has(a)).toBe(true);
+    expect((await list(token)).map((x) => x.notebook_path)).toEqual(expect.arrayContaining(['Untitled.ipynb', 'nb/only-a.ipynb']));
+    expect(await list(otherToken)).toEqual([]);
+    expect((await edit('Untitled.ipynb', {}, token)).json().session_id).toBe(a);
+  });
+
+  it('locks per session: the same path of two users proceeds in parallel', async () => {
+    // The fake holds each prompt until two are in flight: with one lock for both users the
+    // second prompt could only arrive after the first was answered.
+    fake.gate = 2;
+    fake.maxInFlight = 0;
+    try {
+      const [ra, rb] = await Promise.all([edit('nb/both.ipynb', {}, token), edit('nb/both.ipynb', {}, otherToken)]);
+      expect(ra.statusCode).toBe(200);
+      expect(rb.statusCode).toBe(200);
+      expect(fake.maxInFlight).toBe(2);
+    } finally {
+      fake.gate = 0;
+    }
+  });
+
+  it('sends the server credentials only to CODEAGENT_BRIDGE_URL, never to a user-set URL; no implicit loopback (SPEC §9.1)', async () => {
+    // A second code agent on an allowed host, run by a user, recording what it receives.
+    const own = new FakeOpencode('127.0.0.2', null);
+    await own.start();
+    const bridge = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: ['127.0.0.2'] }, workdir: '/tmp' });
+    try {
+      const toOwn = await edit('nb/own.ipynb', { settings: { codeagentServerUrl: own.url } }, token, bridge);
+      expect(toOwn.statusCode, toOwn.body).toBe(200);
+      expect(own.authorizations.length).toBeGreaterThan(0);
+      expect(own.authorizations.every((h) => h === undefined)).toBe(true);
+      // the user's own credentials do go to the user's own server, never the server's
+      await edit('nb/own.ipynb', { settings: { codeagentServerUrl: own.url, codeagentServerUser: 'me', codeagentServerPassword: 'my-pw' } }, token, bridge);
+      expect(own.authorizations.at(-1)).toBe(`Basic ${Buffer.from('me:my-pw').toString('base64')}`);
+      expect(JSON.stringify(own.authorizations)).not.toContain(Buffer.from(`codeagent:${PASSWORD}`).toString('base64'));
+
+      // loopback that is not the configured server: refused before any request
+      const seen = own.authorizations.length;
+      const port = new URL(own.url).port;
+      const fakePort = new URL(fake.url).port;
+      for (const url of [`http://127.0.0.1:${port}`, `http://localhost:${fakePort}`, `http://[::1]:${fakePort}`, 'http://127.0.0.1:22', 'http://127.0.0.3:4096', 'http://169.254.169.254/']) {
+        const res = await edit('nb/probe.ipynb', { settings: { codeagentServerUrl: url } }, token, bridge);
+        expect(res.statusCode, url).toBe(400);
+        expect(res.json().error).toBe('invalid_request');
+      }
+      expect(own.authorizations.length).toBe(seen);
+
+      // the configured server, named by the user: its own credentials apply
+      const configured = await edit('nb/conf.ipynb', { settings: { codeagentServerUrl: `${fake.url}/` } }, token, bridge);
+      expect(configured.statusCode).toBe(200);
+      expect(fake.authorizations.at(-1)).toBe(`Basic ${Buffer.from(`codeagent:${PASSWORD}`).toString('base64')}`);
+    } finally {
+      await bridge.close();
+      await own.stop();
+    }
+  });
+
+  it('caps the sessions of one user: the least recently used beyond the cap go, upstream too', async () => {
+    const capped = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: [] }, workdir: '/tmp', maxSessionsPerUser: 2 });
+    try {
+      const list = async (tok: string) =>
+        (await capped.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${tok}` } })).json().sessions as { session_id: string }[];
+      const ids: string[] = [];
+      for (const nb of ['cap/1.ipynb', 'cap/2.ipynb', 'cap/3.ipynb']) ids.push((await edit(nb, {}, token, capped)).json().session_id);
+      const kept = (await list(token)).map((x) => x.session_id);
+      expect(kept).toEqual([ids[2], ids[1]]);
+      await expect.poll(() => fake.sessions.has(ids[0]!)).toBe(false);
+    } finally {
+      await capped.close();
+    }
+  });
+
   it('recreates a session that the upstream no longer has, and retries once', async () => {
     const first = (await edit('nb/gone.ipynb')).json().session_id;
     fake.sessions.delete(first);
@@ -207,9 +330,11 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () =>
   });
 
   it('answers 502 upstream_unreachable when the code agent is down, upstream_auth_failed on wrong credentials', async () => {
-    const down = await edit('nb/d.ipynb', { settings: { codeagentServerUrl: 'http://127.0.0.1:9' } });
+    const nothingThere = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: 'http://127.0.0.1:9', user: undefined, password: PASSWORD, allowedHosts: [] }, workdir: '/tmp' });
+    const down = await edit('nb/d.ipynb', {}, token, nothingThere);
     expect(down.statusCode).toBe(502);
     expect(down.json().error).toBe('upstream_unreachable');
+    await nothingThere.close();
     const other = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: 'wrong', allowedHosts: [] }, workdir: '/tmp' });
     const res = await other.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: { authorization: `Bearer ${token}` } });
     expect(res.statusCode).toBe(502);

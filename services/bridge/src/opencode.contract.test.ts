@@ -110,7 +110,7 @@ describe('bridge against the real opencode server', () => {
       opencode.once('exit', (code) => reject(new Error(`opencode exited (${code}):\n${out}`)));
     });
     opencodeUrl = `http://127.0.0.1:${port}`;
-    t = await createTestDatabase('pglite');
+    t = await createTestDatabase();
     const user = await t.database.db.insertInto('users').values({ email: 'c@example.com', name: 'C', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
     token = (await issueUserToken(user.id, SECRET, 3600)).token;
     app = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: opencodeUrl, user: 'opencode', password: PASSWORD, allowedHosts: [] }, workdir: home });

@@ -1,3 +1,4 @@
+import { canonicalHost } from '@codeagent/safe-fetch';
 import { BadRequestError } from '@codeagent/service-kit';
 
 /** The six settings of the JupyterLab extension (SEED §2.1), as the user set them. */
@@ -30,16 +31,25 @@ export const DEFAULT_URL = 'http://127.0.0.1:4096';
 export const DEFAULT_USER = 'codeagent';
 export const DEFAULT_TIMEOUT_SECONDS = 120;
 
-function isLoopback(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+/** Whether `a` and `b` name the same server (scheme, host, port). */
+function sameOrigin(a: URL, b: string): boolean {
+  try {
+    return a.origin === new URL(b).origin;
+  } catch {
+    return false;
+  }
 }
 
+const invalidUrl = (message: string, reason: string) => new BadRequestError(message, { 'settings.codeagentServerUrl': reason });
+
 /**
- * SPEC §9.1 in one place. URL: user setting, else CODEAGENT_BRIDGE_URL, else the default; user and
- * password: the environment wins over the user setting (so a user setting can never redirect the
- * server's credentials). A user-set URL must be http(s) on loopback unless its host is listed in
- * CODEAGENT_BRIDGE_ALLOWED_HOSTS.
+ * SPEC §9.1 in one place. URL: user setting, else CODEAGENT_BRIDGE_URL, else the default. A
+ * user-set URL must be http(s) and either have the origin of the configured server
+ * (CODEAGENT_BRIDGE_URL, or the default when it is unset) or a host listed in
+ * CODEAGENT_BRIDGE_ALLOWED_HOSTS; loopback is not allowed implicitly (the bridge serves many
+ * users: a loopback URL would let any of them probe the platform's own ports).
+ * User and password: CODEAGENT_BRIDGE_USER/PASSWORD, else the user's settings, else the
+ * defaults; the server's own credentials go only to the configured server, never to another URL.
  */
 export function resolveSettings(user: UserSettings | undefined, env: BridgeEnvironment): ResolvedSettings {
   const s = user ?? {};
@@ -47,29 +57,35 @@ export function resolveSettings(user: UserSettings | undefined, env: BridgeEnvir
   if (!Number.isInteger(timeout) || timeout < 5 || timeout > 600) {
     throw new BadRequestError('requestTimeoutSeconds must be an integer from 5 to 600', { 'settings.requestTimeoutSeconds': 'from 5 to 600' });
   }
-  let url = env.url ?? DEFAULT_URL;
+  const configured = env.url ?? DEFAULT_URL;
+  let url = configured;
+  let toConfiguredServer = true;
   if (s.codeagentServerUrl !== undefined && s.codeagentServerUrl !== '') {
     let parsed: URL;
     try {
       parsed = new URL(s.codeagentServerUrl);
     } catch {
-      throw new BadRequestError('codeagentServerUrl is not a URL', { 'settings.codeagentServerUrl': 'not a URL' });
+      throw invalidUrl('codeagentServerUrl is not a URL', 'not a URL');
     }
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-      throw new BadRequestError('codeagentServerUrl must use http or https', { 'settings.codeagentServerUrl': 'http or https only' });
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw invalidUrl('codeagentServerUrl must use http or https', 'http or https only');
+    if (parsed.username !== '' || parsed.password !== '') {
+      throw invalidUrl('codeagentServerUrl must not contain user:password@; use the user and password settings', 'no user info');
     }
-    const host = parsed.hostname.toLowerCase();
-    if (!isLoopback(host) && !env.allowedHosts.includes(host)) {
-      throw new BadRequestError(`the code agent must run on this machine; ${host} is not loopback and not in CODEAGENT_BRIDGE_ALLOWED_HOSTS`, {
-        'settings.codeagentServerUrl': 'loopback or an allowed host only',
-      });
+    toConfiguredServer = sameOrigin(parsed, configured);
+    const allowed = env.allowedHosts.map(canonicalHost);
+    if (!toConfiguredServer && !allowed.includes(canonicalHost(parsed.hostname))) {
+      throw invalidUrl(
+        `codeagentServerUrl must be the configured code agent (${new URL(configured).origin}) or a host listed in CODEAGENT_BRIDGE_ALLOWED_HOSTS; ${canonicalHost(parsed.hostname)} is neither`,
+        'the configured server or an allowed host only',
+      );
     }
-    url = s.codeagentServerUrl;
+    // As parsed (`127.1` is `127.0.0.1`); a query or fragment means nothing to an API base URL.
+    url = `${parsed.origin}${parsed.pathname}`;
   }
   return {
     url: url.replace(/\/+$/, ''),
-    user: env.user ?? (s.codeagentServerUser || DEFAULT_USER),
-    password: env.password ?? s.codeagentServerPassword ?? '',
+    user: (toConfiguredServer ? env.user : undefined) ?? (s.codeagentServerUser || DEFAULT_USER),
+    password: (toConfiguredServer ? env.password : undefined) ?? s.codeagentServerPassword ?? '',
     provider: s.codeagentProvider ?? '',
     model: s.codeagentModel ?? '',
     timeoutSeconds: timeout,

@@ -9,15 +9,24 @@ describe('settings resolution (SPEC §9.1)', () => {
   const cases: [string, UserSettings | undefined, BridgeEnvironment, Partial<ReturnType<typeof resolveSettings>>][] = [
     ['defaults', undefined, none, { url: 'http://127.0.0.1:4096', user: 'codeagent', password: '', provider: '', model: '', timeoutSeconds: 120 }],
     ['env URL over default', {}, env, { url: 'http://127.0.0.1:5000' }],
-    ['user URL over env', { codeagentServerUrl: 'http://localhost:7000/' }, env, { url: 'http://localhost:7000' }],
+    ['user URL with the origin of the env URL', { codeagentServerUrl: 'http://127.0.0.1:5000/' }, env, { url: 'http://127.0.0.1:5000', user: 'env-user', password: 'env-pw' }],
+    ['another spelling of the env origin', { codeagentServerUrl: 'http://127.1:5000/?x=1#y' }, env, { url: 'http://127.0.0.1:5000', password: 'env-pw' }],
+    ['user URL with the default origin when the env URL is unset', { codeagentServerUrl: 'http://127.0.0.1:4096' }, none, { url: 'http://127.0.0.1:4096' }],
     ['env user over user setting', { codeagentServerUser: 'me' }, env, { user: 'env-user' }],
     ['user setting when env is unset', { codeagentServerUser: 'me' }, none, { user: 'me' }],
     ['env password over user setting', { codeagentServerPassword: 'mine' }, env, { password: 'env-pw' }],
     ['user password when env is unset', { codeagentServerPassword: 'mine' }, none, { password: 'mine' }],
     ['provider and model', { codeagentProvider: 'p', codeagentModel: 'm' }, none, { provider: 'p', model: 'm' }],
     ['timeout bounds', { requestTimeoutSeconds: 5 }, none, { timeoutSeconds: 5 }],
-    ['allowed non-loopback host', { codeagentServerUrl: 'https://agent.internal:4096' }, env, { url: 'https://agent.internal:4096' }],
-    ['IPv6 loopback', { codeagentServerUrl: 'http://[::1]:4096' }, none, { url: 'http://[::1]:4096' }],
+    ['allowed host: never the server credentials', { codeagentServerUrl: 'https://agent.internal:4096' }, env, { url: 'https://agent.internal:4096', user: 'codeagent', password: '' }],
+    [
+      "allowed host: the user's own credentials",
+      { codeagentServerUrl: 'https://agent.internal:4096', codeagentServerUser: 'me', codeagentServerPassword: 'mine' },
+      env,
+      { user: 'me', password: 'mine' },
+    ],
+    ['allowed host compared as a host (case, trailing dot)', { codeagentServerUrl: 'http://AGENT.Internal.:9000/' }, env, { url: 'http://agent.internal.:9000' }],
+    ['a loopback host listed explicitly', { codeagentServerUrl: 'http://[::1]:7000' }, { ...env, allowedHosts: ['[::1]'] }, { url: 'http://[::1]:7000', password: '' }],
   ];
   it.each(cases)('%s', (_name, user, e, expected) => {
     expect(resolveSettings(user, e)).toMatchObject(expected);
@@ -30,8 +39,26 @@ describe('settings resolution (SPEC §9.1)', () => {
     [{ codeagentServerUrl: 'ftp://127.0.0.1' }],
     [{ codeagentServerUrl: 'not a url' }],
     [{ codeagentServerUrl: 'http://10.0.0.1:4096' }],
+    // no implicit loopback: another port, another spelling of the same machine, another scheme
+    [{ codeagentServerUrl: 'http://127.0.0.1:5001' }],
+    [{ codeagentServerUrl: 'http://127.0.0.1:22' }],
+    [{ codeagentServerUrl: 'http://localhost:5000' }],
+    [{ codeagentServerUrl: 'http://[::1]:5000' }],
+    [{ codeagentServerUrl: 'http://0.0.0.0:5000' }],
+    [{ codeagentServerUrl: 'https://127.0.0.1:5000' }],
+    [{ codeagentServerUrl: 'http://127.0.0.1:4096' }],
+    // credentials in the URL, and hosts that only look allowed
+    [{ codeagentServerUrl: 'http://env-user:env-pw@127.0.0.1:5000' }],
+    [{ codeagentServerUrl: 'http://agent.internal.evil.example' }],
+    [{ codeagentServerUrl: 'http://evilagent.internal' }],
+    [{ codeagentServerUrl: 'http://agent.internal@evil.example' }],
   ] as [UserSettings][])('refuses %j with 400', (user) => {
     expect(() => resolveSettings(user, env)).toThrow(expect.objectContaining({ statusCode: 400, code: 'invalid_request' }));
+  });
+  it('refuses loopback URLs when CODEAGENT_BRIDGE_URL is unset, except the default origin', () => {
+    for (const url of ['http://127.0.0.1:4097', 'http://localhost:4096', 'http://[::1]:4096', 'http://127.0.0.2:4096']) {
+      expect(() => resolveSettings({ codeagentServerUrl: url }, none), url).toThrow(expect.objectContaining({ statusCode: 400 }));
+    }
   });
 });
 

@@ -121,7 +121,9 @@ export class OpencodeClient {
       const textParts = reply.parts.filter((p) => p.type === 'text' && typeof p.text === 'string').map((p) => p.text as string);
       return { text: textParts.join('\n'), providerID: reply.info?.providerID ?? providerID, modelID: reply.info?.modelID ?? modelID };
     } catch (err) {
-      if (controller.signal.aborted) {
+      // Our timer or undici's own headers/body timeout (whichever fires first): either way the
+      // generation goes on upstream unless it is stopped.
+      if (controller.signal.aborted || (err instanceof AppError && err.code === 'upstream_timeout')) {
         // Stop the generation upstream too, not only our wait for it.
         await this.abort(id);
         throw upstreamTimeout(Math.round(timeoutMs / 1000));

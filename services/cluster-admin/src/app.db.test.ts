@@ -13,7 +13,7 @@ const TOKENS = ['first-admin-token', 'second-admin-token'];
 const AGENT = 'agent-token-for-tests';
 const KEY = Buffer.alloc(32, 7);
 
-describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let t: TestDatabase;
   let app: FastifyInstance;
   let failNextAudit = false;
@@ -174,6 +174,12 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`
       expect((await admin('GET', '/audit?action=cluster.delete')).json().entries.every((e: { action: string }) => e.action === 'cluster.delete')).toBe(true);
       expect((await admin('GET', '/audit?limit=0')).statusCode).toBe(400);
       expect((await admin('GET', '/audit?cursor=garbage')).statusCode).toBe(400);
+      // Well-formed but foreign cursors (a bad date, a non-UUID id, wrong arity) are 400 too, never 500.
+      for (const foreign of [['zzz', 'x'], ['not-a-date', '00000000-0000-4000-8000-000000000000'], [new Date().toISOString(), 'x'], [1, 2], ['a']]) {
+        const res = await admin('GET', `/audit?cursor=${Buffer.from(JSON.stringify(foreign)).toString('base64url')}`);
+        expect(res.statusCode, JSON.stringify(foreign)).toBe(400);
+        expect(res.json()).toMatchObject({ error: 'validation failed', fields: { cursor: 'invalid cursor' } });
+      }
     });
 
     it('100 concurrent updates of one cluster: 100 audit entries forming one before/after chain', async () => {
@@ -210,6 +216,98 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`
       expect((await admin('POST', '/clusters', valid('never-created'))).statusCode).toBe(500);
       expect((await admin('GET', '/clusters')).json().clusters.map((x: { name: string }) => x.name)).not.toContain('never-created');
       expect(await auditCount()).toBe(before);
+    });
+  });
+
+  describe('credentials never in base_url (SPEC §8.2)', () => {
+    const clusterCount = async () => Number((await t.database.db.selectFrom('clusters').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+
+    it('refuses user info and secret-looking query parameters with 400, stores nothing, audits nothing, echoes no secret', async () => {
+      const before = { audit: await auditCount(), clusters: await clusterCount() };
+      for (const base_url of [
+        'https://ops:pw-in-url-1@rm.example.com',
+        'https://ops@rm.example.com:8088/ws',
+        'https://rm.example.com/?token=pw-in-url-2',
+        'https://rm.example.com/api?region=eu&Access_Token=pw-in-url-3',
+        'https://rm.example.com/?apiKey=pw-in-url-4',
+        'https://rm.example.com/?X-Amz-Signature=pw-in-url-5',
+        'https://rm.example.com/#token=pw-in-url-6',
+      ]) {
+        const res = await admin('POST', '/clusters', valid('with-credentials', { base_url }));
+        expect(res.statusCode, base_url).toBe(400);
+        expect(res.json()).toMatchObject({ error: 'validation failed', fields: { base_url: expect.any(String) } });
+        expect(Object.keys(res.json().fields)).toEqual(['base_url']);
+        expect(res.body).not.toMatch(/pw-in-url/);
+      }
+      // the same on update
+      const c = (await admin('POST', '/clusters', valid('clean-url'))).json();
+      const beforeUpdate = await auditCount();
+      const put = await admin('PUT', `/clusters/${c.id}`, valid('clean-url', { base_url: 'https://ops:pw-in-url-7@rm.example.com' }));
+      expect(put.statusCode).toBe(400);
+      expect(put.json().fields).toHaveProperty('base_url');
+      expect((await admin('GET', `/clusters/${c.id}`)).json().base_url).toBe(clusterUrl);
+      expect(await auditCount()).toBe(beforeUpdate);
+      expect(await clusterCount()).toBe(before.clusters + 1);
+      expect(await auditCount()).toBe(before.audit + 1);
+    });
+
+    it('asks for a new password when base_url changes origin, so a stored password never follows the record', async () => {
+      const c = (await admin('POST', '/clusters', valid('moving', { base_url: 'https://rm.example.com/a', auth_type: 'basic', username: 'ops', AuthPassword: 'old-host-pw' }))).json();
+      const before = await auditCount();
+      for (const base_url of ['https://evil.example/a', 'http://rm.example.com/a', 'https://rm.example.com:8443/a']) {
+        for (const extra of [{}, { AuthPassword: '' }, { AuthPassword: null }, { auth_type: 'none', username: null }]) {
+          const res = await admin('PUT', `/clusters/${c.id}`, valid('moving', { base_url, auth_type: 'basic', username: 'ops', ...extra }));
+          expect(res.statusCode, `${base_url} ${JSON.stringify(extra)}`).toBe(400);
+          expect(res.json()).toMatchObject({ error: 'validation failed', fields: { AuthPassword: expect.stringContaining('origin') } });
+        }
+      }
+      expect(await auditCount()).toBe(before);
+      const unchanged = await t.database.db.selectFrom('clusters').selectAll().where('id', '=', c.id).executeTakeFirstOrThrow();
+      expect(unchanged.base_url).toBe('https://rm.example.com/a');
+
+      // the same origin (another path, the default port spelled out): the password is kept
+      const samePlace = await admin('PUT', `/clusters/${c.id}`, valid('moving', { base_url: 'https://RM.example.com:443/b', auth_type: 'basic', username: 'ops' }));
+      expect(samePlace.statusCode).toBe(200);
+      expect(samePlace.json().has_password).toBe(true);
+
+      // a new origin with a new password: accepted, audited without either password
+      const moved = await admin('PUT', `/clusters/${c.id}`, valid('moving', { base_url: 'https://other.example/a', auth_type: 'basic', username: 'ops', AuthPassword: 'new-host-pw' }));
+      expect(moved.statusCode).toBe(200);
+      expect(moved.json()).toMatchObject({ base_url: 'https://other.example/a', has_password: true });
+      const entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json().entries[0];
+      expect(entry.details.changed).toEqual(['base_url', 'AuthPassword']);
+      expect(JSON.stringify(entry)).not.toMatch(/old-host-pw|new-host-pw/);
+
+      // a record without a stored password moves freely
+      const open = (await admin('POST', '/clusters', valid('no-password', { base_url: 'https://a.example' }))).json();
+      expect((await admin('PUT', `/clusters/${open.id}`, valid('no-password', { base_url: 'https://b.example' }))).statusCode).toBe(200);
+    });
+
+    it('records stored before the rule: credentials in base_url are never shown (API, audit, get_cluster)', async () => {
+      const legacy = await t.database.db
+        .insertInto('clusters')
+        .values({ name: 'legacy', base_url: 'https://ops:legacy-pw@rm.example.com/x?token=legacy-token&a=1', auth_type: 'none', username: null, password_enc: null, rate_limit: 0, description: null })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      const shown = (await admin('GET', `/clusters/${legacy.id}`)).json();
+      expect(shown.base_url).toBe('https://***@rm.example.com/x?token=***&a=1');
+      expect(JSON.stringify((await admin('GET', '/clusters')).json())).not.toMatch(/legacy-pw|legacy-token/);
+      const fixed = await admin('PUT', `/clusters/${legacy.id}`, valid('legacy', { base_url: 'https://rm.example.com/x?a=1' }));
+      expect(fixed.statusCode).toBe(200);
+      const entry = (await admin('GET', `/audit?target_id=${legacy.id}`)).json().entries[0];
+      expect(entry.details.changed).toEqual(['base_url']);
+      expect(JSON.stringify(entry)).not.toMatch(/legacy-pw|legacy-token/);
+      await t.database.db.updateTable('clusters').set({ base_url: 'https://ops:legacy-pw@rm.example.com/x?token=legacy-token' }).where('id', '=', legacy.id).execute();
+      const client = new Client({ name: 'test-agent', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${AGENT}` } } }));
+      const results = [
+        await client.callTool({ name: 'get_cluster', arguments: { cluster: 'legacy' } }),
+        await client.callTool({ name: 'list_clusters', arguments: {} }),
+        await client.callTool({ name: 'cluster_request', arguments: { cluster: 'legacy', method: 'GET', path: '/' } }),
+      ];
+      expect(JSON.stringify(results)).not.toMatch(/legacy-pw|legacy-token/);
+      expect(results[2]!.isError).toBe(true);
+      await client.close();
     });
   });
 
@@ -271,6 +369,47 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`
 
       const missing = await client.callTool({ name: 'get_cluster', arguments: { cluster: 'nope' } });
       expect(missing.isError).toBe(true);
+      await client.close();
+    });
+
+    it('keeps cluster_request paths under the base path: traversal, encodings, other hosts and query smuggling are refused, nothing is sent', async () => {
+      await admin('POST', '/clusters', { name: 'scoped', base_url: `${clusterUrl}/gateway/yarn?tenant=a`, auth_type: 'simple', username: 'yarn', rate_limit: 0 });
+      const client = await connect();
+      const call = (path: string, query?: Record<string, string>) =>
+        client.callTool({ name: 'cluster_request', arguments: { cluster: 'scoped', method: 'GET', path, ...(query ? { query } : {}) } });
+      const before = clusterRequests.length;
+      for (const path of [
+        '../../x',
+        '..',
+        'ws/../../../admin',
+        '%2e%2e/x',
+        '%2E%2E%2Fx',
+        '..%2fx',
+        '%252e%252e/x',
+        '..;/x',
+        '..\\x',
+        '..%5cx',
+        `${clusterUrl}/x`,
+        '//evil.example/x',
+        'x?user.name=root',
+        'x%3fuser.name=root',
+        'x#y',
+        '.\n./x',
+      ]) {
+        const res = await call(path);
+        expect(res.isError, path).toBe(true);
+        expect(textOf(res), path).toMatch(/invalid_path.*no request was sent/);
+      }
+      for (const query of [{ 'user.name': 'root' }, { tenant: 'b' }] as Record<string, string>[]) {
+        const res = await call('apps', query);
+        expect(res.isError, JSON.stringify(query)).toBe(true);
+        expect(textOf(res)).toMatch(/set by the cluster record/);
+      }
+      expect(clusterRequests.length).toBe(before);
+
+      const ok = JSON.parse(textOf(await call('/ws/v1/apps', { state: 'RUNNING&user.name=root' })));
+      expect(JSON.parse(ok.body).path).toBe('/gateway/yarn/ws/v1/apps?tenant=a&state=RUNNING%26user.name%3Droot&user.name=yarn');
+      expect(clusterRequests.length).toBe(before + 1);
       await client.close();
     });
 

@@ -1,13 +1,20 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { DB } from '@codeagent/db';
 import { matchesAny, parseBearer, safeEqual, tokenFingerprint } from '@codeagent/auth';
 import { UnauthorizedError, requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import type { OutboundClient } from '@codeagent/safe-fetch';
 import { ClusterError, ClusterService, SecretBox, validateCluster, type BetweenChangeAndAudit } from './domain/clusters.js';
-import { RateLimiter } from './domain/rate-limit.js';
-import { buildMcpServer } from './mcp.js';
+import { DatabaseRateLimiter } from './domain/rate-limit.js';
+import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { McpEvents, buildMcpServer } from './mcp.js';
+
+/**
+ * The MCP SDK (with zod and ajv) and the tools, loaded by the first /mcp call rather than at
+ * start: an idle cluster service does not carry them (docs/decisions/0085).
+ */
+let mcpModules: Promise<[{ buildMcpServer: typeof buildMcpServer }, { StreamableHTTPServerTransport: typeof StreamableHTTPServerTransport }]> | undefined;
+const loadMcp = () => (mcpModules ??= Promise.all([import('./mcp.js'), import('@modelcontextprotocol/sdk/server/streamableHttp.js')]));
 
 export interface ClusterAdminOptions {
   db: Kysely<DB>;
@@ -18,6 +25,8 @@ export interface ClusterAdminOptions {
   mcpAllowedOrigins?: string[];
   outbound: OutboundClient;
   loggerInstance?: FastifyBaseLogger;
+  /** Counted by the metrics: audit entries written (after commit) and outbound refusals. */
+  events?: McpEvents & { auditWritten?(action: string): void };
   /** Tests only: runs between a change and its audit entry, inside the transaction. */
   betweenChangeAndAudit?: BetweenChangeAndAudit;
 }
@@ -50,7 +59,9 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
   });
   await app.register(serviceKit);
   const clusters = new ClusterService(opts.db, new SecretBox(opts.secretsKey), opts.betweenChangeAndAudit);
-  const limiter = new RateLimiter();
+  // Shared by every instance of the service (the database), not one process's memory.
+  const limiter = new DatabaseRateLimiter(opts.db);
+  const audited = (action: string) => opts.events?.auditWritten?.(action);
   app.decorateRequest('adminActor', '');
 
   await app.register(
@@ -65,13 +76,20 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
 
       admin.get('/clusters', async () => ({ clusters: await clusters.list() }));
       admin.get<{ Params: { id: string } }>('/clusters/:id', async (req) => clusters.get(req.params.id));
-      admin.post('/clusters', async (req, reply) => reply.code(201).send(await clusters.create(req.adminActor, validateCluster(req.body))));
+      admin.post('/clusters', async (req, reply) => {
+        const created = await clusters.create(req.adminActor, validateCluster(req.body));
+        audited('cluster.create');
+        return reply.code(201).send(created);
+      });
       admin.put<{ Params: { id: string } }>('/clusters/:id', async (req) => {
         const input = validateCluster(req.body);
-        return clusters.update(req.adminActor, req.params.id, input);
+        const updated = await clusters.update(req.adminActor, req.params.id, input);
+        audited('cluster.update');
+        return updated;
       });
       admin.delete<{ Params: { id: string } }>('/clusters/:id', async (req, reply) => {
         await clusters.remove(req.adminActor, req.params.id);
+        audited('cluster.delete');
         return reply.code(204).send(null);
       });
       admin.get<{ Querystring: Record<string, string | undefined> }>('/audit', async (req) => {
@@ -98,9 +116,10 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
       if (!originAllowed(req.headers.origin, opts.mcpAllowedOrigins ?? [])) {
         return reply.code(403).send({ error: 'forbidden', message: 'this Origin may not call /mcp; add its host to MCP_ALLOWED_ORIGINS' });
       }
+      const [mcp, sdk] = await loadMcp();
       reply.hijack();
-      const server = buildMcpServer(clusters, opts.outbound, limiter);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      const server = mcp.buildMcpServer(clusters, opts.outbound, limiter, opts.events);
+      const transport = new sdk.StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       reply.raw.on('close', () => {
         void transport.close();
         void server.close();

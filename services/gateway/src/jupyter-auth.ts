@@ -1,7 +1,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { InvalidTokenError, parseBearer, verifyUserToken } from '@codeagent/auth';
+import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
+import { parseBearer } from '@codeagent/auth';
+import { MESSAGES } from './routes.js';
 
 export const SESSION_COOKIE = 'codeagent_session';
+
+/** The backend route that answers who a session is (SPEC §4.1 addition), or 401. */
+export const SESSION_CHECK_PATH = '/api/v1/auth/session';
 
 /** The value of one cookie of a Cookie header (first occurrence), or ''. */
 export function readCookie(header: string | undefined, name: string): string {
@@ -35,45 +40,112 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * A request authenticated by the cookie alone must come from our own origin when it changes
- * something or opens a websocket (kernels execute code): Sec-Fetch-Site, else Origin vs Host.
+ * something or opens a websocket (kernels execute code): Sec-Fetch-Site, else Origin against
+ * the host the client addressed (`host`: Host, or a trusted proxy's X-Forwarded-Host).
  */
-export function isSameOrigin(headers: IncomingHttpHeaders): boolean {
+export function isSameOrigin(headers: IncomingHttpHeaders, host: string): boolean {
   const site = headers['sec-fetch-site'];
   if (typeof site === 'string') return site === 'same-origin' || site === 'none';
   const origin = headers.origin;
   if (typeof origin !== 'string') return false;
   try {
-    return new URL(origin).host === headers.host;
+    return new URL(origin).host === host;
   } catch {
     return false;
   }
 }
 
-export type JupyterAccess = { ok: true; userId: string } | { ok: false; status: 401 | 403; error: string; message: string };
+/** What the backend says about a session token. */
+export type SessionAnswer =
+  | { kind: 'user'; userId: string; isSystemAdmin: boolean }
+  | { kind: 'invalid'; message: string }
+  | { kind: 'unavailable'; timedOut: boolean; detail: string };
+
+/** What the session check needs of the backend's pool: undici's promise form of `request`. */
+export interface SessionDispatcher {
+  request(options: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData>;
+}
+
+export interface SessionChecker {
+  check(token: string, requestId: string): Promise<SessionAnswer>;
+  close(): Promise<void>;
+}
 
 /**
- * Decides whether a request may reach the JupyterLab server: a valid platform user token
- * (Bearer header or the `codeagent_session` cookie, as the backend accepts them), and for
- * cookie-only writes and websocket upgrades, our own origin. The gateway checks the token's
- * signature and expiry; it holds no database, so a token revoked by logout stays usable here
- * until it expires (JWT_TTL_SECONDS, 1 h by default).
+ * Asks the backend about a token on every call, as nginx's `auth_request` would: nothing is
+ * cached, so a logout, a revocation or a disabled account takes effect at the next request.
+ * The gateway holds no database and no JWT secret; the backend is the one place that decides.
  */
-export async function checkJupyterAccess(method: string, headers: IncomingHttpHeaders, jwtSecret: string): Promise<JupyterAccess> {
+export function backendSessionChecker(backend: string | SessionDispatcher, timeoutMs = 10_000): SessionChecker {
+  // A URL: a pool of its own; otherwise the gateway's pool of backend instances.
+  const own = typeof backend === 'string' ? new Pool(new URL(backend).origin, { connections: 16, keepAliveTimeout: 60_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }) : undefined;
+  const pool: SessionDispatcher = own ?? (backend as SessionDispatcher);
+  return {
+    async check(token, requestId) {
+      try {
+        const res = await pool.request({
+          method: 'GET',
+          path: SESSION_CHECK_PATH,
+          // Always as Bearer: the backend then checks exactly this token, and no other cookie of the client travels.
+          headers: { authorization: `Bearer ${token}`, accept: 'application/json', 'x-request-id': requestId },
+        });
+        const text = await res.body.text();
+        const body = (() => {
+          try {
+            return JSON.parse(text) as Record<string, unknown>;
+          } catch {
+            return {};
+          }
+        })();
+        if (res.statusCode === 200 && typeof body.user_id === 'string' && typeof body.is_system_admin === 'boolean') {
+          return { kind: 'user', userId: body.user_id, isSystemAdmin: body.is_system_admin };
+        }
+        if (res.statusCode === 401) {
+          return { kind: 'invalid', message: typeof body.message === 'string' ? body.message : 'the session is not valid' };
+        }
+        return { kind: 'unavailable', timedOut: false, detail: `the backend answered ${res.statusCode}` };
+      } catch (err) {
+        const timedOut = err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError;
+        return { kind: 'unavailable', timedOut, detail: (err as Error).message };
+      }
+    },
+    close: async () => own?.close(),
+  };
+}
+
+export type JupyterAccess =
+  | { ok: true; userId: string }
+  | { ok: false; status: 401 | 403 | 502 | 504; error: string; message: string };
+
+const LOG_IN = MESSAGES.jupyterLogIn;
+
+/**
+ * Decides whether a request may reach the shared JupyterLab server (SPEC §10, issue 13 item 5):
+ * a platform user token (Bearer header or the `codeagent_session` cookie), our own origin for
+ * cookie-only writes and websocket upgrades, a session the backend still accepts (checked on
+ * every request), and, until each workspace has its own JupyterLab server, a system
+ * administrator: the shared server runs every user's code as one user, with all files.
+ */
+export async function checkJupyterAccess(method: string, headers: IncomingHttpHeaders, host: string, requestId: string, sessions: SessionChecker): Promise<JupyterAccess> {
   const bearer = parseBearer(headers.authorization);
   const token = bearer !== '' ? bearer : readCookie(headers.cookie, SESSION_COOKIE);
-  if (token === '') {
-    return { ok: false, status: 401, error: 'unauthorized', message: 'log in to the platform first (POST /api/v1/auth/login), then open /jupyter/ again' };
-  }
-  let userId: string;
-  try {
-    userId = (await verifyUserToken(token, jwtSecret)).sub;
-  } catch (err) {
-    if (err instanceof InvalidTokenError) return { ok: false, status: 401, error: 'unauthorized', message: `${err.message}; log in again` };
-    throw err;
-  }
+  if (token === '') return { ok: false, status: 401, error: 'unauthorized', message: LOG_IN };
   const upgrade = String(headers.upgrade ?? '').toLowerCase() === 'websocket';
-  if (bearer === '' && (upgrade || !SAFE_METHODS.has(method)) && !isSameOrigin(headers)) {
-    return { ok: false, status: 403, error: 'forbidden', message: 'cross-site request refused: open JupyterLab through this platform' };
+  if (bearer === '' && (upgrade || !SAFE_METHODS.has(method)) && !isSameOrigin(headers, host)) {
+    return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterCrossSite };
   }
-  return { ok: true, userId };
+  const answer = await sessions.check(token, requestId);
+  switch (answer.kind) {
+    case 'invalid':
+      return { ok: false, status: 401, error: 'unauthorized', message: answer.message };
+    case 'unavailable':
+      return answer.timedOut
+        ? { ok: false, status: 504, error: 'gateway_timeout', message: MESSAGES.sessionTimeout }
+        : { ok: false, status: 502, error: 'bad_gateway', message: MESSAGES.sessionUnavailable };
+    case 'user':
+      if (!answer.isSystemAdmin) {
+        return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterAdminsOnly };
+      }
+      return { ok: true, userId: answer.userId };
+  }
 }

@@ -3,11 +3,8 @@ import { createServer, request, type IncomingHttpHeaders, type Server } from 'no
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
-import { issueUserToken } from '@codeagent/auth';
-import { buildGatewayApp } from './app.js';
+import { INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
 
-const SECRET = 'gateway-test-secret-long-enough-for-hs256-0123456789';
 const JUPYTER_TOKEN = 'the-jupyter-servers-own-token';
 
 function listenOn(server: Server): Promise<string> {
@@ -65,34 +62,77 @@ function upgrade(base: string, path: string, headers: Record<string, string>): P
   });
 }
 
-describe('gateway /jupyter (SPEC §10)', () => {
+/**
+ * Stands in for the backend's `GET /api/v1/auth/session`: answers from a table of live tokens,
+ * records what it was asked. Removing a token is what a logout or a revocation does. Like the
+ * real route it names the user in `x-codeagent-user-id` and answers 403 to a non-administrator
+ * when the ingress sends `x-codeagent-require: system_admin` (nginx's auth_request does).
+ */
+function fakeBackend(sessions: Map<string, { user_id: string; is_system_admin: boolean }>, asked: Seen[]): Server {
+  return createServer((req, res) => {
+    asked.push({ url: req.url ?? '', method: req.method ?? '', headers: req.headers });
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const session = sessions.get(token);
+    if (req.url === '/api/v1/auth/session' && session) {
+      if (req.headers['x-codeagent-require'] === 'system_admin' && !session.is_system_admin) {
+        res.writeHead(403, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ error: 'forbidden', message: 'system administrators only' }));
+      }
+      res.writeHead(200, { 'content-type': 'application/json', 'x-codeagent-user-id': session.user_id });
+      return res.end(JSON.stringify(session));
+    }
+    if (req.url === '/api/v1/auth/session' && token === 'make-the-backend-fail') {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      return res.end('{"error":"internal"}');
+    }
+    res.writeHead(401, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: 'unauthorized', message: 'token is no longer valid; log in again' }));
+  });
+}
+
+// The same cases through the gateway and through nginx (auth_request) with the rendered configuration (issue 18).
+describe.each(INGRESSES)('/jupyter through %s (SPEC §10): the session is checked with the backend on every request', (kind) => {
   const jupyterSeen: Seen[] = [];
   const bridgeSeen: Seen[] = [];
+  const backendAsked: Seen[] = [];
+  const sessions = new Map<string, { user_id: string; is_system_admin: boolean }>();
+  const ADMIN = 'admin-token';
+  const USER = 'plain-user-token';
   let jupyter: Server;
   let bridge: Server;
-  let gateway: FastifyInstance;
-  let bare: FastifyInstance;
+  let backend: Server;
+  let gateway: Ingress;
+  let orphan: Ingress;
+  let bare: Ingress;
   let base: string;
-  let token: string;
+  let orphanBase: string;
 
   beforeAll(async () => {
+    sessions.set(ADMIN, { user_id: 'admin-1', is_system_admin: true });
+    sessions.set(USER, { user_id: 'user-1', is_system_admin: false });
     jupyter = recordingServer(jupyterSeen);
     bridge = recordingServer(bridgeSeen);
-    const [jupyterUrl, bridgeUrl] = await Promise.all([listenOn(jupyter), listenOn(bridge)]);
-    gateway = await buildGatewayApp({
+    backend = fakeBackend(sessions, backendAsked);
+    const [jupyterUrl, bridgeUrl, backendUrl] = await Promise.all([listenOn(jupyter), listenOn(bridge), listenOn(backend)]);
+    gateway = await startIngress(kind, {
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: bridgeUrl },
+      jupyter: { url: jupyterUrl, token: JUPYTER_TOKEN },
+    });
+    base = gateway.base;
+    // The same, with the backend down: nobody gets in.
+    orphan = await startIngress(kind, {
       upstreams: { backend: 'http://127.0.0.1:9', clusterAdmin: 'http://127.0.0.1:9', bridge: bridgeUrl },
       jupyter: { url: jupyterUrl, token: JUPYTER_TOKEN },
-      jwtSecret: SECRET,
     });
-    base = await gateway.listen({ host: '127.0.0.1', port: 0 });
-    bare = await buildGatewayApp({ upstreams: { backend: 'http://127.0.0.1:9', clusterAdmin: 'http://127.0.0.1:9', bridge: bridgeUrl } });
-    token = (await issueUserToken('user-1', SECRET, 600)).token;
+    orphanBase = orphan.base;
+    bare = await startIngress(kind, { upstreams: { backend: 'http://127.0.0.1:9', clusterAdmin: 'http://127.0.0.1:9', bridge: bridgeUrl } });
   });
   afterAll(async () => {
     for (const s of upgradedSockets) s.destroy();
     await gateway.close();
+    await orphan.close();
     await bare.close();
-    for (const s of [jupyter, bridge]) {
+    for (const s of [jupyter, bridge, backend]) {
       s.closeAllConnections();
       await new Promise((r) => s.close(r));
     }
@@ -100,48 +140,98 @@ describe('gateway /jupyter (SPEC §10)', () => {
 
   it('answers 401 JSON without a platform login, and never reaches Jupyter', async () => {
     const before = jupyterSeen.length;
+    const asked = backendAsked.length;
     const res = await fetch(`${base}/jupyter/lab`);
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ error: 'unauthorized' });
+    expect(backendAsked.length).toBe(asked); // nothing to ask about
     const forged = await fetch(`${base}/jupyter/api/kernels`, { headers: { cookie: 'codeagent_session=not-a-jwt' } });
     expect(forged.status).toBe(401);
-    const otherSecret = (await issueUserToken('user-1', 'x'.repeat(48), 600)).token;
-    expect((await fetch(`${base}/jupyter/api/kernels`, { headers: { authorization: `Bearer ${otherSecret}` } })).status).toBe(401);
+    expect(await forged.json()).toMatchObject({ error: 'unauthorized', message: expect.stringMatching(/log in again/) });
+    expect((await fetch(`${base}/jupyter/api/kernels`, { headers: { authorization: 'Bearer some-other-token' } })).status).toBe(401);
     expect(jupyterSeen.length).toBe(before);
   });
 
-  it('proxies a logged-in user (cookie) with the Jupyter token injected and the platform cookie removed', async () => {
-    const res = await fetch(`${base}/jupyter/api/contents?type=notebook`, { headers: { cookie: `codeagent_session=${token}; _xsrf=abc` } });
+  it('asks the backend with the token as Bearer and nothing else of the client', async () => {
+    await fetch(`${base}/jupyter/api/status`, { headers: { cookie: `_xsrf=abc; codeagent_session=${ADMIN}; other=1` } });
+    const asked = backendAsked.at(-1)!;
+    expect(asked.url).toBe('/api/v1/auth/session');
+    expect(asked.method).toBe('GET');
+    expect(asked.headers.authorization).toBe(`Bearer ${ADMIN}`);
+    expect(asked.headers.cookie).toBeUndefined();
+    expect(asked.headers['x-request-id']).toBeTruthy();
+  });
+
+  it('proxies a system administrator (cookie) with the Jupyter token injected and the platform cookie removed', async () => {
+    const res = await fetch(`${base}/jupyter/api/contents?type=notebook`, { headers: { cookie: `codeagent_session=${ADMIN}; _xsrf=abc` } });
     expect(res.status).toBe(200);
     const seen = jupyterSeen.at(-1)!;
     expect(seen.url).toBe('/jupyter/api/contents?type=notebook');
     expect(seen.headers.authorization).toBe(`token ${JUPYTER_TOKEN}`);
     expect(seen.headers.cookie).toBe('_xsrf=abc');
-    expect(JSON.stringify(seen.headers)).not.toContain(token);
+    expect(JSON.stringify(seen.headers)).not.toContain(ADMIN);
   });
 
   it('accepts the Bearer token too, replacing it with the Jupyter token', async () => {
-    const res = await fetch(`${base}/jupyter/api/kernels`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+    const res = await fetch(`${base}/jupyter/api/kernels`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` } });
     expect(res.status).toBe(200);
     expect(jupyterSeen.at(-1)!.headers.authorization).toBe(`token ${JUPYTER_TOKEN}`);
   });
 
+  it('refuses a logged-in user who is not a system administrator: 403, Jupyter never asked', async () => {
+    const before = jupyterSeen.length;
+    for (const headers of [{ cookie: `codeagent_session=${USER}` }, { authorization: `Bearer ${USER}` }] as Record<string, string>[]) {
+      const res = await fetch(`${base}/jupyter/lab`, { headers });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/system administrators only/) });
+    }
+    expect(jupyterSeen.length).toBe(before);
+  });
+
+  it('stops a session at the next request once the backend no longer accepts it (logout, revocation)', async () => {
+    const token = 'short-lived-admin-token';
+    sessions.set(token, { user_id: 'admin-2', is_system_admin: true });
+    expect((await fetch(`${base}/jupyter/api/status`, { headers: { cookie: `codeagent_session=${token}` } })).status).toBe(200);
+    sessions.delete(token);
+    expect((await fetch(`${base}/jupyter/api/status`, { headers: { cookie: `codeagent_session=${token}` } })).status).toBe(401);
+    expect(await upgrade(base, '/jupyter/api/kernels/k1/channels', { cookie: `codeagent_session=${token}`, origin: `http://${new URL(base).host}` })).toBe(401);
+  });
+
+  it('fails closed when the session cannot be checked: 502, Jupyter never asked', async () => {
+    const before = jupyterSeen.length;
+    const down = await fetch(`${orphanBase}/jupyter/lab`, { headers: { cookie: `codeagent_session=${ADMIN}` } });
+    expect(down.status).toBe(502);
+    expect(await down.json()).toMatchObject({ error: 'bad_gateway' });
+    const broken = await fetch(`${base}/jupyter/lab`, { headers: { authorization: 'Bearer make-the-backend-fail' } });
+    expect(broken.status).toBe(502);
+    expect(await upgrade(orphanBase, '/jupyter/api/kernels/k1/channels', { authorization: `Bearer ${ADMIN}` })).toBe(502);
+    expect(jupyterSeen.length).toBe(before);
+  });
+
   it('refuses a cross-site write that relies on the cookie, allows a same-origin one (Origin dropped upstream)', async () => {
-    const cookie = `codeagent_session=${token}`;
+    const cookie = `codeagent_session=${ADMIN}`;
+    const asked = backendAsked.length;
     const cross = await fetch(`${base}/jupyter/api/kernels`, { method: 'POST', headers: { cookie, origin: 'http://evil.example' } });
     expect(cross.status).toBe(403);
+    expect(backendAsked.length).toBe(asked);
     const host = new URL(base).host;
     const same = await fetch(`${base}/jupyter/api/kernels`, { method: 'POST', headers: { cookie, origin: `http://${host}` } });
     expect(same.status).toBe(200);
     expect(jupyterSeen.at(-1)!.headers.origin).toBeUndefined();
   });
 
-  it('proxies websockets (kernels) only for a logged-in user, with the Jupyter token', async () => {
+  it('checks websocket upgrades (kernels, terminals) the same way: 401, 403 cross-site, 403 non-admin, 101 for an administrator', async () => {
     const host = new URL(base).host;
+    const asked = backendAsked.length;
     expect(await upgrade(base, '/jupyter/api/kernels/k1/channels?session_id=s', {})).toBe(401);
-    expect(await upgrade(base, '/jupyter/api/kernels/k1/channels', { cookie: `codeagent_session=${token}`, origin: 'http://evil.example' })).toBe(403);
+    expect(await upgrade(base, '/jupyter/api/kernels/k1/channels', { cookie: `codeagent_session=${ADMIN}`, origin: 'http://evil.example' })).toBe(403);
+    expect(await upgrade(base, '/jupyter/terminals/websocket/1', { cookie: `codeagent_session=${USER}`, origin: `http://${host}` })).toBe(403);
+    expect(await upgrade(base, '/jupyter/api/kernels/k1/channels', { authorization: `Bearer ${USER}` })).toBe(403);
+    expect(backendAsked.length).toBe(asked + 2);
+    expect(jupyterSeen.some((s) => s.method === 'UPGRADE')).toBe(false);
     const before = jupyterSeen.length;
-    expect(await upgrade(base, '/jupyter/api/kernels/k1/channels?session_id=s', { cookie: `codeagent_session=${token}`, origin: `http://${host}` })).toBe(101);
+    expect(await upgrade(base, '/jupyter/api/kernels/k1/channels?session_id=s', { cookie: `codeagent_session=${ADMIN}`, origin: `http://${host}` })).toBe(101);
+    expect(backendAsked.at(-1)!.headers.authorization).toBe(`Bearer ${ADMIN}`);
     // The gateway answers the browser first, then opens the upstream side.
     const upgraded = () => jupyterSeen.slice(before).find((s) => s.method === 'UPGRADE');
     for (let i = 0; i < 100 && !upgraded(); i++) await new Promise((r) => setTimeout(r, 20));
@@ -152,17 +242,24 @@ describe('gateway /jupyter (SPEC §10)', () => {
   });
 
   it('routes /jupyter/codeagent-bridge/* to the bridge as /codeagent-bridge/*, passing the user cookie on', async () => {
-    const res = await fetch(`${base}/jupyter/codeagent-bridge/providers?x=1`, { headers: { cookie: `codeagent_session=${token}` } });
+    const res = await fetch(`${base}/jupyter/codeagent-bridge/providers?x=1`, { headers: { cookie: `codeagent_session=${USER}` } });
     expect(res.status).toBe(200);
     const seen = bridgeSeen.at(-1)!;
     expect(seen.url).toBe('/codeagent-bridge/providers?x=1');
-    expect(seen.headers.cookie).toBe(`codeagent_session=${token}`);
+    expect(seen.headers.cookie).toBe(`codeagent_session=${USER}`);
     expect(seen.headers.authorization).toBeUndefined();
   });
 
+  it("leaves JupyterLab's own CSP alone (its pages need their inline configuration), still adds nosniff", async () => {
+    const res = await fetch(`${base}/jupyter/lab`, { headers: { cookie: `codeagent_session=${ADMIN}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toBeNull(); // the stand-in sets none
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+
   it('answers 404 with a hint when no JupyterLab server is configured', async () => {
-    const res = await bare.inject({ method: 'GET', url: '/jupyter/lab' });
-    expect(res.statusCode).toBe(404);
-    expect(res.json()).toMatchObject({ error: 'not_found' });
+    const res = await fetch(`${bare.base}/jupyter/lab`);
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/JUPYTERLAB_URL/) });
   });
 });

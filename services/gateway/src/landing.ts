@@ -1,8 +1,12 @@
-/** The platform's start page until the web UI lands: where things are. */
+import { pageCsp, styleHash } from './security-headers.js';
+
+const style = 'body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;color:#222}code{background:#f3f3f3;padding:0 .25rem}';
+
+/** The platform's start page until the web UI lands: where things are. No script. */
 export const landingPage = `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>codeagent platform</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;color:#222}code{background:#f3f3f3;padding:0 .25rem}</style>
+<style>${style}</style>
 </head>
 <body>
 <h1>codeagent platform</h1>
@@ -15,3 +19,6 @@ export const landingPage = `<!doctype html>
 </body>
 </html>
 `;
+
+/** Its CSP: the inline style is allowed by its hash, nothing else inline. */
+export const landingCsp = pageCsp([styleHash(style)]);

@@ -1,8 +1,9 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { safeEqual } from '@codeagent/auth';
-import { AppError, BadRequestError, NotFoundError, ServiceUnavailableError, UnauthorizedError, requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import { AppError, BadRequestError, NotFoundError, OPS_PATHS, PayloadTooLargeError, ServiceUnavailableError, internalTokenHook, requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import { SandboxUnavailableError, UnknownWorkspaceError } from '@codeagent/sandbox';
+import { FilesLimitError, SandboxFilesError } from './contents.js';
 import { KernelUnavailableError } from './jupyter-server.js';
 import { UnknownKernelError, type KernelService, type Notebook } from './kernels.js';
 
@@ -14,9 +15,11 @@ export interface RuntimeAppOptions {
 
 const Timeout = Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 }));
 const KernelId = Type.String({ minLength: 1, maxLength: 64 });
+const WorkspaceId = Type.Optional(Type.String({ pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }));
+const File = Type.Object({ path: Type.String({ minLength: 1, maxLength: 1024 }), content_base64: Type.String() }, { additionalProperties: false });
 
 const Action = Type.Union([
-  Type.Object({ action: Type.Literal('start_kernel'), kernel_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })) }),
+  Type.Object({ action: Type.Literal('start_kernel'), kernel_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })), workspace_id: WorkspaceId }),
   Type.Object({ action: Type.Literal('execute'), kernel_id: KernelId, code: Type.String({ maxLength: 10_000_000 }), timeout_seconds: Timeout }),
   Type.Object({ action: Type.Literal('interrupt'), kernel_id: KernelId }),
   Type.Object({ action: Type.Literal('restart'), kernel_id: KernelId }),
@@ -26,28 +29,34 @@ const Action = Type.Union([
     action: Type.Literal('run_notebook'),
     notebook: Type.Object({ nbformat: Type.Literal(4), cells: Type.Array(Type.Object({ cell_type: Type.String() }, { additionalProperties: true })) }, { additionalProperties: true }),
     timeout_seconds: Timeout,
+    workspace_id: WorkspaceId,
+    notebook_path: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    files: Type.Optional(Type.Array(File, { maxItems: 10_000 })),
   }),
 ]);
 type ActionBody = Static<typeof Action>;
 
 const ACTIONS = ['start_kernel', 'execute', 'interrupt', 'restart', 'shutdown', 'list_kernels', 'run_notebook'];
 
-/** The runtime's action endpoint (SPEC §5.2): internal, token-guarded, on real Jupyter kernels. */
+/**
+ * The runtime's action endpoint (SPEC §5.2): internal, token-guarded, on real Jupyter kernels
+ * in sandboxes. `start_kernel` and `run_notebook` take an optional `workspace_id`: the kernel
+ * runs in that workspace's sandbox; without it, in the scratch sandbox that holds no
+ * workspace's files. `run_notebook` also takes the workspace's `files` (copied in for the run)
+ * and answers with the files the run created or changed.
+ */
 export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: false }),
     ...requestIdOptions(),
-    bodyLimit: 64 * 1024 * 1024,
+    // Files travel base64-encoded: 4/3 of SANDBOX_FILES_MAX_BYTES, plus the notebook.
+    bodyLimit: Math.max(64 * 1024 * 1024, Math.ceil((opts.kernels.filesMaxBytes * 4) / 3) + 64 * 1024 * 1024),
   }).withTypeProvider<TypeBoxTypeProvider>();
   await app.register(serviceKit);
   const { kernels } = opts;
 
-  app.addHook('onRequest', async (req) => {
-    const given = req.headers['x-internal-service-token'];
-    if (typeof given !== 'string' || !safeEqual(given, opts.internalServiceToken)) {
-      throw new UnauthorizedError('send the internal service token in X-Internal-Service-Token');
-    }
-  });
+  // Probes and metrics answer without the token (the internal port is not published).
+  app.addHook('onRequest', internalTokenHook(opts.internalServiceToken, { skip: (req) => OPS_PATHS.has(req.url.split('?')[0]!) }));
 
   // An unknown action is a 400 naming the valid ones, before the schema's union error.
   app.addHook('preValidation', async (req) => {
@@ -57,12 +66,17 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
     }
   });
 
-  app.post('/api/v1/jupyter', { schema: { body: Action } }, async (req) => {
+  app.post('/api/v1/jupyter', { schema: { body: Action } }, async (req, reply) => {
     const body = req.body as ActionBody;
+    // The caller hanging up (the worker cancelled the run) stops the run's kernel.
+    const abort = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) abort.abort();
+    });
     try {
       switch (body.action) {
         case 'start_kernel':
-          return { kernel_id: await kernels.startKernel(body.kernel_name ?? 'python3') };
+          return { kernel_id: await kernels.startKernel(body.kernel_name ?? 'python3', body.workspace_id?.toLowerCase()) };
         case 'execute':
           return await kernels.execute(body.kernel_id, body.code, body.timeout_seconds);
         case 'interrupt':
@@ -75,11 +89,18 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
         case 'list_kernels':
           return { kernels: await kernels.list() };
         case 'run_notebook':
-          return await kernels.runNotebook(body.notebook as unknown as Notebook, body.timeout_seconds);
+          return await kernels.runNotebook(body.notebook as unknown as Notebook, body.timeout_seconds, {
+            workspaceId: body.workspace_id?.toLowerCase(),
+            notebookPath: body.notebook_path,
+            files: body.files,
+            signal: abort.signal,
+          });
       }
     } catch (err) {
-      if (err instanceof UnknownKernelError) throw new NotFoundError(err.message);
-      if (err instanceof KernelUnavailableError) throw new ServiceUnavailableError('kernel_unavailable', err.message);
+      if (err instanceof UnknownKernelError || err instanceof UnknownWorkspaceError) throw new NotFoundError(err.message);
+      if (err instanceof KernelUnavailableError || err instanceof SandboxUnavailableError) throw new ServiceUnavailableError('kernel_unavailable', err.message);
+      if (err instanceof FilesLimitError) throw new PayloadTooLargeError(err.message);
+      if (err instanceof SandboxFilesError) throw new AppError(507, 'insufficient_storage', err.message);
       if (err instanceof AppError) throw err;
       throw err;
     }

@@ -1,6 +1,13 @@
 export { buildRuntimeApp } from './app.js';
 export type { RuntimeAppOptions } from './app.js';
-export { KernelService } from './kernels.js';
-export type { ExecuteResult, KernelInfo, Notebook, NotebookCell, Output } from './kernels.js';
-export { ManagedJupyterServer, externalJupyter, KernelUnavailableError, INSTALL_HINT } from './jupyter-server.js';
+export { KernelService, UnknownKernelError } from './kernels.js';
+export type { ExecuteResult, KernelInfo, Notebook, NotebookCell, Output, RunNotebookOptions, RunNotebookResult } from './kernels.js';
+export { KernelUnavailableError, INSTALL_HINT } from './jupyter-server.js';
+export { SandboxedServers, externalServer, ServerCapError } from './servers.js';
+export type { JupyterPool, JupyterServerRef, SandboxLimits } from './servers.js';
+export { createKernels } from './kernels-factory.js';
+export type { Kernels, KernelsOptions } from './kernels-factory.js';
+export type { SandboxFile, CollectedFile } from './contents.js';
 export { startRuntime } from './server.js';
+export { mountWorkspace, isMounted, RCLONE, INSTALL_MOUNT_HINT } from './workspace-mount.js';
+export type { WorkspaceMount, WorkspaceMountOptions, RemoteControl } from './workspace-mount.js';

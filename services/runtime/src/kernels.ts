@@ -1,6 +1,10 @@
-import { KernelAPI, KernelConnection, ServerConnection, type Kernel, type KernelMessage } from '@jupyterlab/services';
-import WebSocket from 'ws';
-import { KernelUnavailableError, type JupyterEndpoint, type JupyterSource } from './jupyter-server.js';
+import { randomUUID, createHash } from 'node:crypto';
+import { KernelAPI, KernelConnection, type Kernel, type KernelMessage } from '@jupyterlab/services';
+import type { FastifyBaseLogger } from 'fastify';
+import { Contents, FilesLimitError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
+import { KeyedLock } from '@codeagent/service-kit';
+import { KernelUnavailableError } from './jupyter-server.js';
+import type { JupyterPool, JupyterServerRef } from './servers.js';
 
 /** nbformat v4 output. */
 export type Output =
@@ -15,6 +19,8 @@ export interface ExecuteResult {
   execution_count: number | null;
   /** True when the time limit was reached and the kernel was interrupted. */
   timed_out?: boolean;
+  /** True when the kernel died during the execution (out of memory, a limit, killed) and was restarted or is gone. */
+  kernel_died?: boolean;
 }
 
 export interface KernelInfo {
@@ -22,6 +28,8 @@ export interface KernelInfo {
   kernel_name: string;
   execution_state: string;
   last_activity: string | null;
+  /** The workspace whose sandbox runs the kernel; null for the scratch sandbox. */
+  workspace_id: string | null;
 }
 
 export class UnknownKernelError extends Error {
@@ -47,17 +55,77 @@ export interface Notebook {
   cells: NotebookCell[];
 }
 
-const INTERRUPT_GRACE_MS = 5000;
-
-function settingsFor(endpoint: JupyterEndpoint): ServerConnection.ISettings {
-  return ServerConnection.makeSettings({
-    baseUrl: `${endpoint.url}/`,
-    wsUrl: `${endpoint.url.replace(/^http/, 'ws')}/`,
-    token: endpoint.token,
-    appendToken: true,
-    WebSocket: WebSocket as unknown as typeof globalThis.WebSocket,
-  });
+export interface RunNotebookOptions {
+  /** The workspace whose sandbox runs the notebook; none: the scratch sandbox. */
+  workspaceId?: string | undefined;
+  /** Where the notebook lives in the workspace: the kernel starts in its directory. */
+  notebookPath?: string | undefined;
+  /** The workspace's files, copied into a fresh directory of the sandbox for this run. */
+  files?: SandboxFile[] | undefined;
+  /** Aborted when the caller gives up (the worker cancelled the run): the kernel is stopped. */
+  signal?: AbortSignal | undefined;
 }
+
+export interface RunNotebookResult {
+  status: 'ok' | 'error';
+  notebook: Notebook;
+  duration_ms: number;
+  /** Files the run created or changed (only when `files` were given). */
+  files?: CollectedFile[];
+  /** Why the run's files could not be collected (then `files` is empty). */
+  files_error?: string;
+}
+
+const INTERRUPT_GRACE_MS = 5000;
+/** A kernel starts in about a second (three in its sandbox on a loaded machine). */
+const KERNEL_START_TIMEOUT_MS = 60_000;
+/** Output one execution may produce (text and data together); beyond it the cell is interrupted, so no cell can flood the runtime's memory. */
+export const MAX_OUTPUT_BYTES = 32 * 1024 * 1024;
+
+/** Approximate size of an IOPub message's output (what `collect` would keep). */
+function outputSize(msg: KernelMessage.IIOPubMessage): number {
+  const content = msg.content as Record<string, unknown>;
+  const size = (v: unknown): number => (typeof v === 'string' ? v.length : v === null || v === undefined ? 0 : Array.isArray(v) ? v.reduce((n: number, x) => n + size(x), 0) : typeof v === 'object' ? Object.values(v as object).reduce((n: number, x) => n + size(x), 0) : 8);
+  switch (msg.header.msg_type) {
+    case 'stream':
+      return size(content.text);
+    case 'execute_result':
+    case 'display_data':
+      return size(content.data);
+    case 'error':
+      return size(content.traceback) + size(content.evalue);
+    default:
+      return 0;
+  }
+}
+
+/**
+ * After a kernel restarts (the OOM killer, a limit), @jupyterlab/services reconnects by itself,
+ * in a promise nobody awaits; when the kernel or its whole server is gone meanwhile, that
+ * promise rejects and would crash the runtime as an unhandled rejection. The execution that
+ * was waiting fails on its own (statusChanged, the server's exit), so a failed reconnect is
+ * swallowed here.
+ */
+class RuntimeKernelConnection extends KernelConnection {
+  override async reconnect(): Promise<void> {
+    try {
+      await super.reconnect();
+    } catch {
+      // the kernel or its server is gone
+    }
+  }
+
+  // Sent by the library itself on every (re)connection, in a promise nobody awaits: a restart
+  // that cancels it would otherwise be an unhandled rejection.
+  override async requestKernelInfo(): Promise<KernelMessage.IInfoReplyMsg | undefined> {
+    try {
+      return await super.requestKernelInfo();
+    } catch {
+      return undefined;
+    }
+  }
+}
+const RUNS_DIR = '.codeagent-runs';
 
 /** Appends an IOPub message to the outputs the way a notebook front end would. */
 function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | undefined {
@@ -101,70 +169,172 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
 }
 
 /**
- * Kernels of one Jupyter server, driven with @jupyterlab/services. Executes on one kernel run
- * strictly one after another (a queue per kernel); different kernels run in parallel.
+ * Kernels of the sandboxed Jupyter servers, driven with @jupyterlab/services. A kernel belongs
+ * to the server of its workspace (or the scratch sandbox). Executes on one kernel run strictly
+ * one after another (a queue per kernel); different kernels run in parallel. A kernel that dies
+ * mid-execution (OOM killer, a limit, its server stopped) fails that execution with a clear
+ * error instead of leaving it waiting.
  */
 export class KernelService {
+  private readonly owners = new Map<string, JupyterServerRef>();
   private readonly connections = new Map<string, KernelConnection>();
-  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly queues = new KeyedLock();
+  /** Who waits for each server's stop: one reaction per server, not one per execution (they would pile up on a promise that may never settle). */
+  private readonly stopWatchers = new WeakMap<JupyterServerRef, Set<(reason: string) => void>>();
 
-  constructor(private readonly jupyter: JupyterSource) {}
+  constructor(
+    private readonly pool: JupyterPool,
+    private readonly opts: {
+      filesMaxBytes?: number;
+      /** How long a run waits for a new kernel to answer kernel_info before starting another. */
+      startTimeoutMs?: number;
+      log?: Pick<FastifyBaseLogger, 'warn'>;
+    } = {},
+  ) {}
 
-  private async settings(): Promise<ServerConnection.ISettings> {
-    return settingsFor(await this.jupyter.get());
+  private get log(): Pick<FastifyBaseLogger, 'warn'> | undefined {
+    return this.opts.log;
   }
 
-  async startKernel(kernelName = 'python3'): Promise<string> {
-    const settings = await this.settings();
+  get filesMaxBytes(): number {
+    return this.opts.filesMaxBytes ?? 128 * 1024 * 1024;
+  }
+
+  async startKernel(kernelName = 'python3', workspaceId?: string, path?: string): Promise<string> {
+    const server = await this.pool.server(workspaceId);
+    let model: Kernel.IModel;
     try {
-      const model = await KernelAPI.startNew({ name: kernelName }, settings);
-      return model.id;
+      // `path` (the kernel's working directory, relative to the server root) is passed through to jupyter_server.
+      model = await KernelAPI.startNew({ name: kernelName, ...(path ? { path } : {}) } as { name: string }, server.settings);
     } catch (err) {
       const status = (err as { response?: { status?: number } }).response?.status;
       throw new KernelUnavailableError(status ? `kernel ${kernelName} cannot start (HTTP ${status}); is its kernelspec installed?` : String(err));
     }
+    this.owners.set(model.id, server);
+    server.kernelStarted(model.id);
+    void server.stopped.then(() => this.forget(model.id));
+    return model.id;
+  }
+
+  private forget(kernelId: string): void {
+    this.owners.delete(kernelId);
+    this.connections.get(kernelId)?.dispose();
+    this.connections.delete(kernelId);
+  }
+
+  private owner(kernelId: string): JupyterServerRef {
+    const server = this.owners.get(kernelId);
+    if (!server || !server.running) throw new UnknownKernelError(kernelId);
+    server.touch();
+    return server;
   }
 
   private async connection(kernelId: string): Promise<KernelConnection> {
+    const server = this.owner(kernelId);
     const known = this.connections.get(kernelId);
     if (known && !known.isDisposed && known.connectionStatus !== 'disconnected') return known;
-    const settings = await this.settings();
-    const model = /^[0-9a-f-]{36}$/i.test(kernelId) ? await KernelAPI.getKernelModel(kernelId, settings) : undefined;
-    if (!model) throw new UnknownKernelError(kernelId);
-    const conn = new KernelConnection({ model, serverSettings: settings, handleComms: false });
+    const model = /^[0-9a-f-]{36}$/i.test(kernelId) ? await KernelAPI.getKernelModel(kernelId, server.settings) : undefined;
+    if (!model) {
+      this.forget(kernelId);
+      throw new UnknownKernelError(kernelId);
+    }
+    const conn = new RuntimeKernelConnection({ model, serverSettings: server.settings, handleComms: false });
     this.connections.set(kernelId, conn);
     return conn;
   }
 
   /** Runs `code`; after `timeoutSeconds` the kernel is interrupted and the result says so. */
-  execute(kernelId: string, code: string, timeoutSeconds = 300): Promise<ExecuteResult> {
-    const previous = this.queues.get(kernelId) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(() => this.executeNow(kernelId, code, timeoutSeconds));
-    this.queues.set(kernelId, run);
-    void run.finally(() => {
-      if (this.queues.get(kernelId) === run) this.queues.delete(kernelId);
-    }).catch(() => undefined);
-    return run;
+  execute(kernelId: string, code: string, timeoutSeconds = 300, signal?: AbortSignal): Promise<ExecuteResult> {
+    return this.queues.run(kernelId, () => this.executeNow(kernelId, code, timeoutSeconds, signal));
   }
 
-  private async executeNow(kernelId: string, code: string, timeoutSeconds: number): Promise<ExecuteResult> {
+  /** Calls `onStop` when the server stops; returns the function that cancels this. */
+  private whenStopped(server: JupyterServerRef, onStop: (reason: string) => void): () => void {
+    let watchers = this.stopWatchers.get(server);
+    if (!watchers) {
+      const set = new Set<(reason: string) => void>();
+      watchers = set;
+      this.stopWatchers.set(server, set);
+      void server.stopped.then((reason) => {
+        for (const w of set) w(reason);
+      });
+    }
+    const own = watchers;
+    own.add(onStop);
+    return () => own.delete(onStop);
+  }
+
+  /** Why the kernel died, from its cgroup counters compared with before the execution. */
+  private deathReason(server: JupyterServerRef, kernelId: string, before: { oomKills: number; pidsLimitHits: number }, fallback: string): string {
+    const after = server.kernelEvents(kernelId);
+    if (after.oomKills > before.oomKills) return `the kernel ran out of memory and was killed (limits: ${server.limitsText}); its state is lost`;
+    if (after.pidsLimitHits > before.pidsLimitHits) return `the kernel died after reaching its process limit (limits: ${server.limitsText}); its state is lost`;
+    return fallback;
+  }
+
+  private async executeNow(kernelId: string, code: string, timeoutSeconds: number, signal?: AbortSignal): Promise<ExecuteResult> {
+    const server = this.owner(kernelId);
     const conn = await this.connection(kernelId);
+    const before = server.kernelEvents(kernelId);
     const outputs: Output[] = [];
     let executionCount: number | null = null;
+    let outputBytes = 0;
+    let flooded: (() => void) | undefined;
     const future = conn.requestExecute({ code, stop_on_error: true, store_history: true, allow_stdin: false });
     future.onIOPub = (msg) => {
+      if (outputBytes > MAX_OUTPUT_BYTES) return;
+      outputBytes += outputSize(msg);
+      if (outputBytes > MAX_OUTPUT_BYTES) {
+        flooded?.();
+        return;
+      }
       const count = collect(outputs, msg);
       if (count !== undefined) executionCount = count;
     };
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), timeoutSeconds * 1000);
+    let onStatus: ((_: unknown, status: Kernel.Status) => void) | undefined;
+    let onAbort: (() => void) | undefined;
+    let unwatch: (() => void) | undefined;
+    const interrupted = new Promise<{ kind: 'timeout' } | { kind: 'died'; reason: string } | { kind: 'aborted' } | { kind: 'flooded' }>((resolve) => {
+      flooded = () => resolve({ kind: 'flooded' });
+      timer = setTimeout(() => resolve({ kind: 'timeout' }), timeoutSeconds * 1000);
+      onStatus = (_: unknown, status: Kernel.Status) => {
+        if (status === 'autorestarting' || status === 'dead') {
+          resolve({ kind: 'died', reason: this.deathReason(server, kernelId, before, status === 'dead' ? 'the kernel died and could not be restarted' : 'the kernel died unexpectedly and was restarted; its state is lost') });
+        }
+      };
+      conn.statusChanged.connect(onStatus);
+      unwatch = this.whenStopped(server, (reason) => resolve({ kind: 'died', reason: this.deathReason(server, kernelId, before, reason) }));
+      if (signal) {
+        onAbort = () => resolve({ kind: 'aborted' });
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }
     });
     try {
-      const first = await Promise.race([future.done, timedOut]);
-      if (first === 'timeout') {
+      const first = await Promise.race([future.done, interrupted]);
+      if ('kind' in first) {
+        if (first.kind === 'died') {
+          outputs.push({ output_type: 'error', ename: 'DeadKernelError', evalue: first.reason, traceback: [] });
+          // A restarted kernel is a new process: it goes into the kernel's cgroup again.
+          if (server.running) server.kernelStarted(kernelId);
+          // The next execute goes over a new connection: one made before the restart may still
+          // be reconnecting and lose a request sent in that window (seen under load: an execute
+          // right after an OOM restart never answered). A new one queues until kernel_info.
+          this.connections.get(kernelId)?.dispose();
+          this.connections.delete(kernelId);
+          return { status: 'error', outputs, execution_count: executionCount, kernel_died: true };
+        }
         await conn.interrupt().catch(() => undefined);
         await Promise.race([future.done.catch(() => undefined), new Promise((r) => setTimeout(r, INTERRUPT_GRACE_MS))]);
+        if (first.kind === 'aborted') {
+          outputs.push({ output_type: 'error', ename: 'CancelledError', evalue: 'the execution was cancelled', traceback: [] });
+          return { status: 'error', outputs, execution_count: executionCount };
+        }
+        if (first.kind === 'flooded') {
+          outputs.push({ output_type: 'error', ename: 'OutputLimitError', evalue: `the cell's output exceeded ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB; the rest was dropped and the cell interrupted`, traceback: [] });
+          return { status: 'error', outputs, execution_count: executionCount };
+        }
         if (!outputs.some((o) => o.output_type === 'error')) {
           outputs.push({ output_type: 'error', ename: 'TimeoutError', evalue: `execution exceeded ${timeoutSeconds} s and was interrupted`, traceback: [] });
         }
@@ -177,77 +347,196 @@ export class KernelService {
       // future.done rejects when the kernel answers with an error status in some versions.
       const content = (err as { content?: { status?: string; execution_count?: number } }).content;
       if (content?.status === 'error') return { status: 'error', outputs, execution_count: content.execution_count ?? executionCount };
+      // The server stopped under us (its connection was disposed before the stop was noticed here).
+      if (!server.running || conn.isDisposed) {
+        const reason = await Promise.race([server.stopped, new Promise<string>((r) => setTimeout(() => r('the kernel\'s connection was lost'), 2000))]);
+        outputs.push({ output_type: 'error', ename: 'DeadKernelError', evalue: this.deathReason(server, kernelId, before, reason), traceback: [] });
+        return { status: 'error', outputs, execution_count: executionCount, kernel_died: true };
+      }
       throw err;
     } finally {
       clearTimeout(timer);
+      unwatch?.();
+      if (onStatus) conn.statusChanged.disconnect(onStatus);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
       future.dispose();
     }
   }
 
   async interrupt(kernelId: string): Promise<KernelInfo> {
+    const server = this.owner(kernelId);
     await this.connection(kernelId);
-    await KernelAPI.interruptKernel(kernelId, await this.settings());
+    await KernelAPI.interruptKernel(kernelId, server.settings);
     return this.info(kernelId);
   }
 
   async restart(kernelId: string): Promise<KernelInfo> {
+    const server = this.owner(kernelId);
     const conn = await this.connection(kernelId);
-    await KernelAPI.restartKernel(kernelId, await this.settings());
+    await KernelAPI.restartKernel(kernelId, server.settings);
     // A fresh connection for the restarted kernel: the old socket may still be reconnecting.
     conn.dispose();
     this.connections.delete(kernelId);
+    server.kernelStarted(kernelId);
     return this.info(kernelId);
   }
 
   async shutdown(kernelId: string): Promise<void> {
-    const conn = await this.connection(kernelId);
-    await KernelAPI.shutdownKernel(kernelId, await this.settings());
-    conn.dispose();
-    this.connections.delete(kernelId);
+    const server = this.owner(kernelId);
+    await this.connection(kernelId);
+    try {
+      await KernelAPI.shutdownKernel(kernelId, server.settings);
+    } catch (err) {
+      // jupyter_client answers 500 to a shutdown while it is restarting the kernel (after an OOM
+      // kill): once more, after a moment.
+      if ((err as { response?: { status?: number } }).response?.status === 404) return;
+      await new Promise((r) => setTimeout(r, 1000));
+      await KernelAPI.shutdownKernel(kernelId, server.settings).catch((again: unknown) => {
+        if ((again as { response?: { status?: number } }).response?.status !== 404) throw again;
+      });
+    } finally {
+      this.forget(kernelId);
+      // Whatever the kernel left behind dies with its cgroup, even when Jupyter did not answer.
+      await server.kernelGone(kernelId);
+    }
   }
 
   private async info(kernelId: string): Promise<KernelInfo> {
-    const model = await KernelAPI.getKernelModel(kernelId, await this.settings());
+    const server = this.owner(kernelId);
+    const model = await KernelAPI.getKernelModel(kernelId, server.settings);
     if (!model) throw new UnknownKernelError(kernelId);
-    return toInfo(model);
+    return this.withOwnState(toInfo(model, server.workspaceId));
+  }
+
+  /**
+   * jupyter_server's execution_state comes from its own iopub watcher, which can stay at
+   * 'starting' while the kernel runs (seen in CI); where the runtime holds a live connection to
+   * the kernel, the status that connection saw is the truth.
+   */
+  private withOwnState(info: KernelInfo): KernelInfo {
+    const conn = this.connections.get(info.kernel_id);
+    if (conn && !conn.isDisposed && conn.connectionStatus === 'connected' && conn.status !== 'unknown') return { ...info, execution_state: conn.status };
+    return info;
   }
 
   async list(): Promise<KernelInfo[]> {
-    return (await KernelAPI.listRunning(await this.settings())).map(toInfo);
+    const all: KernelInfo[] = [];
+    for (const server of this.pool.running()) {
+      try {
+        for (const model of await KernelAPI.listRunning(server.settings)) all.push(this.withOwnState(toInfo(model, server.workspaceId)));
+      } catch {
+        // a server that stopped meanwhile has no kernels
+      }
+    }
+    return all;
   }
 
   /**
    * Executes every code cell of a notebook, in order, on a fresh kernel that is shut down
    * afterwards. Stops at the first failing cell (like nbclient without allow_errors);
-   * `timeoutSeconds` bounds the whole notebook.
+   * `timeoutSeconds` bounds the whole notebook. With `files`, the workspace's files are copied
+   * into a fresh directory of the workspace's sandbox, the kernel starts in the notebook's
+   * directory there, and the files the run created or changed come back in `files`.
    */
-  async runNotebook(notebook: Notebook, timeoutSeconds = 600): Promise<{ status: 'ok' | 'error'; notebook: Notebook; duration_ms: number }> {
+  /**
+   * A kernel for a run that has answered kernel_info. A kernel that does not answer within
+   * KERNEL_START_TIMEOUT_MS (a start that hangs) is shut down and started once more, so that a
+   * run never holds its worker's slot on a kernel that will never run a cell.
+   */
+  private async startReadyKernel(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
+    for (let attempt = 1; ; attempt++) {
+      const kernelId = await this.startKernel(kernelName, workspaceId, cwd);
+      const conn = await this.connection(kernelId);
+      let timer: NodeJS.Timeout | undefined;
+      let onAbort: (() => void) | undefined;
+      const outcome = await Promise.race([
+        conn.info.then(() => 'ready' as const),
+        new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.startTimeoutMs))),
+        new Promise<'aborted'>((resolve) => {
+          onAbort = () => resolve('aborted');
+          if (signal?.aborted) onAbort();
+          else signal?.addEventListener('abort', onAbort, { once: true });
+        }),
+      ]);
+      clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
+      if (outcome === 'ready') return kernelId;
+      await this.shutdown(kernelId).catch(() => undefined);
+      if (outcome === 'aborted') throw new Error('the run was cancelled while its kernel started');
+      if (attempt >= 2) {
+        throw new KernelUnavailableError(`the ${kernelName} kernel did not answer within ${Math.round(this.startTimeoutMs / 1000)} s of its start, twice; see the runtime's log`);
+      }
+      this.log?.warn({ kernel_id: kernelId, workspace_id: workspaceId ?? null }, 'a kernel did not answer after its start: shut down, starting another');
+    }
+  }
+
+  private get startTimeoutMs(): number {
+    return this.opts.startTimeoutMs ?? KERNEL_START_TIMEOUT_MS;
+  }
+
+  async runNotebook(notebook: Notebook, timeoutSeconds = 600, opts: RunNotebookOptions = {}): Promise<RunNotebookResult> {
     const started = Date.now();
     const executed: Notebook = structuredClone(notebook);
-    const kernelId = await this.startKernel(executed.metadata.kernelspec?.name ?? 'python3');
+    const server = await this.pool.server(opts.workspaceId);
+    const contents = new Contents(server.settings);
+    let runDir: string | undefined;
+    let stamps = new Map<string, string>();
+    const hashes = new Map<string, string>();
+    if (opts.files) {
+      const total = opts.files.reduce((n, f) => n + Math.floor((f.content_base64.length * 3) / 4), 0);
+      if (total > this.filesMaxBytes) throw new FilesLimitError(`the workspace's files (${Math.round(total / 1024 / 1024)} MiB) exceed SANDBOX_FILES_MAX_BYTES (${Math.round(this.filesMaxBytes / 1024 / 1024)} MiB)`);
+      runDir = `${RUNS_DIR}/${randomUUID()}`;
+      try {
+        stamps = await contents.upload(runDir, opts.files);
+      } catch (err) {
+        await contents.remove(runDir).catch(() => undefined);
+        if (err instanceof FilesLimitError) throw err;
+        throw new SandboxFilesError(`the workspace's files could not be copied into its sandbox (SANDBOX_DISK_MB may be too small, or the workspace's own code filled it): ${(err as Error).message}`);
+      }
+      for (const f of opts.files) hashes.set(f.path, createHash('sha256').update(Buffer.from(f.content_base64, 'base64')).digest('hex'));
+    }
+    const notebookDir = opts.notebookPath && isSafeRelativePath(opts.notebookPath) ? opts.notebookPath.split('/').slice(0, -1).join('/') : '';
+    const cwd = runDir ? [runDir, notebookDir].filter(Boolean).join('/') : undefined;
+    if (cwd && notebookDir) await contents.mkdirs(cwd, new Set());
     let status: 'ok' | 'error' = 'ok';
     try {
-      for (const cell of executed.cells) {
-        if (cell.cell_type !== 'code') continue;
-        const source = Array.isArray(cell.source) ? cell.source.join('') : cell.source;
-        const remaining = timeoutSeconds - (Date.now() - started) / 1000;
-        if (remaining <= 0) {
-          cell.outputs = [{ output_type: 'error', ename: 'TimeoutError', evalue: `the notebook exceeded ${timeoutSeconds} s`, traceback: [] }];
-          status = 'error';
-          break;
+      const kernelId = await this.startReadyKernel(executed.metadata.kernelspec?.name ?? 'python3', opts.workspaceId, cwd, opts.signal);
+      try {
+        for (const cell of executed.cells) {
+          if (cell.cell_type !== 'code') continue;
+          const source = Array.isArray(cell.source) ? cell.source.join('') : cell.source;
+          const remaining = timeoutSeconds - (Date.now() - started) / 1000;
+          if (remaining <= 0) {
+            cell.outputs = [{ output_type: 'error', ename: 'TimeoutError', evalue: `the notebook exceeded ${timeoutSeconds} s`, traceback: [] }];
+            status = 'error';
+            break;
+          }
+          const result = await this.execute(kernelId, source, remaining, opts.signal);
+          cell.outputs = result.outputs;
+          cell.execution_count = result.execution_count;
+          if (result.status === 'error') {
+            status = 'error';
+            break;
+          }
         }
-        const result = await this.execute(kernelId, source, remaining);
-        cell.outputs = result.outputs;
-        cell.execution_count = result.execution_count;
-        if (result.status === 'error') {
-          status = 'error';
-          break;
+      } finally {
+        await this.shutdown(kernelId).catch(() => undefined);
+      }
+      const result: RunNotebookResult = { status, notebook: executed, duration_ms: Date.now() - started };
+      if (runDir) {
+        const skip = (p: string) => p === opts.notebookPath || p.split('/').some((s) => s.endsWith('.runs'));
+        try {
+          result.files = server.running ? await contents.changedFiles(runDir, stamps, hashes, this.filesMaxBytes, skip) : [];
+          if (!server.running) result.files_error = 'the workspace\'s Jupyter server stopped before the run\'s files could be collected';
+        } catch (err) {
+          result.files = [];
+          result.files_error = err instanceof FilesLimitError ? err.message : `the run's files could not be collected: ${(err as Error).message}`;
         }
       }
+      return result;
     } finally {
-      await this.shutdown(kernelId).catch(() => undefined);
+      if (runDir && server.running) await contents.remove(runDir).catch(() => undefined);
     }
-    return { status, notebook: executed, duration_ms: Date.now() - started };
   }
 
   async close(): Promise<void> {
@@ -256,11 +545,12 @@ export class KernelService {
   }
 }
 
-function toInfo(model: Kernel.IModel): KernelInfo {
+function toInfo(model: Kernel.IModel, workspaceId: string | undefined): KernelInfo {
   return {
     kernel_id: model.id,
     kernel_name: model.name,
     execution_state: model.execution_state ?? 'unknown',
     last_activity: model.last_activity ?? null,
+    workspace_id: workspaceId ?? null,
   };
 }

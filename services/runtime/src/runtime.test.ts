@@ -2,15 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildRuntimeApp } from './app.js';
-import { ManagedJupyterServer } from './jupyter-server.js';
-import { KernelService } from './kernels.js';
+import type { Kernels } from './kernels-factory.js';
+import { startTestKernels } from './testing.js';
 
 const TOKEN = 'runtime-test-token';
 const log = pino({ level: 'silent' });
 
-/** These tests need a real kernel; in CI `.ci/system-deps` installs it, and here they fail (not skip) without one. */
+/** These tests need a real kernel and bubblewrap; in CI `.ci/system-deps` installs them, and here they fail (not skip) without. */
 describe('runtime on a real Jupyter kernel', () => {
-  let jupyter: ManagedJupyterServer;
+  let jupyter: Kernels;
   let app: FastifyInstance;
   let kernelId: string;
 
@@ -19,8 +19,8 @@ describe('runtime on a real Jupyter kernel', () => {
   const stripAnsi = (s: string) => s.replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '');
 
   beforeAll(async () => {
-    jupyter = new ManagedJupyterServer({ python: '/usr/bin/python3', rootDir: `${process.env.TMPDIR ?? '/tmp'}/codeagent-runtime-test`, cullIdleSeconds: 0, log });
-    app = await buildRuntimeApp({ kernels: new KernelService(jupyter), internalServiceToken: TOKEN });
+    jupyter = await startTestKernels({ log });
+    app = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: TOKEN });
     const res = await act({ action: 'start_kernel' });
     expect(res.statusCode, res.body).toBe(200);
     kernelId = res.json().kernel_id;
@@ -76,6 +76,18 @@ describe('runtime on a real Jupyter kernel', () => {
     const after = await act({ action: 'execute', kernel_id: kernelId, code: 'x' });
     expect(after.json().outputs[0].data['text/plain']).toBe('20');
   });
+
+  it('cuts off output beyond 32 MiB and interrupts the cell, which keeps the kernel usable', async () => {
+    // One big message (Jupyter's own IOPub rate limit drops floods of small ones).
+    const code = 'from IPython.display import display\ndisplay({"text/plain": "y" * (40 << 20)}, raw=True)\nprint("after")';
+    const res = await act({ action: 'execute', kernel_id: kernelId, code, timeout_seconds: 120 });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().status).toBe('error');
+    const outputs = res.json().outputs as { output_type: string; ename?: string; evalue?: string }[];
+    expect(outputs).toEqual([expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/exceeded 32 MiB/) })]);
+    const after = await act({ action: 'execute', kernel_id: kernelId, code: 'print(x)' });
+    expect(after.json().outputs[0].text).toBe('20\n');
+  }, 120_000);
 
   it('queues concurrent executes on one kernel in order', async () => {
     await act({ action: 'execute', kernel_id: kernelId, code: 'seen = []' });
@@ -144,12 +156,13 @@ describe('runtime on a real Jupyter kernel', () => {
 
 describe('runtime without a kernel on the machine', () => {
   it('answers 503 kernel_unavailable with the install command', async () => {
-    const jupyter = new ManagedJupyterServer({ python: '/nonexistent/python3', rootDir: '/tmp/codeagent-runtime-none', cullIdleSeconds: 0, log });
-    const app = await buildRuntimeApp({ kernels: new KernelService(jupyter), internalServiceToken: TOKEN });
+    const jupyter = await startTestKernels({ python: '/nonexistent/python3', log });
+    const app = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: TOKEN });
     const res = await app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: { action: 'start_kernel' } });
     expect(res.statusCode).toBe(503);
     expect(res.json().error).toBe('kernel_unavailable');
     expect(res.json().message).toContain('apt-get install -y python3-jupyter-server python3-ipykernel');
     await app.close();
+    await jupyter.stop();
   });
 });

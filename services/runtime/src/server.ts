@@ -1,27 +1,41 @@
-import { join } from 'node:path';
-import pino, { type LoggerOptions } from 'pino';
 import type { Config } from '@codeagent/config';
-import { listen, loggerOptions } from '@codeagent/service-kit';
+import { openPlatformDatabase, type Database } from '@codeagent/db';
+import { databaseUidAllocator } from '@codeagent/sandbox';
+import { Metrics, listen, createLogger, opsRoutes } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
-import { ManagedJupyterServer, externalJupyter } from './jupyter-server.js';
-import { KernelService } from './kernels.js';
+import { createKernels } from './kernels-factory.js';
 
 /** Starts the runtime alone (`codeagent runtime`) on 127.0.0.1:RUNTIME_PORT. */
 export async function startRuntime(config: Config): Promise<void> {
-  const log = pino(loggerOptions(config.logLevel, 'runtime') as LoggerOptions);
-  const jupyter =
-    config.jupyter.url !== undefined
-      ? externalJupyter({ url: config.jupyter.url, token: config.jupyter.token ?? '' })
-      : new ManagedJupyterServer({
-          python: config.jupyter.python,
-          rootDir: join(config.dataDir, 'runtime'),
-          cullIdleSeconds: config.jupyter.cullIdleSeconds,
-          log,
-        });
-  const app = await buildRuntimeApp({ kernels: new KernelService(jupyter), internalServiceToken: config.internalServiceToken, loggerInstance: log });
-  app.addHook('onClose', async () => jupyter.stop());
-  // Start the Jupyter server now so that the first action is fast; a machine without kernels
-  // keeps the runtime up and answers 503 kernel_unavailable with the install command.
-  jupyter.get().catch((err: unknown) => log.warn({ reason: (err as Error).message }, 'no kernel available'));
+  const log = createLogger({ level: config.logLevel, format: config.logFormat }, 'runtime');
+  let database: Database | undefined;
+  const kernels = await createKernels({
+    sandbox: config.sandbox,
+    python: config.jupyter.python,
+    cullIdleSeconds: config.jupyter.cullIdleSeconds,
+    log,
+    external: config.jupyter.url !== undefined ? { url: config.jupyter.url, token: config.jupyter.token ?? '' } : undefined,
+    // As root every workspace gets its own uid, allocated once and kept in the database (the
+    // backend applies the migrations; the first allocation happens at the first kernel start).
+    uids: async (prepared) => {
+      if (prepared.mode !== 'root') return undefined;
+      database = await openPlatformDatabase(config, 'runtime');
+      return databaseUidAllocator(database.db, config.sandbox.uidBase);
+    },
+  });
+  const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log });
+  app.addHook('onClose', async () => {
+    await kernels.stop();
+    await database?.close();
+  });
+  // Metrics and probes on the internal port (issue 18). A scrape never starts a Jupyter server.
+  const metrics = new Metrics('runtime');
+  metrics.gauge('codeagent_runtime_jupyter_servers_running', 'Per-workspace Jupyter servers this runtime runs', [], (g) => g.set(kernels.pool.running().length));
+  metrics.gauge('codeagent_runtime_kernels_running', 'Kernels running on this runtime', [], async (g) => g.set((await kernels.kernels.list().catch(() => [])).length));
+  await app.register(opsRoutes, {
+    metrics,
+    // Ready when kernels can start here: the sandbox works (or is off), or the 503 names the fix.
+    readiness: { sandbox: async () => !(kernels.prepared instanceof Error) },
+  });
   await listen(app, config.componentHost, config.runtimePort);
 }

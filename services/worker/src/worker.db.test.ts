@@ -47,7 +47,7 @@ class CountingRuntime implements NotebookRunner {
   }
 }
 
-describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let t: TestDatabase;
   let second: Database;
   let workspaceId: string;
@@ -154,5 +154,40 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () =>
     const after = await t.database.db.selectFrom('schedules').selectAll().where('id', '=', s.id).executeTakeFirstOrThrow();
     expect(after.next_run_at!.getTime()).toBeGreaterThan(Date.now());
     expect(after.last_run_at).not.toBeNull();
+  });
+
+  it('a flood of runs in one workspace delays another workspace’s run by one claim cycle at most', async () => {
+    const db = t.database.db;
+    const flooder = (await db.insertInto('workspaces').values({ name: 'flooder' }).returning('id').executeTakeFirstOrThrow()).id;
+    const quiet = (await db.insertInto('workspaces').values({ name: 'quiet' }).returning('id').executeTakeFirstOrThrow()).id;
+    const floodIds: string[] = [];
+    for (let i = 0; i < 300; i++) floodIds.push((await enqueueRun(db, { workspaceId: flooder, notebookPath: 'nb.ipynb' })).id);
+    const runtime = new CountingRuntime();
+    const concurrency = 4;
+    const workers = [
+      new ScheduleWorker({ db, io: new MemoryIO(), runtime, log, workerId: 'fair-1', concurrency, pollMs: 5 }),
+      new ScheduleWorker({ db: second.db, io: new MemoryIO(), runtime, log, workerId: 'fair-2', concurrency, pollMs: 5 }),
+    ];
+    workers.forEach((w) => w.start());
+    const finishedFlood = async () =>
+      (await db.selectFrom('runs').select('id').where('workspace_id', '=', flooder).where('status', '=', 'succeeded').execute()).length;
+    const deadline = Date.now() + 60_000;
+    while ((await finishedFlood()) < 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    const lone = await enqueueRun(db, { workspaceId: quiet, notebookPath: 'nb.ipynb' });
+    let done;
+    while (Date.now() < deadline) {
+      done = await db.selectFrom('runs').selectAll().where('id', '=', lone.id).where('status', '=', 'succeeded').executeTakeFirst();
+      if (done) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await Promise.all(workers.map((w) => w.stop()));
+    expect(done, 'the quiet workspace’s run never ran').toBeDefined();
+    const flood = await db.selectFrom('runs').select(['status', 'started_at']).where('workspace_id', '=', flooder).execute();
+    // Claimed after the quiet run was queued but before it: at most one claim of each worker.
+    const overtaking = flood.filter((r) => r.started_at && r.started_at >= lone.created_at && r.started_at < done!.started_at!);
+    expect(overtaking.length).toBeLessThanOrEqual(workers.length * concurrency);
+    // Meaningful only if the flood was far from over when the quiet run went through.
+    const laterOrWaiting = flood.filter((r) => r.status === 'queued' || (r.started_at && r.started_at > done!.started_at!));
+    expect(laterOrWaiting.length).toBeGreaterThan(100);
   });
 });

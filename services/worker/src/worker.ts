@@ -2,20 +2,51 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { DB, RunRow } from '@codeagent/db';
-import { claimRuns, completeRun, enqueueDueSchedules, failExpiredRuns, renewLease } from '@codeagent/runs';
+import type { DB, Database, Listener, RunRow } from '@codeagent/db';
+import { RUNS_CHANNEL, claimRuns, completeRun, enqueueDueSchedules, failExpiredRuns, nextScheduleDue, recordCancelledRunLog, renewLease } from '@codeagent/runs';
 import { executedNotebookPath, firstError, injectParameters, parseNotebook, type Notebook } from './notebook.js';
+
+/** A workspace file going into a run's sandbox, or one the run created or changed. */
+export interface WorkspaceFile {
+  path: string;
+  content: Buffer;
+}
 
 /** Where notebooks come from and where results go; implemented over storage and the internal route. */
 export interface RunIO {
   readNotebook(workspaceId: string, path: string): Promise<Buffer>;
+  /** The workspace's files a run sees (copied into its sandbox); throws beyond `maxBytes` together. */
+  readWorkspaceFiles?(workspaceId: string, maxBytes: number): Promise<WorkspaceFile[]>;
+  /** Stores a file the run created or changed through the storage layer: a new version. */
+  writeResultFile?(workspaceId: string, path: string, content: Buffer, actor: string | null): Promise<void>;
   writeExecutedNotebook(workspaceId: string, path: string, content: Buffer): Promise<void>;
   /** Stores the run log (area run_log, key `{workspace_id}/{run_id}.log`); returns the key. */
   writeRunLog(workspaceId: string, runId: string, content: Buffer): Promise<string>;
 }
 
+/** Which workspace a run belongs to, and its files (the runtime runs it in that workspace's sandbox). */
+export interface RunContext {
+  workspaceId: string;
+  notebookPath: string;
+  files?: WorkspaceFile[] | undefined;
+}
+
 export interface NotebookRunner {
-  runNotebook(notebook: Notebook, timeoutSeconds: number): Promise<{ status: 'ok' | 'error'; notebook: Notebook; duration_ms: number }>;
+  /** Executes the notebook in its workspace's sandbox; `signal` aborts the call (the runtime then stops the kernel). */
+  runNotebook(
+    notebook: Notebook,
+    timeoutSeconds: number,
+    context?: RunContext,
+    signal?: AbortSignal,
+    /** Goes into the runtime's logs as x-request-id. */
+    requestId?: string,
+  ): Promise<{ status: 'ok' | 'error'; notebook: Notebook; duration_ms: number; files?: WorkspaceFile[]; files_error?: string }>;
+}
+
+/** Periodic work besides runs (retention), at most one at a time per worker. */
+export interface Maintenance {
+  intervalMs: number;
+  run(): Promise<void>;
 }
 
 export interface WorkerOptions {
@@ -26,10 +57,37 @@ export interface WorkerOptions {
   workerId?: string;
   /** A run whose worker does not renew its claim within this time ends `failed`. */
   leaseSeconds?: number;
+  /**
+   * The longest sleep between two ticks (WORKER_POLL_MS): the fallback when a notification is
+   * lost, and what notices expired leases. With `listen`, a queued run starts at once and a
+   * schedule fires when due, whatever this is.
+   */
   pollMs?: number;
+  /** LISTEN on the runs channel (Database.listen): the backend's NOTIFY wakes the worker at once. */
+  listen?: Database['listen'];
   /** Runs executed at once by this worker. */
   concurrency?: number;
   runTimeoutSeconds?: number;
+  /** A run's files copied into and out of its sandbox, each way (SANDBOX_FILES_MAX_BYTES). */
+  filesMaxBytes?: number;
+  /** SCHEDULE_MIN_INTERVAL_SECONDS and MAX_QUEUED_RUNS_PER_WORKSPACE, applied to schedule ticks. */
+  limits?: { scheduleMinIntervalSeconds?: number; maxQueuedRunsPerWorkspace?: number };
+  maintenance?: Maintenance;
+  /** Called once per run this worker ends (metrics): how it ended. */
+  onFinished?: (status: 'succeeded' | 'failed' | 'cancelled' | 'lost') => void;
+}
+
+/** The x-request-id of a run's calls to the runtime and the backend: one run, one id in every log. */
+export function runRequestId(runId: string): string {
+  return `run-${runId}`;
+}
+
+/** Why a worker stops executing a run before it ends. */
+type StopReason = 'cancelled' | 'lost';
+
+interface InFlight {
+  done: Promise<void>;
+  abort: AbortController;
 }
 
 interface LogEvent {
@@ -49,9 +107,19 @@ export class ScheduleWorker {
   private readonly pollMs: number;
   private readonly concurrency: number;
   private readonly runTimeoutSeconds: number;
-  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly inFlight = new Map<string, InFlight>();
+  /** Runs whose execution is over (only their log and status are being recorded): not stopped. */
+  private readonly finishing = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
+  /** A wake-up came during a tick: tick again right after it. */
+  private wakeAgain = false;
+  private listener: Listener | undefined;
+  /** When the next schedule is due, as of the last tick. */
+  private nextDue: Date | undefined;
+  private tickCount = 0;
+  private maintaining: Promise<void> | undefined;
+  private lastMaintenance = 0;
   private stopped = false;
 
   constructor(private readonly opts: WorkerOptions) {
@@ -63,77 +131,213 @@ export class ScheduleWorker {
   }
 
   start(): void {
-    const loop = () => {
-      if (this.stopped) return;
-      this.ticking = this.tick()
-        .catch((err: unknown) => this.opts.log.error({ err }, 'worker tick failed'))
-        .finally(() => {
-          this.ticking = undefined;
-          if (!this.stopped) this.timer = setTimeout(loop, this.pollMs);
-        });
-    };
-    loop();
+    // Every (re)connection of the listener may have missed notifications: it wakes the worker too.
+    this.listener = this.opts.listen?.(RUNS_CHANNEL, { onNotify: () => this.wake(), onConnect: () => this.wake() });
+    this.loop();
+  }
+
+  private loop(): void {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.ticking = this.tick()
+      .catch((err: unknown) => this.opts.log.error({ err }, 'worker tick failed'))
+      .finally(() => {
+        this.ticking = undefined;
+        this.tickCount++;
+        if (this.stopped) return;
+        if (this.wakeAgain) {
+          this.wakeAgain = false;
+          this.loop();
+          return;
+        }
+        this.timer = setTimeout(() => this.loop(), this.sleepMs());
+      });
+  }
+
+  /**
+   * Until the next schedule is due, at most pollMs. A due time already past (a schedule another
+   * worker holds, or one that failed to enqueue) waits the full pollMs: no busy loop.
+   */
+  private sleepMs(): number {
+    const left = this.nextDue ? this.nextDue.getTime() - Date.now() : Infinity;
+    return left <= 0 ? this.pollMs : Math.min(this.pollMs, left + 5);
+  }
+
+  /**
+   * Ticks now (a run was queued or cancelled, a schedule changed, a slot became free), or right
+   * after the tick in progress; wake-ups during a tick collapse into one more tick.
+   */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.ticking) this.wakeAgain = true;
+    else if (this.timer) this.loop();
   }
 
   /** One round of work; returns when the claimed runs have been started (not finished). */
   async tick(): Promise<void> {
-    const { db, log } = this.opts;
-    const enqueued = await enqueueDueSchedules(db);
-    if (enqueued.length > 0) log.info({ runs: enqueued.map((r) => r.id) }, 'enqueued scheduled runs');
+    const { db, log, limits } = this.opts;
+    const tick = await enqueueDueSchedules(db, {
+      ...(limits?.scheduleMinIntervalSeconds !== undefined ? { minIntervalSeconds: limits.scheduleMinIntervalSeconds } : {}),
+      ...(limits?.maxQueuedRunsPerWorkspace !== undefined ? { maxQueuedPerWorkspace: limits.maxQueuedRunsPerWorkspace } : {}),
+    });
+    if (tick.enqueued.length > 0) log.info({ runs: tick.enqueued.map((r) => r.id) }, 'enqueued scheduled runs');
+    for (const s of tick.skipped) {
+      log.warn({ schedule_id: s.scheduleId, workspace_id: s.workspaceId, queued: s.queued }, 'schedule tick skipped: the workspace has MAX_QUEUED_RUNS_PER_WORKSPACE runs queued');
+    }
     const expired = await failExpiredRuns(db);
     for (const r of expired) log.warn({ run_id: r.id, worker_id: r.worker_id }, 'run failed: its worker stopped renewing the lease');
+    await this.stopRunsNoLongerHeld();
+    this.nextDue = await nextScheduleDue(db);
+    this.maybeMaintain();
     const free = this.concurrency - this.inFlight.size;
     if (free <= 0 || this.stopped) return;
     for (const run of await claimRuns(db, this.workerId, free, this.leaseSeconds)) {
-      const p = this.execute(run).finally(() => this.inFlight.delete(run.id));
-      this.inFlight.set(run.id, p);
+      const abort = new AbortController();
+      const done = this.execute(run, abort.signal).finally(() => {
+        this.inFlight.delete(run.id);
+        this.finishing.delete(run.id);
+        // A slot is free: the next queued run need not wait for the poll.
+        this.wake();
+      });
+      this.inFlight.set(run.id, { done, abort });
     }
+  }
+
+  /**
+   * Aborts the runs in flight that are no longer this worker's: cancelled through the API, or
+   * failed by another worker after a lost lease. Aborting the runtime call makes the runtime
+   * stop the kernel, and frees the slot for the next run.
+   */
+  private async stopRunsNoLongerHeld(): Promise<void> {
+    const ids = [...this.inFlight.keys()];
+    if (ids.length === 0) return;
+    const rows = await this.opts.db.selectFrom('runs').select(['id', 'status', 'worker_id']).where('id', 'in', ids).execute();
+    for (const r of rows) {
+      if (r.status === 'running' && r.worker_id === this.workerId) continue;
+      this.stopRun(r.id, r.status === 'cancelled' && r.worker_id === this.workerId ? 'cancelled' : 'lost');
+    }
+  }
+
+  private stopRun(runId: string, reason: StopReason): void {
+    const run = this.inFlight.get(runId);
+    if (run && !run.abort.signal.aborted && !this.finishing.has(runId)) {
+      this.opts.log.info({ run_id: runId, reason }, reason === 'cancelled' ? 'run cancelled: stopping it' : 'run no longer held by this worker: stopping it');
+      run.abort.abort(reason);
+    }
+  }
+
+  private maybeMaintain(): void {
+    const m = this.opts.maintenance;
+    if (!m || this.maintaining || this.stopped || Date.now() - this.lastMaintenance < m.intervalMs) return;
+    this.lastMaintenance = Date.now();
+    this.maintaining = m
+      .run()
+      .catch((err: unknown) => this.opts.log.error({ err }, 'maintenance (retention) failed'))
+      .finally(() => (this.maintaining = undefined));
+  }
+
+  /** Whether the runs channel is being listened on (notifications wake the worker). */
+  get listening(): boolean {
+    return this.listener?.connected ?? false;
+  }
+
+  /** Ticks done since start (metrics, tests). */
+  get ticks(): number {
+    return this.tickCount;
+  }
+
+  /** Resolves once no tick runs and none is pending. */
+  async idle(): Promise<void> {
+    while (this.ticking || this.wakeAgain) await this.ticking;
+  }
+
+  /** Runs this worker is executing now. */
+  get running(): number {
+    return this.inFlight.size;
   }
 
   /** Waits until every claimed run has finished. */
   async drain(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()]);
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()].map((r) => r.done));
   }
 
   /** Stops claiming, lets running runs finish (bounded by `graceMs`; their leases then expire). */
   async stop(graceMs = 30_000): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    await this.listener?.close();
     await this.ticking;
+    await this.maintaining;
     await Promise.race([this.drain(), new Promise((r) => setTimeout(r, graceMs).unref())]);
   }
 
-  private async execute(run: RunRow): Promise<void> {
+  /** What the run wrote goes back through the storage layer, one new version per file; returns the refusals. */
+  private async storeResultFiles(run: RunRow, files: WorkspaceFile[], note: (event: string, fields: Record<string, unknown>) => void): Promise<string[]> {
+    const { io } = this.opts;
+    if (files.length === 0 || !io.writeResultFile) return [];
+    const written: string[] = [];
+    const refused: string[] = [];
+    for (const f of files) {
+      try {
+        await io.writeResultFile(run.workspace_id, f.path, f.content, run.created_by);
+        written.push(f.path);
+      } catch (err) {
+        refused.push(`${JSON.stringify(f.path.slice(0, 200))}: ${(err as Error).message}`);
+      }
+    }
+    note('files', { written, ...(refused.length ? { refused } : {}) });
+    return refused;
+  }
+
+  private async execute(run: RunRow, signal: AbortSignal): Promise<void> {
     const { db, io, runtime, log } = this.opts;
     const events: LogEvent[] = [];
     const note = (event: string, fields: Record<string, unknown> = {}) => events.push({ time: new Date().toISOString(), event, ...fields });
     note('claimed', { worker_id: this.workerId, notebook_path: run.notebook_path, schedule_id: run.schedule_id });
 
     const heartbeat = setInterval(() => {
-      renewLease(db, run.id, this.workerId, this.leaseSeconds).catch((err: unknown) => log.warn({ err, run_id: run.id }, 'lease renewal failed'));
+      renewLease(db, run.id, this.workerId, this.leaseSeconds)
+        .then((held) => {
+          if (!held) void this.stopRunsNoLongerHeld().catch(() => this.stopRun(run.id, 'lost'));
+        })
+        .catch((err: unknown) => log.warn({ err, run_id: run.id }, 'lease renewal failed'));
     }, Math.max(200, (this.leaseSeconds * 1000) / 3));
 
     let status: 'succeeded' | 'failed' = 'failed';
     let error: string | undefined;
     let outputPath: string | undefined;
+    const stopped = () => (signal.aborted ? (signal.reason as StopReason) : undefined);
     try {
       const source = parseNotebook(await io.readNotebook(run.workspace_id, run.notebook_path));
       const notebook = injectParameters(source, run.parameters);
-      note('started', { cells: notebook.cells.length });
-      const result = await runtime.runNotebook(notebook, this.runTimeoutSeconds);
+      const files = await io.readWorkspaceFiles?.(run.workspace_id, this.opts.filesMaxBytes ?? 128 * 1024 * 1024);
+      note('started', { cells: notebook.cells.length, ...(files ? { files: files.length } : {}) });
+      // The run's id names its requests in the runtime's and the backend's logs.
+      const result = await runtime.runNotebook(notebook, this.runTimeoutSeconds, { workspaceId: run.workspace_id, notebookPath: run.notebook_path, files }, signal, runRequestId(run.id));
+      if (stopped()) throw new Error('stopped');
       note('executed', { status: result.status, duration_ms: result.duration_ms });
-      outputPath = executedNotebookPath(run.notebook_path, run.id);
-      await io.writeExecutedNotebook(run.workspace_id, outputPath, Buffer.from(JSON.stringify(result.notebook, null, 1)));
+      const target = executedNotebookPath(run.notebook_path, run.id);
+      await io.writeExecutedNotebook(run.workspace_id, target, Buffer.from(JSON.stringify(result.notebook, null, 1)));
+      outputPath = target; // only once stored (a write refused for quota stores nothing)
       note('stored', { output_path: outputPath });
+      const refused = await this.storeResultFiles(run, result.files ?? [], note);
       status = result.status === 'ok' ? 'succeeded' : 'failed';
       if (status === 'failed') error = firstError(result.notebook) ?? 'a cell failed';
+      else if (result.files_error) [status, error] = ['failed', result.files_error];
+      else if (refused.length > 0) [status, error] = ['failed', `${refused.length} file(s) the run wrote were not stored: ${refused.slice(0, 3).join('; ')}`];
     } catch (err) {
-      error = (err as Error).message;
-      note('error', { message: error });
+      if (!stopped()) {
+        error = (err as Error).message;
+        note('error', { message: error });
+      }
     } finally {
       clearInterval(heartbeat);
+      this.finishing.add(run.id);
     }
-    note('finished', { status, ...(error ? { error } : {}) });
+    const reason = stopped();
+    if (reason) note(reason === 'cancelled' ? 'cancelled' : 'lost', reason === 'cancelled' ? { message: 'cancelled while running; the kernel was stopped' } : { message: 'another worker ended this run (lease expired)' });
+    else note('finished', { status, ...(error ? { error } : {}) });
 
     let logKey: string | undefined;
     try {
@@ -141,8 +345,14 @@ export class ScheduleWorker {
     } catch (err) {
       log.error({ err, run_id: run.id }, 'could not store the run log');
     }
+    this.opts.onFinished?.(reason ?? status);
+    if (reason === 'cancelled') {
+      if (logKey) await recordCancelledRunLog(db, run.id, this.workerId, logKey);
+      log.info({ run_id: run.id }, 'run cancelled; its kernel was stopped');
+      return;
+    }
     const recorded = await completeRun(db, run.id, this.workerId, { status, error: error ?? null, logKey: logKey ?? null, outputPath: outputPath ?? null });
-    if (!recorded) log.warn({ run_id: run.id }, 'run finished after its lease expired; its result was not recorded');
+    if (!recorded) log.warn({ run_id: run.id }, 'run finished after its lease expired or it was cancelled; its result was not recorded');
     else log.info({ run_id: run.id, status }, 'run finished');
   }
 }

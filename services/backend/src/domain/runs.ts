@@ -1,8 +1,18 @@
-import type { Kysely } from 'kysely';
-import type { DB, RunRow, RunStatus, ScheduleRow } from '@codeagent/db';
-import { enqueueRun, nextRunAfter, validateSchedule } from '@codeagent/runs';
-import { BadRequestError, NotFoundError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
+import { sql, type Kysely } from 'kysely';
+import { advisoryXactLock, type DB, type RunRow, type RunStatus, type ScheduleRow } from '@codeagent/db';
+import { QueueFullError, cancelQueuedRunsOfSchedule, cancelRun as cancelQueuedOrRunning, enqueueRun, nextRunAfter, notifyWorkers, validateSchedule } from '@codeagent/runs';
+import { BadRequestError, ConflictError, NotFoundError, TooManyRequestsError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
+import { InvalidPathError } from '@codeagent/storage';
+import type { WorkspaceFiles } from '@codeagent/files';
 
+/** Run flood limits of SPEC §4.5 (settings SCHEDULE_MIN_INTERVAL_SECONDS, MAX_*_PER_WORKSPACE). */
+export interface RunLimits {
+  scheduleMinIntervalSeconds: number;
+  maxSchedulesPerWorkspace: number;
+  maxQueuedRunsPerWorkspace: number;
+}
+
+export const DEFAULT_RUN_LIMITS: RunLimits = { scheduleMinIntervalSeconds: 60, maxSchedulesPerWorkspace: 50, maxQueuedRunsPerWorkspace: 100 };
 
 export interface RunDto {
   id: string;
@@ -66,13 +76,51 @@ function toScheduleDto(s: ScheduleRow): ScheduleDto {
   };
 }
 
-/** A run is queued here; a schedule worker claims and executes it (SPEC §7). */
+/**
+ * The notebook a run or schedule names must exist in the workspace: 404 when it does not, for a
+ * run, a new schedule and a schedule moved to another notebook alike (the resource they act on
+ * is missing); a malformed path is 400.
+ */
+export async function requireNotebook(files: WorkspaceFiles, workspaceId: string, path: string): Promise<void> {
+  try {
+    await files.stat(workspaceId, path);
+  } catch (err) {
+    if (err instanceof InvalidPathError) throw new BadRequestError(`notebook_path ${err.message}`, { notebook_path: err.reason });
+    if (err instanceof NotFoundError) {
+      throw new NotFoundError(`no notebook at ${path} in this workspace; upload it first`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * A run is queued here; a schedule worker claims and executes it (SPEC §7). A workspace holds at
+ * most `maxQueued` queued runs (MAX_QUEUED_RUNS_PER_WORKSPACE): beyond, 429.
+ */
 export async function createRun(
   db: Kysely<DB>,
   workspaceId: string,
   input: { notebookPath: string; parameters?: Record<string, unknown> | undefined; createdBy: string },
+  maxQueued: number = DEFAULT_RUN_LIMITS.maxQueuedRunsPerWorkspace,
 ): Promise<RunDto> {
-  return toRunDto(await enqueueRun(db, { workspaceId, notebookPath: input.notebookPath, parameters: input.parameters ?? {}, createdBy: input.createdBy }));
+  try {
+    return toRunDto(await enqueueRun(db, { workspaceId, notebookPath: input.notebookPath, parameters: input.parameters ?? {}, createdBy: input.createdBy }, { maxQueued }));
+  } catch (err) {
+    if (err instanceof QueueFullError) throw new TooManyRequestsError(err.message);
+    throw err;
+  }
+}
+
+/**
+ * Cancels a queued or running run (SPEC §4.5): a queued run is never claimed afterwards; the
+ * worker running a running one notices within its poll interval and aborts the runtime call,
+ * which stops the kernel. A finished run: 409.
+ */
+export async function cancelRun(db: Kysely<DB>, workspaceId: string, runId: string): Promise<RunDto> {
+  const cancelled = isUuid(runId) ? await cancelQueuedOrRunning(db, workspaceId, runId, 'cancelled') : undefined;
+  if (cancelled) return toRunDto(cancelled);
+  const run = await getRun(db, workspaceId, runId);
+  throw new ConflictError(`run ${run.id} has already finished (status ${run.status}); only queued or running runs can be cancelled`);
 }
 
 export async function getRun(db: Kysely<DB>, workspaceId: string, runId: string): Promise<RunRow> {
@@ -88,7 +136,7 @@ export async function listRuns(
   workspaceId: string,
   opts: { scheduleId?: string | undefined; status?: RunStatus | undefined; limit: number; cursor?: string | undefined },
 ) {
-  const after = decodeCursor(opts.cursor, 2);
+  const after = decodeCursor(opts.cursor, ['time', 'uuid']);
   let q = db.selectFrom('runs').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
   if (opts.scheduleId !== undefined) {
     if (!isUuid(opts.scheduleId)) return { items: [], next_cursor: null };
@@ -96,40 +144,56 @@ export async function listRuns(
   }
   if (opts.status !== undefined) q = q.where('status', '=', opts.status);
   if (after) {
-    const [at, id] = after as [string, string];
-    q = q.where((eb) => eb.or([eb('created_at', '<', new Date(at)), eb.and([eb('created_at', '=', new Date(at)), eb('id', '<', id)])]));
+    const [at, id] = after;
+    q = q.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
   }
   const rows = await q.execute();
   return keysetPage(rows, opts.limit, (r) => [r.created_at.toISOString(), r.id], toRunDto);
 }
 
-function checkSchedule(cron: string, timezone: string): void {
-  const problems = validateSchedule(cron, timezone);
+function checkSchedule(cron: string, timezone: string, minIntervalSeconds?: number): void {
+  const problems = validateSchedule(cron, timezone, minIntervalSeconds);
   if (Object.keys(problems).length > 0) {
     throw new BadRequestError(`invalid schedule: ${Object.entries(problems).map(([k, v]) => `${k} ${v}`).join('; ')}`, problems);
   }
 }
 
+/**
+ * Creates a schedule. Its cron may not fire more often than SCHEDULE_MIN_INTERVAL_SECONDS
+ * (400), and a workspace holds at most MAX_SCHEDULES_PER_WORKSPACE schedules (429; counted
+ * under a per-workspace lock, so parallel requests cannot overshoot).
+ */
 export async function createSchedule(
   db: Kysely<DB>,
   workspaceId: string,
   input: { notebookPath: string; cron: string; timezone?: string | undefined; enabled?: boolean | undefined; createdBy: string },
+  limits: Pick<RunLimits, 'scheduleMinIntervalSeconds' | 'maxSchedulesPerWorkspace'> = DEFAULT_RUN_LIMITS,
 ): Promise<ScheduleDto> {
   const timezone = input.timezone ?? 'UTC';
-  checkSchedule(input.cron, timezone);
-  const row = await db
-    .insertInto('schedules')
-    .values({
-      workspace_id: workspaceId,
-      notebook_path: input.notebookPath,
-      cron: input.cron.trim(),
-      timezone,
-      enabled: input.enabled ?? true,
-      next_run_at: nextRunAfter(input.cron, timezone, new Date()),
-      created_by: input.createdBy,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
+  checkSchedule(input.cron, timezone, limits.scheduleMinIntervalSeconds);
+  const row = await db.transaction().execute(async (trx) => {
+    await advisoryXactLock(trx, `codeagent:schedules:${workspaceId}`);
+    const { n } = await trx.selectFrom('schedules').select(sql<number>`count(*)::int`.as('n')).where('workspace_id', '=', workspaceId).executeTakeFirstOrThrow();
+    if (Number(n) >= limits.maxSchedulesPerWorkspace) {
+      throw new TooManyRequestsError(`the workspace already has ${n} schedules (MAX_SCHEDULES_PER_WORKSPACE is ${limits.maxSchedulesPerWorkspace}); delete one first`);
+    }
+    const created = await trx
+      .insertInto('schedules')
+      .values({
+        workspace_id: workspaceId,
+        notebook_path: input.notebookPath,
+        cron: input.cron.trim(),
+        timezone,
+        enabled: input.enabled ?? true,
+        next_run_at: nextRunAfter(input.cron, timezone, new Date()),
+        created_by: input.createdBy,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    // Workers sleep until the next schedule is due: this one may be due sooner.
+    if (created.enabled) await notifyWorkers(trx);
+    return created;
+  });
   return toScheduleDto(row);
 }
 
@@ -146,11 +210,11 @@ export async function getSchedule(db: Kysely<DB>, workspaceId: string, id: strin
 }
 
 export async function listSchedules(db: Kysely<DB>, workspaceId: string, limit: number, cursor: string | undefined) {
-  const after = decodeCursor(cursor, 2);
+  const after = decodeCursor(cursor, ['time', 'uuid']);
   let q = db.selectFrom('schedules').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').limit(limit + 1);
   if (after) {
-    const [at, id] = after as [string, string];
-    q = q.where((eb) => eb.or([eb('created_at', '>', new Date(at)), eb.and([eb('created_at', '=', new Date(at)), eb('id', '>', id)])]));
+    const [at, id] = after;
+    q = q.where((eb) => eb.or([eb('created_at', '>', at), eb.and([eb('created_at', '=', at), eb('id', '>', id)])]));
   }
   const rows = await q.execute();
   return keysetPage(rows, limit, (r) => [r.created_at.toISOString(), r.id], toScheduleDto);
@@ -161,6 +225,7 @@ export async function updateSchedule(
   workspaceId: string,
   id: string,
   patch: { notebookPath?: string | undefined; cron?: string | undefined; timezone?: string | undefined; enabled?: boolean | undefined },
+  minIntervalSeconds: number = DEFAULT_RUN_LIMITS.scheduleMinIntervalSeconds,
 ): Promise<ScheduleDto> {
   return db.transaction().execute(async (trx) => {
     const current = isUuid(id)
@@ -169,8 +234,9 @@ export async function updateSchedule(
     if (!current) throw new NotFoundError(`schedule ${id} not found`);
     const cron = patch.cron?.trim() ?? current.cron;
     const timezone = patch.timezone ?? current.timezone;
-    checkSchedule(cron, timezone);
     const timingChanged = cron !== current.cron || timezone !== current.timezone || (patch.enabled === true && !current.enabled);
+    // A schedule stored before the limit may still be switched off or renamed; new timing obeys it.
+    checkSchedule(cron, timezone, timingChanged ? minIntervalSeconds : undefined);
     const row = await trx
       .updateTable('schedules')
       .set({
@@ -185,11 +251,18 @@ export async function updateSchedule(
       .where('id', '=', current.id)
       .returningAll()
       .executeTakeFirstOrThrow();
+    if (timingChanged) await notifyWorkers(trx);
     return toScheduleDto(row);
   });
 }
 
+/** Deletes a schedule and cancels its queued runs (a running one finishes; its row stays). */
 export async function deleteSchedule(db: Kysely<DB>, workspaceId: string, id: string): Promise<void> {
   const row = await scheduleRow(db, workspaceId, id);
-  await db.deleteFrom('schedules').where('id', '=', row.id).execute();
+  await db.transaction().execute(async (trx) => {
+    // Lock first: a worker queueing a tick of this schedule right now commits before we look.
+    await trx.selectFrom('schedules').select('id').where('id', '=', row.id).forUpdate().execute();
+    await cancelQueuedRunsOfSchedule(trx, row.id, 'cancelled: its schedule was deleted');
+    await trx.deleteFrom('schedules').where('id', '=', row.id).execute();
+  });
 }

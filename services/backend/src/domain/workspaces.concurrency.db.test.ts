@@ -5,7 +5,7 @@ import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../t
  * SEED §3 rule 2 under concurrency: 50 parallel requests try to remove or demote the
  * last two admins of a workspace. Exactly one admin must be left, every round.
  */
-describe(`last-admin rule under concurrency (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`last-admin rule under concurrency (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   let users: { id: string; token: string }[];
   beforeAll(async () => {

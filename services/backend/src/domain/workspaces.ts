@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { isUniqueViolation, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
+import { isForeignKeyViolation, isUniqueViolation, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
 import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 
 
@@ -89,7 +89,13 @@ export async function createWorkspace(
       .values({ name: input.name, description: input.description ?? '' })
       .returning('id')
       .executeTakeFirstOrThrow();
-    await trx.insertInto('workspace_members').values({ workspace_id: ws.id, user_id: admin.id, role: 'admin' }).execute();
+    try {
+      await trx.insertInto('workspace_members').values({ workspace_id: ws.id, user_id: admin.id, role: 'admin' }).execute();
+    } catch (err) {
+      // The user was deleted meanwhile.
+      if (isForeignKeyViolation(err)) throw new NotFoundError(`user ${input.adminUserId} not found`);
+      throw err;
+    }
     return toWorkspaceDto(await workspaceQuery(trx).where('w.id', '=', ws.id).executeTakeFirstOrThrow());
   });
 }
@@ -102,13 +108,13 @@ export async function getWorkspace(db: Kysely<DB>, id: string): Promise<Workspac
 }
 
 export async function listWorkspaces(db: Kysely<DB>, opts: { includeDeleted: boolean; limit: number; cursor?: string | undefined }) {
-  const after = decodeCursor(opts.cursor, 2);
+  const after = decodeCursor(opts.cursor, ['time', 'uuid']);
   let q = workspaceQuery(db).orderBy('w.created_at').orderBy('w.id').limit(opts.limit + 1);
   if (!opts.includeDeleted) q = q.where('w.deleted_at', 'is', null);
   if (after) {
-    const [at, id] = after as [string, string];
+    const [at, id] = after;
     q = q.where((eb) =>
-      eb.or([eb('w.created_at', '>', new Date(at)), eb.and([eb('w.created_at', '=', new Date(at)), eb('w.id', '>', id)])]),
+      eb.or([eb('w.created_at', '>', at), eb.and([eb('w.created_at', '=', at), eb('w.id', '>', id)])]),
     );
   }
   const rows = await q.execute();
@@ -185,6 +191,8 @@ export async function addMember(db: Kysely<DB>, workspaceId: string, userId: str
       if (!inserted) throw new ConflictError(`user ${userId} is already a member of workspace ${workspaceId}`);
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`user ${userId} is already a member of workspace ${workspaceId}`);
+      // The user was deleted meanwhile (DELETE /platform/users/{id} holds their row).
+      if (isForeignKeyViolation(err)) throw new NotFoundError(`user ${userId} not found`);
       throw err;
     }
     return toMemberDto(await memberQuery(trx, workspaceId).where('m.user_id', '=', userId).executeTakeFirstOrThrow());
@@ -193,12 +201,12 @@ export async function addMember(db: Kysely<DB>, workspaceId: string, userId: str
 
 export async function listMembers(db: Kysely<DB>, workspaceId: string, limit: number, cursor: string | undefined) {
   await getWorkspace(db, workspaceId);
-  const after = decodeCursor(cursor, 2);
+  const after = decodeCursor(cursor, ['time', 'uuid']);
   let q = memberQuery(db, workspaceId).orderBy('m.created_at').orderBy('m.user_id').limit(limit + 1);
   if (after) {
-    const [at, id] = after as [string, string];
+    const [at, id] = after;
     q = q.where((eb) =>
-      eb.or([eb('m.created_at', '>', new Date(at)), eb.and([eb('m.created_at', '=', new Date(at)), eb('m.user_id', '>', id)])]),
+      eb.or([eb('m.created_at', '>', at), eb.and([eb('m.created_at', '=', at), eb('m.user_id', '>', id)])]),
     );
   }
   const rows = await q.execute();

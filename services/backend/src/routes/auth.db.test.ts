@@ -3,7 +3,7 @@ import { SignJWT } from 'jose';
 import { issueUserToken } from '@codeagent/auth';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_JWT_SECRET, bearer, startTestBackend, type TestBackend } from '../testing.js';
 
-describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   beforeAll(async () => {
     b = await startTestBackend();
@@ -20,7 +20,8 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
     const body = res.json();
     expect(body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, is_system_admin: true });
     expect(body.user).toMatchObject({ email: ADMIN_EMAIL, platform_role_id: 'admin', is_system_admin: true });
-    expect(Object.keys(body.user).sort()).toEqual(['created_at', 'email', 'id', 'is_system_admin', 'name', 'platform_role_id']);
+    expect(Object.keys(body.user).sort()).toEqual(['created_at', 'disabled_at', 'email', 'id', 'is_system_admin', 'name', 'platform_role_id']);
+    expect(body.user.disabled_at).toBeNull();
     expect(body.user).not.toHaveProperty('password_hash');
     const cookie = String(res.headers['set-cookie']);
     expect(cookie).toMatch(/^codeagent_session=/);
@@ -202,6 +203,17 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
       expect(Object.keys(doc.paths)).toContain(path);
     }
     expect(doc.paths['/api/v1/auth/login'].post.requestBody).toBeDefined();
+  });
+
+  it('lists only public routes in the OpenAPI document: nothing under /internal/v1 (which still answers)', async () => {
+    const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json<{ paths: Record<string, unknown> }>();
+    const paths = Object.keys(doc.paths);
+    expect(paths.length).toBeGreaterThan(20);
+    expect(paths.filter((p) => !p.startsWith('/api/v1/'))).toEqual([]);
+    expect(JSON.stringify(doc)).not.toContain('/internal');
+    expect(JSON.stringify(doc)).not.toContain('x-internal-service-token');
+    // Hidden from the document, not removed: the components' route still refuses a missing token.
+    expect((await b.app.inject({ method: 'POST', url: '/internal/v1/objects?area=workspace&key=a' })).statusCode).toBe(401);
   });
 
   it('answers 404 not_found for unknown routes and 405 for a wrong method, with x-request-id', async () => {

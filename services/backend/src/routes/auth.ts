@@ -1,22 +1,28 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { issueUserToken } from '@codeagent/auth';
-import { UnauthorizedError } from '@codeagent/service-kit';
-import { authenticate, isSystemAdmin, revokeToken, toUserDto } from '../domain/users.js';
+import { admitPasswordCheck, issueUserToken } from '@codeagent/auth';
+import { ForbiddenError, UnauthorizedError } from '@codeagent/service-kit';
+import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
+import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
 import { workspacesOfUser } from '../domain/workspaces.js';
 import { SESSION_COOKIE } from '@codeagent/service-kit';
-import { MemberRole, User, errors } from './schemas.js';
+import { MemberRole, Password, User, errors } from './schemas.js';
 
 export interface AuthRoutesOptions {
   db: Kysely<DB>;
   jwtSecret: string;
   jwtTtlSeconds: number;
+  throttle: LoginThrottle;
 }
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, opts) => {
-  const secureCookie = (proto: string | undefined) => proto === 'https';
+  // `Secure` follows the scheme the client used (SPEC §4.1, §4.5). The gateway, the only ingress,
+  // always reports it in X-Forwarded-Proto, believing an outer proxy's header only from
+  // TRUSTED_PROXIES; whoever reaches the backend without it can change only their own cookie.
+  const secureCookie = (req: FastifyRequest) => req.protocol === 'https' || req.headers['x-forwarded-proto'] === 'https';
 
   app.post(
     '/auth/login',
@@ -33,19 +39,28 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
             is_system_admin: Type.Boolean(),
             user: User,
           }),
-          ...errors(400, 401),
+          ...errors(400, 401, 429),
         },
       },
     },
     async (req, reply) => {
-      const user = await authenticate(opts.db, req.body.email, req.body.password);
+      // Admitted only while password checks have room (else 429 at once, no database work);
+      // then throttled per account and per client address before any password is checked (SPEC §4.5).
+      const keys = throttleKeys(normalizeEmail(req.body.email), req.ip);
+      const user = await admitPasswordCheck(async () => {
+        await opts.throttle.check(keys);
+        const found = await authenticate(opts.db, req.body.email, req.body.password);
+        if (found) await opts.throttle.recordSuccess(keys);
+        else await opts.throttle.recordFailure(keys);
+        return found;
+      });
       if (!user) throw new UnauthorizedError('email or password is wrong', 'invalid_credentials');
       const issued = await issueUserToken(user.id, opts.jwtSecret, opts.jwtTtlSeconds);
       reply.setCookie(SESSION_COOKIE, issued.token, {
         httpOnly: true,
         sameSite: 'lax',
         path: '/',
-        secure: secureCookie(req.protocol),
+        secure: secureCookie(req),
         maxAge: opts.jwtTtlSeconds,
       });
       return {
@@ -62,8 +77,66 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     '/auth/logout',
     { onRequest: app.requireUser, schema: { tags: ['auth'], summary: 'Log out: revoke the token, clear the cookie', response: { 204: Type.Null(), ...errors(401) } } },
     async (req, reply) => {
-      await revokeToken(opts.db, req.tokenClaims.jti, new Date(req.tokenClaims.exp * 1000));
-      reply.clearCookie(SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'lax', secure: secureCookie(req.protocol) });
+      await revokeToken(opts.db, req.user.id, req.tokenClaims.jti, new Date(req.tokenClaims.exp * 1000));
+      await app.userChanged(req.user.id);
+      reply.clearCookie(SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'lax', secure: secureCookie(req) });
+      return reply.code(204).send(null);
+    },
+  );
+
+  // What the gateway asks on every /jupyter request and websocket upgrade, as nginx's
+  // auth_request would: the same checks as every user route (signature, expiry, revocation,
+  // a disabled or deleted user): one indexed query, or none while the check is cached (a
+  // logout, revocation or disabling is announced to every backend at once; decision 0082).
+  app.get(
+    '/auth/session',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        tags: ['auth'],
+        summary: 'Check a session: 200 with the user id and whether a system administrator, or 401',
+        response: { 200: Type.Object({ user_id: Type.String(), is_system_admin: Type.Boolean() }), ...errors(401, 403) },
+      },
+    },
+    async (req, reply) => {
+      reply.header('cache-control', 'no-store');
+      const admin = isSystemAdmin(req.user);
+      // For nginx's auth_request, which sees only the status and headers: who the user is (the
+      // ingress keeps one user on one Jupyter instance), and a 403 when the ingress requires a
+      // system administrator (`X-Codeagent-Require: system_admin`; it only ever narrows).
+      reply.header('x-codeagent-user-id', req.user.id);
+      if (req.headers['x-codeagent-require'] === 'system_admin' && !admin) {
+        throw new ForbiddenError('JupyterLab is open to system administrators only until each workspace has its own JupyterLab server');
+      }
+      return { user_id: req.user.id, is_system_admin: admin };
+    },
+  );
+
+  app.post(
+    '/auth/password',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        tags: ['auth'],
+        summary: 'Change your own password; every other session of yours ends',
+        body: Type.Object({ current_password: Type.String({ minLength: 1, maxLength: 1024 }), new_password: Password }, { additionalProperties: false }),
+        response: { 204: Type.Null(), ...errors(400, 401, 429) },
+      },
+    },
+    async (req, reply) => {
+      // A stolen session must not become a password oracle: wrong current passwords count
+      // against the account like failed logins.
+      const keys = throttleKeys(req.user.email, req.ip);
+      const changed = await admitPasswordCheck(async () => {
+        await opts.throttle.check(keys);
+        const ok = await changeOwnPassword(opts.db, req.user, req.body.current_password, req.body.new_password, req.tokenClaims.jti);
+        if (ok) await opts.throttle.recordSuccess(keys);
+        else await opts.throttle.recordFailure(keys);
+        return ok;
+      });
+      if (!changed) throw new UnauthorizedError('the current password is wrong', 'invalid_credentials');
+      await app.userChanged(req.user.id);
+      req.log.info({ user_id: req.user.id }, 'password changed; the other sessions of the user are revoked');
       return reply.code(204).send(null);
     },
   );

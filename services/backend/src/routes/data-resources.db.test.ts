@@ -9,7 +9,7 @@ import { INTERNAL_TOKEN, bearer, createAndLogin, startTestBackend, type TestBack
 
 const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
 
-describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   let editor: { id: string; token: string };
   let viewer: { id: string; token: string };
@@ -201,6 +201,93 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => 
     for (const p of ['a/../b', '%2e%2e/x', '../../../internal/v1/objects']) {
       expect((await raw(p, gatewayUrl)).status, p).toBe(400);
     }
+  });
+
+  it('refuses . segments in every encoding through the gateway too (its proxy would drop them), storing nothing', async () => {
+    const rawPut = (path: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const u = new URL(gatewayUrl);
+        const req = request(
+          { host: u.hostname, port: u.port, method: 'PUT', path: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(editor.token), 'content-type': 'text/plain' } },
+          (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on('error', reject);
+        req.end('dot');
+      });
+    for (const p of ['./dot-a', 'dot/./b', '%2E/dot-c', 'dot/%2e/d', '.%2fdot-e', 'dot/.', '%2e', '.\\dot-f', 'dot\\.\\g']) {
+      const res = await rawPut(p);
+      expect(res.status, p).toBe(400);
+      expect(JSON.parse(res.body).error, p).toBe('invalid_request');
+    }
+    const listed = (await (await get('objects?prefix=dot')).json()) as { items: unknown[] };
+    expect(listed.items).toEqual([]);
+    expect((await get('objects/dot-a')).status).toBe(404);
+  });
+
+  it('stores a normalised content type, never the declared one as sent', async () => {
+    // Straight to the backend: the gateway parses some types itself (text/plain, malformed ones).
+    const typeOf = async (path: string, declared: string) =>
+      (
+        await b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(editor.token), 'content-type': declared }, payload: 'x' })
+      ).json<{ content_type: string }>().content_type;
+    expect(await typeOf('ct/a.txt', 'TEXT/Plain; Charset="UTF-8"; boundary=x; evil="<script>"')).toBe('text/plain; charset=utf-8');
+    expect(await typeOf('ct/a.txt', 'text/plain; charset="<script>"')).toBe('text/plain');
+    expect(await typeOf('ct/a.csv', 'TEXT/CSV; Charset="UTF-8"; boundary=x; evil="<script>"')).toBe('text/csv; charset=utf-8');
+    expect(await typeOf('ct/b.json', 'application/json; charset=utf-8')).toBe('application/json');
+    expect(await typeOf('ct/c.csv', 'application/x-www-form-urlencoded')).toBe('text/csv');
+    expect(await typeOf('ct/d.png', 'multipart/form-data; boundary=abc')).toBe('image/png');
+    expect(await typeOf('ct/e.html', 'application/x-www-form-urlencoded; charset=utf-8')).toBe('text/html');
+    expect(await typeOf('ct/f.unknown', 'Text/HTML ; foo=bar')).toBe('text/html');
+    expect(await typeOf('ct/g.bin', 'application/octet-stream')).toBe('application/octet-stream');
+  });
+
+  it('serves object content so that it never runs in the platform origin: nosniff, sandbox, attachment unless safe', async () => {
+    const cases: [string, string, 'inline' | 'attachment'][] = [
+      ['web/report.html', 'text/html', 'attachment'],
+      ['web/logo.svg', 'image/svg+xml', 'attachment'],
+      ['web/feed.xml', 'application/xml', 'attachment'],
+      ['web/app.js', 'text/javascript', 'attachment'],
+      ['web/page.xhtml', 'application/xhtml+xml', 'attachment'],
+      ['web/data.json', 'application/json', 'attachment'],
+      ['web/pic.png', 'image/png', 'inline'],
+      ['web/pic.jpg', 'image/jpeg', 'inline'],
+      ['web/pic.gif', 'image/gif', 'inline'],
+      ['web/pic.webp', 'image/webp', 'inline'],
+      ['web/doc.pdf', 'application/pdf', 'inline'],
+      ['web/notes.txt', 'text/plain', 'inline'],
+      // A lie about the type is harmless: an "image" that is HTML is never sniffed into HTML.
+      ['web/fake.png', 'image/png', 'inline'],
+    ];
+    for (const [path, type, kind] of cases) {
+      expect((await put(path, '<script>alert(1)</script>', editor.token, type)).status, path).toBe(201);
+      for (const res of [await get(`objects/${path}`), await fetch(url(`objects/${path}`), { method: 'HEAD', headers: bearer(editor.token) }), await get(`objects/${path}`, editor.token, { range: 'bytes=0-3' })]) {
+        expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
+        expect(res.headers.get('content-security-policy'), path).toBe('sandbox');
+        expect(res.headers.get('content-disposition'), path).toMatch(new RegExp(`^${kind}; filename="`));
+        expect(res.headers.get('content-type'), path).toBe(type);
+      }
+    }
+    // Versions are content too.
+    await put('web/report.html', '<script>alert(2)</script>', editor.token, 'text/html');
+    const versions = (await (await get('versions/web/report.html')).json()) as { items: { version_id: string; current: boolean }[] };
+    const old = versions.items.find((v) => !v.current)!;
+    const version = await get(`versions/web/report.html?version_id=${old.version_id}`);
+    expect(await version.text()).toBe('<script>alert(1)</script>');
+    expect(version.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(version.headers.get('content-security-policy')).toBe('sandbox');
+    expect(version.headers.get('content-disposition')).toMatch(/^attachment; /);
+  });
+
+  it('names the file safely in Content-Disposition (RFC 6266 filename*)', async () => {
+    const name = encodeURIComponent('names/Bericht "Q1" über 100%.html').replace(/%2F/g, '/');
+    expect((await put(name, 'x', editor.token, 'text/html')).status).toBe(201);
+    const res = await get(`objects/${name}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-disposition')).toBe(`attachment; filename="Bericht _Q1_ _ber 100_.html"; filename*=UTF-8''Bericht%20%22Q1%22%20%C3%BCber%20100%25.html`);
   });
 
   it('refuses uploads over MAX_UPLOAD_BYTES with 413, keeping the previous content', async () => {

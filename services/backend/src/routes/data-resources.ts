@@ -5,9 +5,11 @@ import multipart from '@fastify/multipart';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { BadRequestError, ListQuery, PayloadTooLargeError, listResponse, requestBody } from '@codeagent/service-kit';
-import { InvalidPathError, validateObjectPath, type ByteRange, type ObjectDto, type WorkspaceFiles } from '@codeagent/storage';
+import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
+import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
 import { requireWorkspaceAccess } from '../domain/workspaces.js';
 import { errors } from './schemas.js';
+import { objectContentHeaders } from './object-headers.js';
 
 export interface DataResourcesOptions {
   db: Kysely<DB>;
@@ -69,16 +71,16 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   return { start, end };
 }
 
-function objectHeaders(reply: FastifyReply, object: ObjectDto): void {
+export function objectHeaders(reply: FastifyReply, object: ObjectDto): void {
   reply.header('etag', `"${object.sha256}"`);
   reply.header('last-modified', new Date(object.updated_at).toUTCString());
   reply.header('accept-ranges', 'bytes');
   reply.header('x-version-id', object.version_id);
-  reply.type(object.content_type);
+  reply.headers(objectContentHeaders(object.path, object.content_type));
 }
 
 /** Refuses a declared body over the limit before reading a byte of it. */
-function checkDeclaredLength(req: FastifyRequest, max: number): void {
+export function checkDeclaredLength(req: FastifyRequest, max: number): void {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > max) {
     throw new PayloadTooLargeError(`the upload is ${declared} bytes; MAX_UPLOAD_BYTES is ${max}`);
@@ -253,7 +255,11 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       if (req.query.version_id === undefined) return { items: await files.versions(req.params.ws, path) };
       const { version, body } = await files.openVersion(req.params.ws, path, req.query.version_id);
-      reply.header('etag', `"${version.sha256}"`).header('content-length', version.size).header('x-version-id', version.version_id).type(version.content_type);
+      reply
+        .header('etag', `"${version.sha256}"`)
+        .header('content-length', version.size)
+        .header('x-version-id', version.version_id)
+        .headers(objectContentHeaders(path, version.content_type));
       return reply.send(body);
     },
   );

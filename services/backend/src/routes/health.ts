@@ -3,8 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 
-/** A dependency check: resolves true when healthy. Must settle quickly (it has its own timeout). */
-export type Probe = () => Promise<boolean>;
+/** A dependency check: resolves true when healthy. Must settle quickly (it has its own timeout); passes the request id on. */
+export type Probe = (requestId?: string) => Promise<boolean>;
 
 export interface HealthRoutesOptions {
   db: Kysely<DB>;
@@ -39,14 +39,14 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
   app.get(
     '/health',
     { schema: { tags: ['health'], summary: 'Health of the backend and what it depends on', response: { 200: Body, 503: Body } } },
-    async (_req, reply) => {
+    async (req, reply) => {
       const [database, storage, runtime] = await Promise.all([
         settle(async () => {
           await sql`SELECT 1`.execute(opts.db);
           return true;
         }),
         settle(opts.storageProbe),
-        settle(opts.runtimeProbe),
+        settle(() => opts.runtimeProbe(req.id)),
       ]);
       const ok = database && storage;
       return reply.code(ok ? 200 : 503).send({

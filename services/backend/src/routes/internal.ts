@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { safeEqual } from '@codeagent/auth';
-import { BadRequestError, PayloadTooLargeError, UnauthorizedError, requestBody } from '@codeagent/service-kit';
+import { BadRequestError, PayloadTooLargeError, internalTokenHook, requestBody } from '@codeagent/service-kit';
 import { InvalidPathError, ObjectTooLargeError, isArea, validateObjectPath, type ObjectStore } from '@codeagent/storage';
 
 export interface InternalRoutesOptions {
@@ -20,11 +19,7 @@ export async function internalRoutes(app: FastifyInstance, opts: InternalRoutesO
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, _payload, done) => done(null));
 
-  app.post('/objects', async (req, reply) => {
-    const token = req.headers['x-internal-service-token'];
-    if (typeof token !== 'string' || !safeEqual(token, opts.internalServiceToken)) {
-      throw new UnauthorizedError('send the internal service token in X-Internal-Service-Token');
-    }
+  app.post('/objects', { onRequest: internalTokenHook(opts.internalServiceToken) }, async (req, reply) => {
     const { area, key } = req.query as { area?: unknown; key?: unknown };
     if (!isArea(area)) throw new BadRequestError('area must be one of workspace, version, run_log, trash', { area: 'unknown area' });
     try {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
 
-describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   let alice: { id: string; token: string };
   let bob: { id: string; token: string };

@@ -3,7 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { ListQuery, listResponse } from '@codeagent/service-kit';
-import { createUser, listUsers, toUserDto } from '../domain/users.js';
+import { createUser, deleteUser, listUsers, resetPassword, toUserDto, updateUser } from '../domain/users.js';
+import type { LoginThrottle } from '../domain/login-throttle.js';
 import {
   addMember,
   changeMemberRole,
@@ -19,14 +20,17 @@ import { Email, Member, MemberRole, Name, Password, User, Workspace, errors } fr
 
 export interface PlatformRoutesOptions {
   db: Kysely<DB>;
+  throttle: LoginThrottle;
 }
 
 const WorkspaceParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+const UserParams = Type.Object({ id: Type.String({ maxLength: 64 }) });
+const RoleId = Type.String({ minLength: 1, maxLength: 64 });
 const MemberParams = Type.Object({ id: Type.String({ maxLength: 64 }), user_id: Type.String({ maxLength: 64 }) });
 const Description = Type.String({ maxLength: 10_000 });
 
 /** Platform administration (SPEC §4.2): system administrators only. */
-export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = async (app, { db }) => {
+export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = async (app, { db, throttle }) => {
   app.addHook('onRequest', app.requireSystemAdmin);
   const tags = ['platform'];
 
@@ -36,8 +40,8 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
       schema: {
         tags,
         summary: 'Create a user',
-        body: Type.Object({ email: Email, name: Name, password: Password, platform_role_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) }, { additionalProperties: false }),
-        response: { 201: User, ...errors(400, 401, 403, 409) },
+        body: Type.Object({ email: Email, name: Name, password: Password, platform_role_id: Type.Optional(RoleId) }, { additionalProperties: false }),
+        response: { 201: User, ...errors(400, 401, 403, 409, 429) },
       },
     },
     async (req, reply) => reply.code(201).send(toUserDto(await createUser(db, req.body))),
@@ -47,6 +51,69 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
     '/users',
     { schema: { tags, summary: 'List users', querystring: ListQuery, response: { 200: listResponse(User), ...errors(400, 401, 403) } } },
     async (req) => listUsers(db, req.query.limit ?? 100, req.query.cursor),
+  );
+
+  const actor = (req: { user: { id: string }; tokenClaims: { jti: string } }) => ({ userId: req.user.id, jti: req.tokenClaims.jti });
+
+  app.patch(
+    '/users/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Change a user: name, platform role, disabled (disabling ends their sessions at once)',
+        params: UserParams,
+        body: Type.Object(
+          { name: Type.Optional(Name), platform_role_id: Type.Optional(RoleId), disabled: Type.Optional(Type.Boolean()) },
+          { additionalProperties: false },
+        ),
+        response: { 200: User, ...errors(400, 401, 403, 404, 409) },
+      },
+    },
+    async (req) => {
+      const user = await updateUser(db, req.params.id, req.body, actor(req));
+      await app.userChanged(user.id);
+      req.log.info({ user_id: user.id, by: req.user.id, changed: Object.keys(req.body) }, 'user changed by a system administrator');
+      return toUserDto(user);
+    },
+  );
+
+  app.post(
+    '/users/:id/password',
+    {
+      schema: {
+        tags,
+        summary: "Set a user's password; their sessions end at once",
+        params: UserParams,
+        body: Type.Object({ password: Password }, { additionalProperties: false }),
+        response: { 204: Type.Null(), ...errors(400, 401, 403, 404, 429) },
+      },
+    },
+    async (req, reply) => {
+      const user = await resetPassword(db, req.params.id, req.body.password, actor(req));
+      await app.userChanged(user.id);
+      // A locked-out user whose password was just reset may log in again at once.
+      await throttle.forgetAccount(user.email);
+      req.log.info({ user_id: user.id, by: req.user.id }, 'password reset by a system administrator; the sessions of the user are revoked');
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.delete(
+    '/users/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a user and their memberships (not yourself, not the last admin of a workspace or of the platform)',
+        params: UserParams,
+        response: { 204: Type.Null(), ...errors(401, 403, 404, 409) },
+      },
+    },
+    async (req, reply) => {
+      await deleteUser(db, req.params.id, actor(req));
+      await app.userChanged(req.params.id);
+      req.log.info({ user_id: req.params.id, by: req.user.id }, 'user deleted by a system administrator');
+      return reply.code(204).send(null);
+    },
   );
 
   app.post(

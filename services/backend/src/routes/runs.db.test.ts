@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
 import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
 
-describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`, () => {
+describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   let editor: { id: string; token: string };
   let viewer: { id: string; token: string };
@@ -78,7 +79,7 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`
     expect(five.statusCode).toBe(201);
     expect(five.json()).toMatchObject({ cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin', enabled: true });
     expect(Date.parse(five.json().next_run_at)).toBeGreaterThan(Date.now());
-    const six = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', cron: '*/30 * * * * *', enabled: false });
+    const six = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', cron: '30 */2 * * * *', enabled: false });
     expect(six.statusCode).toBe(201);
     expect(six.json()).toMatchObject({ timezone: 'UTC', enabled: false });
 
@@ -99,4 +100,186 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'pglite'})`
     expect((await call(editor.token, 'GET', `${ws}/schedules/${id}`)).statusCode).toBe(404);
     expect((await call(editor.token, 'DELETE', `${ws}/schedules/${id}`)).statusCode).toBe(404);
   });
+
+  it('a viewer or a stranger learns nothing of which notebooks exist: the same refusal for a missing one as for an existing one', async () => {
+    expect((await upload('exists.ipynb')).statusCode).toBe(201);
+    for (const [who, token, status] of [['viewer', viewer.token, 403], ['stranger', stranger.token, 404]] as const) {
+      for (const notebook_path of ['exists.ipynb', 'missing-one.ipynb']) {
+        const res = await call(token, 'POST', `${ws}/schedules`, { notebook_path, cron: '0 9 * * *' });
+        expect(res.statusCode, `${who} ${notebook_path}`).toBe(status);
+        expect(res.body, `${who} ${notebook_path}`).not.toContain(notebook_path);
+      }
+    }
+  });
+});
+
+describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  let editor: { id: string; token: string };
+  let viewer: { id: string; token: string };
+  let stranger: { id: string; token: string };
+  const LIMITS = { maxSchedulesPerWorkspace: 3, maxQueuedRunsPerWorkspace: 5 };
+  beforeAll(async () => {
+    b = await startTestBackend({ runLimits: LIMITS });
+    editor = await createAndLogin(b, 'editor@example.com');
+    viewer = await createAndLogin(b, 'viewer@example.com');
+    stranger = await createAndLogin(b, 'stranger@example.com');
+  });
+  afterAll(async () => {
+    await b.close();
+  });
+
+  const NB = JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] });
+  /** A fresh workspace with the editor and viewer as members and `nb.ipynb` in it. */
+  async function workspace(): Promise<string> {
+    const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'limits' } })).json().id as string;
+    for (const [u, role] of [[editor, 'editor'], [viewer, 'viewer']] as const) {
+      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
+    }
+    const put = await b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/nb.ipynb`, headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' }, payload: NB });
+    expect(put.statusCode).toBe(201);
+    return ws;
+  }
+  const call = (token: string, method: string, url: string, payload?: object) =>
+    b.app.inject({ method: method as 'GET', url: `/api/v1/workspaces/${url}`, headers: bearer(token), ...(payload ? { payload } : {}) });
+
+  it('refuses a cron that fires more often than SCHEDULE_MIN_INTERVAL_SECONDS (default 60), also on change', async () => {
+    const ws = await workspace();
+    for (const cron of ['* * * * * *', '*/10 * * * * *', '0,30 * * * * *']) {
+      const res = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron });
+      expect(res.statusCode, cron).toBe(400);
+      expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { cron: expect.stringMatching(/SCHEDULE_MIN_INTERVAL_SECONDS/) } });
+      expect(res.json().message).toMatch(/SCHEDULE_MIN_INTERVAL_SECONDS/);
+    }
+    const ok = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '* * * * *' });
+    expect(ok.statusCode).toBe(201);
+    expect((await call(editor.token, 'PATCH', `${ws}/schedules/${ok.json().id}`, { cron: '*/5 * * * * *' })).statusCode).toBe(400);
+    // A schedule stored before the limit existed can still be switched off.
+    const legacy = await b.t.database.db
+      .insertInto('schedules')
+      .values({ workspace_id: ws, notebook_path: 'nb.ipynb', cron: '* * * * * *', timezone: 'UTC', next_run_at: new Date() })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const off = await call(editor.token, 'PATCH', `${ws}/schedules/${legacy.id}`, { enabled: false });
+    expect(off.statusCode).toBe(200);
+    expect((await call(editor.token, 'PATCH', `${ws}/schedules/${legacy.id}`, { enabled: true })).statusCode).toBe(400);
+  });
+
+  it('needs the schedule notebook to exist (404 naming it, as a run of it); bad paths 400', async () => {
+    const ws = await workspace();
+    const missing = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'reports/missing.ipynb', cron: '0 9 * * *' });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json()).toMatchObject({ error: 'not_found' });
+    expect(missing.json().message).toContain('reports/missing.ipynb');
+    expect((await call(editor.token, 'GET', `${ws}/schedules`)).json().items).toEqual([]);
+    const s = (await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).json();
+    const moved = await call(editor.token, 'PATCH', `${ws}/schedules/${s.id}`, { notebook_path: 'gone.ipynb' });
+    expect(moved.statusCode).toBe(404);
+    expect(moved.json().message).toContain('gone.ipynb');
+    expect((await call(editor.token, 'GET', `${ws}/schedules/${s.id}`)).json().notebook_path).toBe('nb.ipynb');
+    expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'missing.ipynb' })).statusCode).toBe(404);
+    for (const bad of ['../nb.ipynb', 'a/./nb.ipynb', '/nb.ipynb']) {
+      expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: bad })).statusCode, bad).toBe(400);
+      expect((await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: bad, cron: '0 9 * * *' })).statusCode, bad).toBe(400);
+    }
+  });
+
+  it('caps schedules per workspace (429 too_many_requests), also under parallel requests', async () => {
+    const ws = await workspace();
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })),
+    );
+    expect(results.filter((r) => r.statusCode === 201)).toHaveLength(LIMITS.maxSchedulesPerWorkspace);
+    const refused = results.filter((r) => r.statusCode !== 201);
+    expect(refused.every((r) => r.statusCode === 429 && r.json().error === 'too_many_requests')).toBe(true);
+    expect(refused[0]!.json().message).toMatch(/MAX_SCHEDULES_PER_WORKSPACE/);
+    expect((await call(viewer.token, 'GET', `${ws}/schedules`)).json().items).toHaveLength(LIMITS.maxSchedulesPerWorkspace);
+    // After a delete there is room again; another workspace has its own count.
+    const first = (await call(viewer.token, 'GET', `${ws}/schedules`)).json().items[0].id;
+    expect((await call(editor.token, 'DELETE', `${ws}/schedules/${first}`)).statusCode).toBe(204);
+    expect((await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).statusCode).toBe(201);
+    const other = await workspace();
+    expect((await call(editor.token, 'POST', `${other}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).statusCode).toBe(201);
+  });
+
+  it('caps queued runs per workspace (429), also under parallel requests; cancelled runs free their place', async () => {
+    const ws = await workspace();
+    const results = await Promise.all(Array.from({ length: 12 }, () => call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })));
+    expect(results.filter((r) => r.statusCode === 202)).toHaveLength(LIMITS.maxQueuedRunsPerWorkspace);
+    const refused = results.filter((r) => r.statusCode !== 202);
+    expect(refused.every((r) => r.statusCode === 429 && r.json().error === 'too_many_requests')).toBe(true);
+    expect(refused[0]!.json().message).toMatch(/MAX_QUEUED_RUNS_PER_WORKSPACE/);
+    const queued = (await call(viewer.token, 'GET', `${ws}/runs?status=queued`)).json().items;
+    expect(queued).toHaveLength(LIMITS.maxQueuedRunsPerWorkspace);
+    expect((await call(editor.token, 'POST', `${ws}/runs/${queued[0].id}/cancel`)).statusCode).toBe(200);
+    expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).statusCode).toBe(202);
+    expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).statusCode).toBe(429);
+    const other = await workspace();
+    expect((await call(editor.token, 'POST', `${other}/runs`, { notebook_path: 'nb.ipynb' })).statusCode).toBe(202);
+  });
+
+  it('cancels a queued run (never claimed afterwards) and a running one; finished 409; viewer 403; stranger 404', async () => {
+    const ws = await workspace();
+    const run = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    expect((await call(viewer.token, 'POST', `${ws}/runs/${run.id}/cancel`)).statusCode).toBe(403);
+    expect((await call(stranger.token, 'POST', `${ws}/runs/${run.id}/cancel`)).statusCode).toBe(404);
+    expect((await b.app.inject({ method: 'POST', url: `/api/v1/workspaces/${ws}/runs/${run.id}/cancel` })).statusCode).toBe(401);
+    const cancelled = await call(editor.token, 'POST', `${ws}/runs/${run.id}/cancel`);
+    expect(cancelled.statusCode).toBe(200);
+    expect(cancelled.json()).toMatchObject({ id: run.id, status: 'cancelled', started_at: null });
+    expect(cancelled.json().finished_at).not.toBeNull();
+    const again = await call(editor.token, 'POST', `${ws}/runs/${run.id}/cancel`);
+    expect(again.statusCode).toBe(409);
+    expect(again.json().error).toBe('conflict');
+    const claimed = await claimRuns(b.t.database.db, 'test-worker', 1000, 30);
+    expect(claimed.map((r) => r.id)).not.toContain(run.id);
+
+    // A running run: cancelled in the database at once; the worker can no longer complete it.
+    const running = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    expect((await claimRuns(b.t.database.db, 'test-worker', 1000, 30)).map((r) => r.id)).toContain(running.id);
+    const stop = await call(editor.token, 'POST', `${ws}/runs/${running.id}/cancel`);
+    expect(stop.json()).toMatchObject({ status: 'cancelled' });
+    expect(await completeRun(b.t.database.db, running.id, 'test-worker', { status: 'succeeded' })).toBe(false);
+    expect((await call(viewer.token, 'GET', `${ws}/runs/${running.id}`)).json().status).toBe('cancelled');
+
+    // A finished run cannot be cancelled; unknown and malformed ids are 404.
+    const done = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    await claimRuns(b.t.database.db, 'test-worker', 1000, 30);
+    expect(await completeRun(b.t.database.db, done.id, 'test-worker', { status: 'succeeded' })).toBe(true);
+    const finished = await call(admin(), 'POST', `${ws}/runs/${done.id}/cancel`);
+    expect(finished.statusCode).toBe(409);
+    expect(finished.json().message).toMatch(/succeeded/);
+    expect((await call(editor.token, 'POST', `${ws}/runs/00000000-0000-0000-0000-000000000000/cancel`)).statusCode).toBe(404);
+    expect((await call(editor.token, 'POST', `${ws}/runs/not-a-run/cancel`)).statusCode).toBe(404);
+    // Another workspace's run cannot be cancelled through this one.
+    const other = await workspace();
+    const foreign = (await call(editor.token, 'POST', `${other}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    expect((await call(editor.token, 'POST', `${ws}/runs/${foreign.id}/cancel`)).statusCode).toBe(404);
+    expect((await call(viewer.token, 'GET', `${other}/runs/${foreign.id}`)).json().status).toBe('queued');
+  });
+
+  it('deleting a schedule cancels its queued runs and leaves other runs alone', async () => {
+    const ws = await workspace();
+    const s = (await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).json();
+    const db = b.t.database.db;
+    const ticks = [];
+    for (let i = 0; i < 3; i++) ticks.push(await enqueueRun(db, { workspaceId: ws, notebookPath: 'nb.ipynb', scheduleId: s.id }));
+    const manual = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    expect((await call(editor.token, 'DELETE', `${ws}/schedules/${s.id}`)).statusCode).toBe(204);
+    const rows = await db.selectFrom('runs').selectAll().where('id', 'in', ticks.map((r) => r.id)).execute();
+    expect(rows.map((r) => r.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect(rows[0]!.error).toMatch(/schedule was deleted/);
+    expect((await call(viewer.token, 'GET', `${ws}/runs/${manual.id}`)).json().status).toBe('queued');
+  });
+
+  it('documents the cancel route in the OpenAPI document; another method on it is 405', async () => {
+    const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+    expect(doc.paths['/api/v1/workspaces/{ws}/runs/{id}/cancel'].post.responses).toHaveProperty('409');
+    expect(doc.paths['/api/v1/workspaces/{ws}/runs'].post.responses).toHaveProperty('429');
+    const ws = await workspace();
+    const run = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    expect((await call(editor.token, 'GET', `${ws}/runs/${run.id}/cancel`)).statusCode).toBe(405);
+  });
+
+  const admin = () => b.adminToken;
 });

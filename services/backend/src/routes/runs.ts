@@ -3,9 +3,23 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { ListQuery, NotFoundError, listResponse } from '@codeagent/service-kit';
-import { createRun, createSchedule, deleteSchedule, getRun, getSchedule, listRuns, listSchedules, toRunDto, updateSchedule } from '../domain/runs.js';
+import {
+  DEFAULT_RUN_LIMITS,
+  cancelRun,
+  createRun,
+  createSchedule,
+  deleteSchedule,
+  getRun,
+  getSchedule,
+  listRuns,
+  listSchedules,
+  requireNotebook,
+  toRunDto,
+  updateSchedule,
+  type RunLimits,
+} from '../domain/runs.js';
 import { requireWorkspaceAccess } from '../domain/workspaces.js';
-import type { WorkspaceFiles } from '@codeagent/storage';
+import type { WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
 
 /** Reads a run log from the run_log area; undefined when there is none (yet). */
@@ -15,6 +29,7 @@ export interface RunsRoutesOptions {
   db: Kysely<DB>;
   files: WorkspaceFiles;
   readRunLog: RunLogReader;
+  limits?: RunLimits;
 }
 
 const Time = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
@@ -59,7 +74,7 @@ const Cron = Type.String({ minLength: 1, maxLength: 200 });
 const Zone = Type.String({ minLength: 1, maxLength: 100 });
 
 /** Notebook runs and schedules of a workspace (SPEC §4.4): members read, editors and admins write. */
-export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, files, readRunLog }) => {
+export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, files, readRunLog, limits = DEFAULT_RUN_LIMITS }) => {
   app.addHook('onRequest', app.requireUser);
   const tags = ['runs'];
 
@@ -71,13 +86,30 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
         summary: "Run a workspace notebook now (queued for a worker, executed on the runtime)",
         params: Ws,
         body: Type.Object({ notebook_path: NotebookPath, parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }, { additionalProperties: false }),
-        response: { 202: Run, ...errors(400, 401, 403, 404) },
+        response: { 202: Run, ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (req, reply) => {
       await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
-      await files.stat(req.params.ws, req.body.notebook_path); // 404 when there is no such notebook
-      return reply.code(202).send(await createRun(db, req.params.ws, { notebookPath: req.body.notebook_path, parameters: req.body.parameters, createdBy: req.user.id }));
+      await requireNotebook(files, req.params.ws, req.body.notebook_path);
+      const run = await createRun(db, req.params.ws, { notebookPath: req.body.notebook_path, parameters: req.body.parameters, createdBy: req.user.id }, limits.maxQueuedRunsPerWorkspace);
+      return reply.code(202).send(run);
+    },
+  );
+
+  app.post(
+    '/:ws/runs/:id/cancel',
+    {
+      schema: {
+        tags,
+        summary: 'Cancel a queued or running run (a running run’s kernel is stopped); a finished run is 409',
+        params: WsId,
+        response: { 200: Run, ...errors(401, 403, 404, 409) },
+      },
+    },
+    async (req) => {
+      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
+      return cancelRun(db, req.params.ws, req.params.id);
     },
   );
 
@@ -124,13 +156,15 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
         summary: 'Schedule a notebook (cron with 5 fields, or 6 with leading seconds; IANA time zone)',
         params: Ws,
         body: Type.Object({ notebook_path: NotebookPath, cron: Cron, timezone: Type.Optional(Zone), enabled: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
-        response: { 201: Schedule, ...errors(400, 401, 403, 404) },
+        response: { 201: Schedule, ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (req, reply) => {
       await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       const b = req.body;
-      return reply.code(201).send(await createSchedule(db, req.params.ws, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled, createdBy: req.user.id }));
+      await requireNotebook(files, req.params.ws, b.notebook_path);
+      const schedule = await createSchedule(db, req.params.ws, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled, createdBy: req.user.id }, limits);
+      return reply.code(201).send(schedule);
     },
   );
 
@@ -162,13 +196,14 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
     async (req) => {
       await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       const b = req.body;
-      return updateSchedule(db, req.params.ws, req.params.id, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled });
+      if (b.notebook_path !== undefined) await requireNotebook(files, req.params.ws, b.notebook_path);
+      return updateSchedule(db, req.params.ws, req.params.id, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled }, limits.scheduleMinIntervalSeconds);
     },
   );
 
   app.delete(
     '/:ws/schedules/:id',
-    { schema: { tags, summary: 'Delete a schedule (its runs stay)', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
+    { schema: { tags, summary: 'Delete a schedule (its queued runs are cancelled; other runs stay)', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
     async (req, reply) => {
       await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       await deleteSchedule(db, req.params.ws, req.params.id);

@@ -15,6 +15,7 @@ export const User = Type.Object(
     platform_role_id: Type.String(),
     is_system_admin: Type.Boolean(),
     created_at: Type.String({ format: 'date-time' }),
+    disabled_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   },
   { $id: 'User' },
 );

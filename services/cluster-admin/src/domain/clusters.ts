@@ -1,7 +1,8 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type ClusterRow, type DB } from '@codeagent/db';
-import { AppError, isUuid } from '@codeagent/service-kit';
+import { AppError, decodeCursor, encodeCursor, isUuid } from '@codeagent/service-kit';
+import { baseUrlProblem, redactBaseUrl, sameOrigin } from './base-url.js';
 
 /** The error bodies of SPEC §8 (they differ from §3: `"not found"`, `"validation failed"`). */
 export class ClusterError extends AppError {
@@ -29,7 +30,7 @@ export function toClusterDto(r: ClusterRow): ClusterDto {
   return {
     id: r.id,
     name: r.name,
-    base_url: r.base_url,
+    base_url: redactBaseUrl(r.base_url),
     auth_type: r.auth_type,
     username: r.username,
     has_password: r.password_enc !== null,
@@ -85,12 +86,8 @@ export function validateCluster(body: unknown): ClusterInput {
   const baseUrl = b.base_url;
   if (typeof baseUrl !== 'string' || baseUrl.length === 0) fields.base_url = 'required, an absolute http or https URL';
   else {
-    try {
-      const u = new URL(baseUrl);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') fields.base_url = 'must use http or https';
-    } catch {
-      fields.base_url = 'must be an absolute http or https URL';
-    }
+    const problem = baseUrlProblem(baseUrl);
+    if (problem !== undefined) fields.base_url = problem;
   }
 
   const authType = b.auth_type;
@@ -132,7 +129,7 @@ function auditView(r: ClusterRow): Record<string, unknown> {
   return {
     id: r.id,
     name: r.name,
-    base_url: r.base_url,
+    base_url: redactBaseUrl(r.base_url),
     auth_type: r.auth_type,
     username: r.username,
     rate_limit: r.rate_limit,
@@ -236,6 +233,12 @@ export class ClusterService {
           // previous entry's `after`.
           const before = await trx.selectFrom('clusters').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
           if (!before) throw notFound();
+          // SPEC §8.2: a stored password never follows the record to another host.
+          if (before.password_enc !== null && input.password === undefined && !sameOrigin(before.base_url, input.base_url)) {
+            throw new ClusterError(400, 'validation failed', "base_url's origin changes: send the password for the new host in AuthPassword", {
+              fields: { AuthPassword: "required when base_url's origin changes: the stored password is not sent to another host" },
+            });
+          }
           let passwordEnc = before.password_enc;
           let passwordChanged = false;
           if (input.password !== undefined) {
@@ -277,15 +280,11 @@ export class ClusterService {
   }
 
   async auditLog(opts: { targetId?: string | undefined; action?: string | undefined; limit: number; cursor?: string | undefined }) {
-    let after: [string, string] | undefined;
-    if (opts.cursor) {
-      try {
-        const parsed = JSON.parse(Buffer.from(opts.cursor, 'base64url').toString()) as unknown;
-        if (!Array.isArray(parsed) || parsed.length !== 2 || !parsed.every((p) => typeof p === 'string') || !isUuid(parsed[1] as string)) throw new Error('bad');
-        after = parsed as [string, string];
-      } catch {
-        throw new ClusterError(400, 'validation failed', 'invalid cursor', { fields: { cursor: 'invalid cursor' } });
-      }
+    let after: [Date, string] | undefined;
+    try {
+      after = decodeCursor(opts.cursor, ['time', 'uuid']);
+    } catch {
+      throw new ClusterError(400, 'validation failed', 'invalid cursor', { fields: { cursor: 'invalid cursor' } });
     }
     let q = this.db.selectFrom('audit_entries').selectAll().orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
     if (opts.targetId !== undefined) {
@@ -295,7 +294,7 @@ export class ClusterService {
     if (opts.action !== undefined) q = q.where('action', '=', opts.action);
     if (after) {
       const [at, id] = after;
-      q = q.where((eb) => eb.or([eb('occurred_at', '<', new Date(at)), eb.and([eb('occurred_at', '=', new Date(at)), eb('id', '<', id)])]));
+      q = q.where((eb) => eb.or([eb('occurred_at', '<', at), eb.and([eb('occurred_at', '=', at), eb('id', '<', id)])]));
     }
     const rows = await q.execute();
     const page = rows.slice(0, opts.limit);
@@ -310,7 +309,7 @@ export class ClusterService {
         target_id: r.target_id,
         details: r.details,
       })),
-      next_cursor: rows.length > opts.limit && last ? Buffer.from(JSON.stringify([last.occurred_at.toISOString(), last.id])).toString('base64url') : null,
+      next_cursor: rows.length > opts.limit && last ? encodeCursor([last.occurred_at.toISOString(), last.id]) : null,
     };
   }
 }

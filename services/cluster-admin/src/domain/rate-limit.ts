@@ -1,25 +1,32 @@
+import { sql, type Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+
+/** Takes one request's token for a cluster; false when its bucket is empty (no request may be sent). */
+export interface RateLimiter {
+  take(clusterId: string, ratePerMinute: number): Promise<boolean>;
+}
+
 /**
- * Per-cluster token buckets: `rate` requests per minute, bursts up to `rate`; 0 = unlimited.
- * In-process: with several cluster-service replicas each enforces the limit on its own share.
+ * Per-cluster token buckets in the database (migration 010): `rate` requests per minute,
+ * bursts up to `rate`; 0 = unlimited. One statement takes a token (the row is locked by the
+ * upsert), so every cluster-service instance draws from the same bucket: two instances allow
+ * `rate` per minute together, not each (issue 18). A changed rate starts a full bucket.
  */
-export class RateLimiter {
-  private readonly buckets = new Map<string, { tokens: number; at: number; rate: number }>();
+export class DatabaseRateLimiter implements RateLimiter {
+  constructor(private readonly db: Kysely<DB>) {}
 
-  constructor(private readonly now: () => number = Date.now) {}
-
-  /** Takes one token; false when the bucket is empty (no request may be sent). */
-  take(key: string, ratePerMinute: number): boolean {
+  async take(clusterId: string, ratePerMinute: number): Promise<boolean> {
     if (ratePerMinute === 0) return true;
-    const t = this.now();
-    let b = this.buckets.get(key);
-    if (!b || b.rate !== ratePerMinute) {
-      b = { tokens: ratePerMinute, at: t, rate: ratePerMinute };
-      this.buckets.set(key, b);
-    }
-    b.tokens = Math.min(ratePerMinute, b.tokens + ((t - b.at) / 60_000) * ratePerMinute);
-    b.at = t;
-    if (b.tokens < 1) return false;
-    b.tokens -= 1;
-    return true;
+    const refilled = sql`LEAST(EXCLUDED.rate::float8, b.tokens + EXTRACT(EPOCH FROM clock_timestamp() - b.updated_at) / 60.0 * EXCLUDED.rate)`;
+    const taken = await sql<{ tokens: number }>`
+      INSERT INTO cluster_rate_buckets AS b (cluster_id, tokens, rate, updated_at)
+      VALUES (${clusterId}, ${ratePerMinute - 1}, ${ratePerMinute}, clock_timestamp())
+      ON CONFLICT (cluster_id) DO UPDATE SET
+        tokens = CASE WHEN b.rate <> EXCLUDED.rate THEN EXCLUDED.tokens ELSE ${refilled} - 1 END,
+        rate = EXCLUDED.rate,
+        updated_at = clock_timestamp()
+      WHERE b.rate <> EXCLUDED.rate OR ${refilled} >= 1
+      RETURNING tokens`.execute(this.db);
+    return taken.rows.length === 1;
   }
 }

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
-import { ConflictError, NotFoundError, PayloadTooLargeError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
-import { validateObjectPath, validatePrefix } from './paths.js';
-import { ObjectTooLargeError, type ByteRange, type ObjectStore } from './store.js';
+import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
+import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
+import { ObjectTooLargeError, normalizeContentType, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
 
 export interface ObjectDto {
   path: string;
@@ -39,6 +38,14 @@ export interface OpenedObject {
   body: Readable;
 }
 
+/** A folder: a prefix that objects live under (folders are not stored, they are prefixes). */
+export interface FolderDto {
+  /** The folder's own name (one segment). */
+  name: string;
+  /** The newest change of an object under it. */
+  updated_at: string;
+}
+
 
 function toObjectDto(r: ObjectRow): ObjectDto {
   return {
@@ -52,30 +59,27 @@ function toObjectDto(r: ObjectRow): ObjectDto {
   };
 }
 
-const EXTENSION_TYPES: Record<string, string> = {
-  ipynb: 'application/x-ipynb+json',
-  json: 'application/json',
-  csv: 'text/csv',
-  txt: 'text/plain',
-  md: 'text/markdown',
-  py: 'text/x-python',
-  html: 'text/html',
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  parquet: 'application/vnd.apache.parquet',
-  log: 'text/plain',
-};
+const blobKey = (workspaceId: string, id: string) => `${workspaceId}/${id}`;
 
-/** The stored content type: what the client said, else a guess from the extension. */
-export function contentTypeFor(path: string, given: string | undefined): string {
-  const clean = given?.split(';')[0]?.trim().toLowerCase();
-  if (clean && clean !== 'application/octet-stream' && /^[\w.+-]+\/[\w.+-]+$/.test(clean)) return given!.trim();
-  const ext = /\.([A-Za-z0-9]+)$/.exec(path)?.[1]?.toLowerCase();
-  return (ext && EXTENSION_TYPES[ext]) ?? 'application/octet-stream';
+export interface WorkspaceFilesOptions {
+  /**
+   * WORKSPACE_QUOTA_BYTES: the bytes a workspace may store, counting current objects, kept
+   * versions and the trash (all of it occupies storage). Undefined: no quota.
+   */
+  quotaBytes?: number | undefined;
 }
 
-const blobKey = (workspaceId: string, id: string) => `${workspaceId}/${id}`;
+/** The stored bytes of a workspace: current objects + versions + trash. */
+export async function storedBytes(db: Kysely<DB>, workspaceId: string): Promise<number> {
+  const { total } = await db
+    .selectNoFrom((eb) => [
+      sql<string>`${eb.selectFrom('objects').select(sql`coalesce(sum(size), 0)`.as('s')).where('workspace_id', '=', workspaceId)}
+        + ${eb.selectFrom('object_versions').select(sql`coalesce(sum(size), 0)`.as('s')).where('workspace_id', '=', workspaceId)}
+        + ${eb.selectFrom('trash_items').select(sql`coalesce(sum(size), 0)`.as('s')).where('workspace_id', '=', workspaceId)}`.as('total'),
+    ])
+    .executeTakeFirstOrThrow();
+  return Number(total);
+}
 
 /**
  * The files of the workspaces (SPEC §4.3): metadata in the database, content in the store.
@@ -89,7 +93,28 @@ export class WorkspaceFiles {
     private readonly db: Kysely<DB>,
     private readonly store: ObjectStore,
     private readonly log: { warn(obj: object, msg: string): void } = { warn: () => undefined },
+    private readonly options: WorkspaceFilesOptions = {},
   ) {}
+
+  /**
+   * Admits a write that adds `delta` stored bytes, or throws QuotaExceededError. Counts under a
+   * per-workspace lock held until the transaction ends, so parallel writes are admitted one
+   * after another against committed totals: two cannot both squeeze under the quota. Call it
+   * first in the transaction (before any row lock), so the lock order is always the same.
+   */
+  private async admit(trx: Transaction<DB>, workspaceId: string, delta: number): Promise<void> {
+    const quota = this.options.quotaBytes;
+    if (quota === undefined || delta <= 0) return;
+    await advisoryXactLock(trx, `codeagent:quota:${workspaceId}`);
+    const used = await storedBytes(trx, workspaceId);
+    if (used + delta > quota) throw quotaExceeded(used, delta, quota);
+  }
+
+  /** Bytes an upload may still add before the final check refuses it; undefined without a quota. */
+  private async room(workspaceId: string): Promise<number | undefined> {
+    const quota = this.options.quotaBytes;
+    return quota === undefined ? undefined : Math.max(0, quota - (await storedBytes(this.db, workspaceId)));
+  }
 
   /** Removes bytes no row points to any more; failures only leave garbage, never damage. */
   private async discard(area: 'workspace' | 'version' | 'trash', key: string): Promise<void> {
@@ -133,11 +158,19 @@ export class WorkspaceFiles {
     validateObjectPath(path);
     const versionId = randomUUID();
     const key = blobKey(workspaceId, versionId);
+    // Stop reading early once the upload cannot fit; the check in the transaction decides.
+    const room = await this.room(workspaceId);
+    const quotaBinds = room !== undefined && (opts.maxBytes === undefined || room < opts.maxBytes);
+    const limit = quotaBinds ? room : opts.maxBytes;
+    const contentType = normalizeContentType(path, opts.contentType);
     let stored;
     try {
-      stored = await this.store.put('workspace', key, body, { contentType: contentTypeFor(path, opts.contentType), ...(opts.maxBytes ? { maxBytes: opts.maxBytes } : {}) });
+      stored = await this.store.put('workspace', key, body, { contentType, ...(limit !== undefined ? { maxBytes: limit } : {}) });
     } catch (err) {
-      if (err instanceof ObjectTooLargeError) throw new PayloadTooLargeError(`the upload is larger than MAX_UPLOAD_BYTES (${err.maxBytes} bytes)`);
+      if (err instanceof ObjectTooLargeError) {
+        if (quotaBinds) throw quotaExceeded(this.options.quotaBytes! - room, err.maxBytes + 1, this.options.quotaBytes!, 'at least ');
+        throw new PayloadTooLargeError(`the upload is larger than MAX_UPLOAD_BYTES (${err.maxBytes} bytes)`);
+      }
       throw err;
     }
     const values = {
@@ -146,7 +179,7 @@ export class WorkspaceFiles {
       version_id: versionId,
       size: stored.size,
       sha256: stored.sha256,
-      content_type: contentTypeFor(path, opts.contentType),
+      content_type: contentType,
       updated_by: opts.actor,
     };
     let replaced: ObjectRow | undefined;
@@ -154,6 +187,8 @@ export class WorkspaceFiles {
       const result = await withRetry(() =>
         this.db.transaction().execute(async (trx) => {
           replaced = undefined;
+          // Replacing keeps the old content as a version: the workspace grows by the new size.
+          await this.admit(trx, workspaceId, Number(stored.size));
           const inserted = await trx
             .insertInto('objects')
             .values(values)
@@ -208,12 +243,124 @@ export class WorkspaceFiles {
 
   async list(workspaceId: string, prefix: string, limit: number, cursor: string | undefined) {
     validatePrefix(prefix);
-    const after = decodeCursor(cursor, 1);
+    const after = decodeCursor(cursor, ['text']);
     let q = this.db.selectFrom('objects').selectAll().where('workspace_id', '=', workspaceId).orderBy('path').limit(limit + 1);
     if (prefix !== '') q = q.where('path', '>=', prefix).where(sql<boolean>`starts_with(path, ${prefix})`);
-    if (after) q = q.where('path', '>', String(after[0]));
+    if (after) q = q.where('path', '>', after[0]);
     const rows = await q.execute();
     return keysetPage(rows, limit, (r) => [r.path], toObjectDto);
+  }
+
+  /**
+   * What lies directly in a folder (`folder` is '' for the root, else a prefix ending in `/`):
+   * its objects and the names of its sub-folders, at most `limit` of each, by name.
+   */
+  async listFolder(workspaceId: string, folder: string, limit: number): Promise<{ objects: ObjectDto[]; folders: FolderDto[] }> {
+    validatePrefix(folder);
+    // Everything after the folder's own prefix (PostgreSQL counts characters, as substr does).
+    const rest = sql<string>`substr(path, char_length(${folder}) + 1)`;
+    const under = this.db.selectFrom('objects').where('workspace_id', '=', workspaceId).where('path', '>=', folder).where(sql<boolean>`starts_with(path, ${folder})`);
+    const objects = await under.selectAll().where(sql<boolean>`strpos(${rest}, '/') = 0`).orderBy('path').limit(limit).execute();
+    const folders = await under
+      .select([sql<string>`split_part(${rest}, '/', 1)`.as('name'), sql<Date>`max(updated_at)`.as('updated_at')])
+      .where(sql<boolean>`strpos(${rest}, '/') > 0`)
+      .groupBy(sql`1`)
+      .orderBy(sql`1`)
+      .limit(limit)
+      .execute();
+    return { objects: objects.map(toObjectDto), folders: folders.map((f) => ({ name: f.name, updated_at: new Date(f.updated_at).toISOString() })) };
+  }
+
+  /** Whether `path` names an object, a folder (objects live under `path/`), or nothing. */
+  async kindOf(workspaceId: string, path: string): Promise<'object' | 'folder' | undefined> {
+    validateObjectPath(path);
+    const row = await this.db
+      .selectFrom('objects')
+      .select(sql<boolean>`path = ${path}`.as('exact'))
+      .where('workspace_id', '=', workspaceId)
+      .where((eb) => eb.or([eb('path', '=', path), eb(sql<boolean>`starts_with(path, ${`${path}/`})`, '=', true)]))
+      .orderBy(sql`path = ${path}`, 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return row.exact ? 'object' : 'folder';
+  }
+
+  /** The paths of `path` itself (when an object) and of every object under `path/`, by name. */
+  async pathsAt(workspaceId: string, path: string): Promise<string[]> {
+    validateObjectPath(path);
+    const rows = await this.db
+      .selectFrom('objects')
+      .select('path')
+      .where('workspace_id', '=', workspaceId)
+      .where((eb) => eb.or([eb('path', '=', path), eb(sql<boolean>`starts_with(path, ${`${path}/`})`, '=', true)]))
+      .orderBy('path')
+      .execute();
+    return rows.map((r) => r.path);
+  }
+
+  /** The nearest ancestor of `path` that is an object (a file cannot also be a folder), if any. */
+  async objectAncestor(workspaceId: string, path: string): Promise<string | undefined> {
+    validateObjectPath(path);
+    const segments = path.split('/');
+    const ancestors = segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join('/'));
+    if (ancestors.length === 0) return undefined;
+    const row = await this.db
+      .selectFrom('objects')
+      .select('path')
+      .where('workspace_id', '=', workspaceId)
+      .where('path', 'in', ancestors)
+      .orderBy(sql`char_length(path)`, 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.path;
+  }
+
+  /**
+   * Moves the object at `from` to `to` with its versions (the content stays where it is: keys
+   * do not name paths). An object at `to` is replaced the way a save replaces it: its content
+   * becomes a version of `to`. No bytes are added, so the quota never refuses a rename.
+   */
+  async rename(workspaceId: string, from: string, to: string, actor: string | null): Promise<{ object: ObjectDto; created: boolean }> {
+    validateObjectPath(from);
+    validateObjectPath(to);
+    if (from === to) throw new ConflictError(`${from} cannot be moved onto itself`);
+    let replaced: ObjectRow | undefined;
+    const result = await withRetry(() =>
+      this.db.transaction().execute(async (trx) => {
+        replaced = undefined;
+        // Renames onto one path wait for each other (editors that save by renaming a temporary
+        // file over the original): the next one then sees the row the previous one left there.
+        await advisoryXactLock(trx, `codeagent:rename:${workspaceId}:${to}`);
+        // Both rows locked in path order, as every other writer that takes two of them would.
+        const rows = await trx.selectFrom('objects').selectAll().where('workspace_id', '=', workspaceId).where('path', 'in', [from, to]).orderBy('path').forUpdate().execute();
+        const source = rows.find((r) => r.path === from);
+        if (!source) throw new NotFoundError(`no object at ${from}`);
+        const target = rows.find((r) => r.path === to);
+        if (target) {
+          await this.keepAsVersion(trx, target);
+          await trx.deleteFrom('objects').where('workspace_id', '=', workspaceId).where('path', '=', to).execute();
+          replaced = target;
+        }
+        await trx.updateTable('object_versions').set({ path: to }).where('workspace_id', '=', workspaceId).where('path', '=', from).execute();
+        try {
+          const row = await trx
+            .updateTable('objects')
+            .set({ path: to, updated_by: actor, updated_at: new Date() })
+            .where('workspace_id', '=', workspaceId)
+            .where('path', '=', from)
+            .returningAll()
+            .executeTakeFirstOrThrow();
+          return { row, created: target === undefined };
+        } catch (err) {
+          // A save created `to` after the lock above: run again, now replacing it.
+          if (isUniqueViolation(err)) throw Object.assign(new Error('object appeared during rename'), { code: '40001' });
+          throw err;
+        }
+      }),
+    );
+    if (replaced) await this.discard('workspace', blobKey(workspaceId, replaced.version_id));
+    return { object: toObjectDto(result.row), created: result.created };
   }
 
   /** Moves the object to the trash (content to the trash area, row to trash_items). */
@@ -306,15 +453,18 @@ export class WorkspaceFiles {
     let replaced: ObjectRow | undefined;
     try {
       const row = await this.db.transaction().execute(async (trx) => {
-        const current = await this.currentRow(trx, workspaceId, path, true);
-        if (current?.version_id === versionId) return current;
+        // Version rows never change (retention only deletes them): read before the quota lock.
         const version = await trx
           .selectFrom('object_versions')
           .selectAll()
           .where('id', '=', versionId)
           .where('workspace_id', '=', workspaceId)
           .where('path', '=', path)
+          .forShare() // retention waits until the content is copied
           .executeTakeFirst();
+        if (version) await this.admit(trx, workspaceId, Number(version.size));
+        const current = await this.currentRow(trx, workspaceId, path, true);
+        if (current?.version_id === versionId) return current;
         if (!version) throw new NotFoundError(`version ${versionId} of ${path} not found`);
         await this.store.copy('version', blobKey(workspaceId, versionId), 'workspace', blobKey(workspaceId, newVersionId));
         const values = {
@@ -343,11 +493,11 @@ export class WorkspaceFiles {
   }
 
   async trash(workspaceId: string, limit: number, cursor: string | undefined) {
-    const after = decodeCursor(cursor, 2);
+    const after = decodeCursor(cursor, ['time', 'uuid']);
     let q = this.db.selectFrom('trash_items').selectAll().where('workspace_id', '=', workspaceId).orderBy('deleted_at', 'desc').orderBy('id', 'desc').limit(limit + 1);
     if (after) {
-      const [at, id] = after as [string, string];
-      q = q.where((eb) => eb.or([eb('deleted_at', '<', new Date(at)), eb.and([eb('deleted_at', '=', new Date(at)), eb('id', '<', id)])]));
+      const [at, id] = after;
+      q = q.where((eb) => eb.or([eb('deleted_at', '<', at), eb.and([eb('deleted_at', '=', at), eb('id', '<', id)])]));
     }
     const rows = await q.execute();
     return keysetPage(
@@ -358,7 +508,10 @@ export class WorkspaceFiles {
     );
   }
 
-  /** Puts a trashed object back at its path; 409 when a live object is there again. */
+  /**
+   * Puts a trashed object back at its path; 409 when a live object is there again. The quota
+   * counts the trash, so a restore moves bytes without adding any: never refused for quota.
+   */
   async restoreTrash(workspaceId: string, trashId: string, actor: string | null): Promise<ObjectDto> {
     if (!isUuid(trashId)) throw new NotFoundError(`trash item ${trashId} not found`);
     const newVersionId = randomUUID();
@@ -402,6 +555,52 @@ export class WorkspaceFiles {
     }
   }
 
+  /**
+   * Deletes the objects at `paths` and all their versions for good (no trash): retention of
+   * the executed notebooks of old runs. Missing paths are skipped. Returns how many objects went.
+   */
+  async purgePaths(workspaceId: string, paths: string[]): Promise<number> {
+    if (paths.length === 0) return 0;
+    const { objects, versions } = await this.db.transaction().execute(async (trx) => ({
+      objects: await trx.deleteFrom('objects').where('workspace_id', '=', workspaceId).where('path', 'in', paths).returning('version_id').execute(),
+      versions: await trx.deleteFrom('object_versions').where('workspace_id', '=', workspaceId).where('path', 'in', paths).returning('id').execute(),
+    }));
+    for (const o of objects) await this.discard('workspace', blobKey(workspaceId, o.version_id));
+    for (const v of versions) await this.discard('version', blobKey(workspaceId, v.id));
+    return objects.length;
+  }
+
+  /**
+   * Version retention: deletes up to `limit` kept versions that are beyond the newest
+   * `keepCount` of their path (0 = no count limit) or were replaced before `replacedBefore`,
+   * with their content. The current content of an object is never touched. Returns how many went.
+   */
+  async pruneVersions(opts: { keepCount: number; replacedBefore?: Date | undefined; limit: number }): Promise<number> {
+    const { keepCount, replacedBefore, limit } = opts;
+    if (keepCount <= 0 && replacedBefore === undefined) return 0;
+    const ranked = this.db
+      .selectFrom('object_versions')
+      .select([
+        'id',
+        'replaced_at',
+        sql<number>`row_number() OVER (PARTITION BY workspace_id, path ORDER BY replaced_at DESC, created_at DESC, id)`.as('rank'),
+      ])
+      .as('v');
+    const doomed = this.db
+      .selectFrom(ranked)
+      .select('v.id')
+      .where((eb) =>
+        eb.or([
+          ...(keepCount > 0 ? [eb('v.rank', '>', keepCount)] : []),
+          ...(replacedBefore ? [eb('v.replaced_at', '<', replacedBefore)] : []),
+        ]),
+      )
+      .limit(limit);
+    const gone = await this.db.deleteFrom('object_versions').where('id', 'in', doomed).returning(['workspace_id', 'id']).execute();
+    for (const v of gone) await this.discard('version', blobKey(v.workspace_id, v.id));
+    return gone.length;
+  }
+
   /** Removes a trash item and its content for good. */
   async purgeTrash(workspaceId: string, trashId: string): Promise<void> {
     if (!isUuid(trashId)) throw new NotFoundError(`trash item ${trashId} not found`);
@@ -409,4 +608,11 @@ export class WorkspaceFiles {
     if (Number(res.numDeletedRows) === 0) throw new NotFoundError(`trash item ${trashId} not found`);
     await this.discard('trash', blobKey(workspaceId, trashId));
   }
+}
+
+function quotaExceeded(used: number, delta: number, quota: number, approx = ''): QuotaExceededError {
+  return new QuotaExceededError(
+    `the workspace stores ${used} bytes (files, versions and trash); writing ${approx}${delta} more would pass WORKSPACE_QUOTA_BYTES (${quota}). ` +
+      'Nothing was written: delete files or purge the trash first',
+  );
 }

@@ -1,0 +1,46 @@
+import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Config } from '@codeagent/config';
+
+/** `codeagent nginx-config --help`: what it does and how to run nginx with it. */
+export const NGINX_CONFIG_HELP = `
+Renders the gateway's route table as an nginx configuration that does what the gateway does, for
+the same settings. Run it with
+  nginx -p DIR -c FILE -e stderr -g 'daemon off;'`;
+
+export interface NginxConfigOptions {
+  /** Write there (mode 0600: the file holds JUPYTERLAB_TOKEN) instead of stdout. */
+  output?: string;
+  runDir?: string;
+  /** A path, or "off". */
+  accessLog?: string;
+  httpOnly?: boolean;
+}
+
+/** `codeagent nginx-config`: the nginx equivalent of the gateway (issue 18, decision 0060). */
+export async function nginxConfig(config: Config, options: NginxConfigOptions): Promise<number> {
+  const opts = {
+    output: options.output === undefined ? undefined : resolve(options.output),
+    runDir: options.runDir === undefined ? undefined : resolve(options.runDir),
+    accessLog: options.accessLog === 'off' ? (false as const) : options.accessLog,
+    httpOnly: options.httpOnly === true,
+  };
+  const { renderNginxConfig } = await import('@codeagent/gateway');
+  const text = renderNginxConfig({
+    listen: { host: config.host, port: config.port },
+    upstreams: { backend: config.backendUrls, clusterAdmin: config.clusterAdminUrls, bridge: config.bridgeUrls, jupyter: config.jupyterlab.urls },
+    jupyterToken: config.jupyterlab.token,
+    trustedProxies: config.trustedProxies,
+    maxUploadBytes: config.maxUploadBytes,
+    runDir: opts.runDir ?? resolve(config.dataDir, 'nginx'),
+    ...(opts.accessLog !== undefined ? { accessLog: opts.accessLog } : {}),
+    httpOnly: opts.httpOnly,
+  });
+  if (opts.output) {
+    writeFileSync(opts.output, text, { mode: 0o600 });
+    console.error(`codeagent: wrote ${opts.output} (it holds JUPYTERLAB_TOKEN: keep it private)`);
+  } else {
+    process.stdout.write(text);
+  }
+  return 0;
+}

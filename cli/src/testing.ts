@@ -1,0 +1,98 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Test helpers: the platform started exactly as `npm start` starts it (`codeagent start`). */
+
+export const CLI = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Platform {
+  child: ChildProcess;
+  url: string;
+  ports: Record<string, number>;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Every port of the platform, free and distinct, so that tests never meet another platform. */
+export async function platformPorts(): Promise<Record<string, number>> {
+  const names = ['PORT', 'BACKEND_PORT', 'RUNTIME_PORT', 'CLUSTER_ADMIN_PORT', 'BRIDGE_PORT'];
+  const ports: Record<string, number> = {};
+  for (const n of names) ports[n] = await freePort();
+  return ports;
+}
+
+/** Spawns `codeagent start`; with `waitUntilRunning` resolves once it printed its banner. */
+export async function startPlatform(dataDir: string, env: NodeJS.ProcessEnv = {}, waitUntilRunning = true): Promise<Platform> {
+  const ports = await platformPorts();
+  const child = spawn(process.execPath, [CLI, 'start'], {
+    env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'warn', STORAGE_BACKEND: '', DATABASE_URL: '', ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const platform: Platform = { child, url: `http://127.0.0.1:${env.PORT ?? ports.PORT}`, ports, output: () => out, exited };
+  if (!waitUntilRunning) return platform;
+  const deadline = Date.now() + 120_000;
+  while (!out.includes('codeagent is running at')) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`platform did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return platform;
+}
+
+/** Pids of the processes whose environment names this DATA_DIR (the supervisor's components). */
+export function componentsOf(dataDir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const env = readFileSync(join('/proc', entry, 'environ'), 'utf8').split('\0');
+      if (env.includes(`DATA_DIR=${dataDir}`)) pids.push(Number(entry));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids;
+}
+
+/** The embedded PostgreSQL's postmaster of this DATA_DIR while it runs. */
+export function postmasterOf(dataDir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs = 30_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+export async function login(url: string, email: string, password: string): Promise<string> {
+  const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
+  if (res.status !== 200) throw new Error(`login of ${email} failed: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { access_token: string }).access_token;
+}

@@ -1,0 +1,2 @@
+export { runtimeClient, putInternalObject } from './internal.js';
+export type { RuntimeClient, RuntimeFile, RuntimeRunContext, RuntimeRunResult } from './internal.js';

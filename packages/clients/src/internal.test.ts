@@ -1,0 +1,98 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { putInternalObject, runtimeClient } from './internal.js';
+
+const TOKEN = 'token-for-the-clients-test';
+
+interface Seen {
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+/** A real HTTP server standing in for the runtime or a backend: records what it got, answers `answer`. */
+async function stub(answer: (seen: Seen) => [number, string]): Promise<{ url: string; seen: Seen[]; server: Server }> {
+  const seen: Seen[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const s = { url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
+      seen.push(s);
+      const [status, body] = answer(s);
+      res.writeHead(status, { 'content-type': 'application/json' }).end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server };
+}
+
+/** A port nobody listens on. */
+async function closedPort(): Promise<string> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const { port } = s.address() as AddressInfo;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
+
+describe('runtimeClient', () => {
+  let runtime: Awaited<ReturnType<typeof stub>>;
+  beforeAll(async () => {
+    runtime = await stub((s) => {
+      if (s.headers['x-internal-service-token'] !== TOKEN) return [401, '{"error":"unauthorized","message":"send the internal service token in X-Internal-Service-Token"}'];
+      const body = JSON.parse(s.body) as { action: string; notebook?: unknown };
+      if (body.action === 'list_kernels') return [200, '[]'];
+      return [200, JSON.stringify({ status: 'ok', notebook: body.notebook, duration_ms: 5, files: [{ path: 'out.txt', content_base64: Buffer.from('hi').toString('base64') }] })];
+    });
+  });
+  afterAll(() => new Promise<void>((resolve) => runtime.server.close(() => resolve())));
+
+  it('ping: list_kernels with the token and the request id is healthy', async () => {
+    expect(await runtimeClient(runtime.url, TOKEN).ping('req-1')).toBe(true);
+    const last = runtime.seen.at(-1)!;
+    expect(last.url).toBe('/api/v1/jupyter');
+    expect(JSON.parse(last.body)).toEqual({ action: 'list_kernels' });
+    expect(last.headers['x-request-id']).toBe('req-1');
+  });
+
+  it('ping: a wrong token is unhealthy; an unreachable runtime rejects', async () => {
+    expect(await runtimeClient(runtime.url, 'wrong').ping()).toBe(false);
+    await expect(runtimeClient(await closedPort(), TOKEN).ping()).rejects.toThrow();
+  });
+
+  it('runNotebook: sends the run context and decodes the files the run wrote', async () => {
+    const notebook = { cells: [], nbformat: 4 };
+    const result = await runtimeClient<typeof notebook>(runtime.url, TOKEN).runNotebook(notebook, 30, {
+      workspaceId: 'ws',
+      notebookPath: 'a.ipynb',
+      files: [{ path: 'in.csv', content: Buffer.from('a,b\n') }],
+    });
+    expect(result).toEqual({ status: 'ok', notebook, duration_ms: 5, files: [{ path: 'out.txt', content: Buffer.from('hi') }] });
+    const sent = JSON.parse(runtime.seen.at(-1)!.body) as Record<string, unknown>;
+    expect(sent).toMatchObject({ action: 'run_notebook', workspace_id: 'ws', notebook_path: 'a.ipynb', files: [{ path: 'in.csv', content_base64: Buffer.from('a,b\n').toString('base64') }] });
+  });
+
+  it('runNotebook: a refusal names the runtime, the status and its message, never the token', async () => {
+    const err = await runtimeClient(runtime.url, 'wrong').runNotebook({}, 30).catch((e: Error) => e);
+    expect(String(err)).toContain('the runtime answered 401: unauthorized: send the internal service token');
+    expect(String(err)).not.toContain('wrong');
+  });
+});
+
+describe('putInternalObject', () => {
+  it('posts the bytes with the token to the area and key, and goes on past an unreachable backend', async () => {
+    const backend = await stub((s) => (s.headers['x-internal-service-token'] === TOKEN ? [201, '{}'] : [401, '{"error":"unauthorized"}']));
+    try {
+      const down = await closedPort();
+      await putInternalObject([down, backend.url], TOKEN, 'run_log', 'ws/run.log', Buffer.from('log line\n'));
+      await putInternalObject([down, backend.url], TOKEN, 'run_log', 'ws/run.log', Buffer.from('log line\n'));
+      expect(backend.seen).toHaveLength(2);
+      expect(backend.seen[0]).toMatchObject({ url: '/internal/v1/objects?area=run_log&key=ws%2Frun.log', body: 'log line\n' });
+      await expect(putInternalObject(backend.url, 'wrong', 'run_log', 'k', Buffer.from('x'))).rejects.toThrow('POST /internal/v1/objects answered 401: unauthorized');
+    } finally {
+      await new Promise<void>((resolve) => backend.server.close(() => resolve()));
+    }
+  });
+});

@@ -1,0 +1,98 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '@codeagent/db';
+import { ConflictError, NotFoundError } from '@codeagent/service-kit';
+import { LocalObjectStore } from '@codeagent/storage';
+import { WorkspaceFiles } from './files.js';
+
+/** The folder view and renames of WorkspaceFiles, which the WebDAV tree is built on. */
+describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let t: TestDatabase;
+  let store: LocalObjectStore;
+  let files: WorkspaceFiles;
+  let ws: string;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+    store = new LocalObjectStore(mkdtempSync(join(tmpdir(), 'codeagent-files-tree-')));
+    await store.init();
+    files = new WorkspaceFiles(t.database.db, store);
+  });
+  afterAll(async () => {
+    await t.drop();
+  });
+  beforeEach(async () => {
+    ws = (await t.database.db.insertInto('workspaces').values({ name: 'tree' }).returning('id').executeTakeFirstOrThrow()).id;
+  });
+
+  const write = (path: string, content: string) => files.put(ws, path, Readable.from([Buffer.from(content)]), { actor: null });
+  const read = async (path: string) => (await files.readAll(ws, path)).toString();
+
+  it('lists what lies directly in a folder: objects and sub-folders, by name', async () => {
+    for (const p of ['a.txt', 'd/b.txt', 'd/e/c.txt', 'd/e/f/g.txt', 'de.txt', 'z/1']) await write(p, p);
+    const root = await files.listFolder(ws, '', 100);
+    expect(root.objects.map((o) => o.path)).toEqual(['a.txt', 'de.txt']);
+    expect(root.folders.map((f) => f.name)).toEqual(['d', 'z']);
+    const d = await files.listFolder(ws, 'd/', 100);
+    expect(d.objects.map((o) => o.path)).toEqual(['d/b.txt']);
+    expect(d.folders.map((f) => f.name)).toEqual(['e']);
+    expect(await files.kindOf(ws, 'd')).toBe('folder');
+    expect(await files.kindOf(ws, 'd/b.txt')).toBe('object');
+    expect(await files.kindOf(ws, 'de')).toBeUndefined();
+    expect(await files.pathsAt(ws, 'd/e')).toEqual(['d/e/c.txt', 'd/e/f/g.txt']);
+    expect(await files.objectAncestor(ws, 'a.txt/x/y')).toBe('a.txt');
+    expect(await files.objectAncestor(ws, 'd/x')).toBeUndefined();
+  });
+
+  it('treats LIKE wildcards and non-ASCII names in folder names literally', async () => {
+    for (const p of ['100%/a', '100x/b', 'été/c', 'a_b/d', 'aXb/e']) await write(p, p);
+    expect((await files.listFolder(ws, '100%/', 100)).objects.map((o) => o.path)).toEqual(['100%/a']);
+    expect((await files.listFolder(ws, 'été/', 100)).objects.map((o) => o.path)).toEqual(['été/c']);
+    expect(await files.pathsAt(ws, 'a_b')).toEqual(['a_b/d']);
+  });
+
+  it('renames with the versions; a rename over an object keeps its content as a version', async () => {
+    await write('a.txt', 'a1');
+    await write('a.txt', 'a2');
+    await write('b.txt', 'b1');
+    const { created } = await files.rename(ws, 'a.txt', 'b.txt', null);
+    expect(created).toBe(false);
+    await expect(files.stat(ws, 'a.txt')).rejects.toBeInstanceOf(NotFoundError);
+    expect(await read('b.txt')).toBe('a2');
+    const versions = await files.versions(ws, 'b.txt');
+    expect(versions).toHaveLength(3);
+    const contents = await Promise.all(versions.map(async (v) => (await files.openVersion(ws, 'b.txt', v.version_id)).body.toArray()));
+    expect(contents.map((c) => Buffer.concat(c).toString()).sort()).toEqual(['a1', 'a2', 'b1']);
+    await expect(files.rename(ws, 'missing', 'x', null)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(files.rename(ws, 'b.txt', 'b.txt', null)).rejects.toBeInstanceOf(ConflictError);
+  });
+
+  it('keeps every save when editors save at once by writing a temporary file and renaming it over the original', async () => {
+    await write('nb.ipynb', 'v0');
+    const saves = 8;
+    await Promise.all(
+      Array.from({ length: saves }, async (_, i) => {
+        await write(`.~nb-${i}.ipynb`, `v${i + 1}`);
+        await files.rename(ws, `.~nb-${i}.ipynb`, 'nb.ipynb', null);
+      }),
+    );
+    const versions = await files.versions(ws, 'nb.ipynb');
+    expect(versions).toHaveLength(saves + 1);
+    const contents = await Promise.all(versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'nb.ipynb', v.version_id)).body.toArray()).toString()));
+    expect(contents.sort()).toEqual(Array.from({ length: saves + 1 }, (_, i) => `v${i}`).sort());
+    expect((await files.listFolder(ws, '', 100)).objects.map((o) => o.path)).toEqual(['nb.ipynb']);
+  });
+
+  it('serialises a rename with a save of the same target: both contents survive', async () => {
+    for (let round = 0; round < 5; round++) {
+      await write(`src-${round}`, `renamed-${round}`);
+      await Promise.all([files.rename(ws, `src-${round}`, 'target', null), write('target', `saved-${round}`)]);
+    }
+    const versions = await files.versions(ws, 'target');
+    expect(versions).toHaveLength(10);
+    const contents = await Promise.all(versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'target', v.version_id)).body.toArray()).toString()));
+    expect(contents.sort()).toEqual(Array.from({ length: 5 }, (_, r) => [`renamed-${r}`, `saved-${r}`]).flat().sort());
+  });
+});

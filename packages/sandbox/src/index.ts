@@ -1,0 +1,10 @@
+export { prepareSandbox, SandboxUnavailableError, INSTALL_BWRAP } from './detect.js';
+export type { PrepareOptions, PreparedSandbox } from './detect.js';
+export { Launcher, Sandbox, SandboxStartError, buildChain, DEFAULT_TOOLS } from './launcher.js';
+export type { SandboxMode, SandboxSpec, Layout, Bind, Tools, Chain, LauncherOptions } from './launcher.js';
+export { Cgroup, CgroupTree, detectCgroups, CONTROLLERS } from './cgroups.js';
+export type { Limits, Controller, CgroupSupport, CgroupProbeInput } from './cgroups.js';
+export { checkUidRange, memoryUidAllocator, etcFiles, UidRangeError, DEFAULT_UID_BASE, UID_RANGE } from './identity.js';
+export type { UidAllocator, IdentityFiles } from './identity.js';
+export { databaseUidAllocator, UnknownWorkspaceError } from './uids-db.js';
+export { descendants, findDescendant, commandLine } from './proc.js';

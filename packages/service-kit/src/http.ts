@@ -1,0 +1,25 @@
+/**
+ * The HTTP half of the kit without user authentication, so without database code: for the
+ * gateway, which must never load a database driver (`@codeagent/service-kit/http`).
+ */
+export {
+  AppError,
+  BadRequestError,
+  UnauthorizedError,
+  ForbiddenError,
+  NotFoundError,
+  ConflictError,
+  PayloadTooLargeError,
+  ServiceUnavailableError,
+} from './errors.js';
+export { serviceKit, requestIdOptions } from './plugin.js';
+export { createLogger, isPrettyFormat, loggerOptions, redactUrl, REDACTED } from './logging.js';
+export type { ServiceKitOptions } from './plugin.js';
+export { listen } from './listen.js';
+export { requestBody } from './body.js';
+export { hasRequestBody, lingerOnEarlyAnswers } from './linger.js';
+export type { LingerOptions } from './linger.js';
+export { Metrics, opsRoutes, startOpsServer, OPS_PATHS } from './ops.js';
+export type { OpsOptions, ReadinessChecks } from './ops.js';
+export { WEBDAV_EXTRA_METHODS } from './webdav-methods.js';
+export { KeyedLock } from './keyed-lock.js';

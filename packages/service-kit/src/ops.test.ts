@@ -1,0 +1,46 @@
+import Fastify from 'fastify';
+import { describe, expect, it } from 'vitest';
+import { Metrics, opsRoutes, startOpsServer } from './ops.js';
+
+describe('ops routes (issue 18)', () => {
+  it('/livez always, /readyz by its checks (503 with each result), /metrics with requests by route pattern', async () => {
+    const metrics = new Metrics('test');
+    let storageUp = true;
+    const app = Fastify();
+    app.get('/items/:id', async () => ({ ok: true }));
+    await app.register(opsRoutes, { metrics, readiness: { database: async () => true, storage: async () => storageUp } });
+    for (const id of ['a', 'b', 'c']) await app.inject(`/items/${id}`);
+    expect((await app.inject('/livez')).json()).toEqual({ status: 'ok' });
+    expect((await app.inject('/readyz')).json()).toEqual({ status: 'ok', checks: { database: 'ok', storage: 'ok' } });
+    storageUp = false;
+    const down = await app.inject('/readyz');
+    expect(down.statusCode).toBe(503);
+    expect(down.json()).toEqual({ status: 'error', checks: { database: 'ok', storage: 'error' } });
+    const text = (await app.inject('/metrics')).body;
+    // One series per route pattern, never per URL.
+    expect(text).toContain('codeagent_http_requests_total{route="/items/:id",method="GET",status_code="200",component="test"} 3');
+    expect(text).not.toContain('/items/a');
+    expect(text).toContain(`codeagent_http_request_duration_seconds_count{component="test",route="/items/:id",method="GET"} 3`);
+    expect(text).toMatch(/process_resident_memory_bytes\{component="test"\}/);
+    await app.close();
+  });
+
+  it('is not ready once shutting down, so that traffic drains first', async () => {
+    const ops = await startOpsServer(new Metrics('stopping'), '127.0.0.1', 0, { database: async () => true });
+    expect((await fetch(`${ops.url}/readyz`)).status).toBe(200);
+    ops.stopping();
+    const res = await fetch(`${ops.url}/readyz`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'stopping' });
+    expect((await fetch(`${ops.url}/livez`)).status).toBe(200);
+    await ops.app.close();
+  });
+
+  it('a check that hangs counts as failed (bounded)', async () => {
+    const app = Fastify();
+    await app.register(opsRoutes, { metrics: new Metrics('hang'), readiness: { database: () => new Promise<boolean>(() => undefined) } });
+    const res = await app.inject('/readyz');
+    expect(res.statusCode).toBe(503);
+    await app.close();
+  });
+});

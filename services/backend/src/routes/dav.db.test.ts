@@ -1,0 +1,306 @@
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildGatewayApp } from '@codeagent/gateway';
+import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+
+/** The WebDAV tree, through the gateway as clients reach it, on the test database. */
+describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  let editor: { id: string; token: string };
+  let viewer: { id: string; token: string };
+  let stranger: { id: string; token: string };
+  let ws: string;
+  let other: string;
+  let gateway: FastifyInstance;
+  let gatewayUrl: string;
+  let backendUrl: string;
+  const MAX = 64 * 1024;
+
+  beforeAll(async () => {
+    b = await startTestBackend({ maxUploadBytes: MAX });
+    editor = await createAndLogin(b, 'dav-ed@example.com');
+    viewer = await createAndLogin(b, 'dav-vi@example.com');
+    stranger = await createAndLogin(b, 'dav-st@example.com');
+    const create = async (name: string) =>
+      (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name } })).json<{ id: string }>().id;
+    ws = await create('dav');
+    other = await create('dav-other');
+    for (const [w, u, role] of [
+      [ws, editor, 'editor'],
+      [ws, viewer, 'viewer'],
+      [other, editor, 'editor'],
+    ] as const) {
+      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${w}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
+    }
+    backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    gateway = await buildGatewayApp({ upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' } });
+    gatewayUrl = await gateway.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await b.close();
+  });
+
+  const basic = (token: string) => ({ authorization: `Basic ${Buffer.from(`anyone:${token}`).toString('base64')}` });
+  const dav = (path: string, init: { method: string; body?: string; headers?: Record<string, string>; token?: string; workspace?: string }) =>
+    fetch(`${gatewayUrl}/api/v1/dav/${init.workspace ?? ws}/${path}`, {
+      method: init.method,
+      ...(init.body !== undefined ? { body: init.body } : {}),
+      headers: { ...basic(init.token ?? editor.token), ...init.headers },
+    });
+  const propfind = async (path: string, depth = '1', token = editor.token) => {
+    const res = await dav(path, { method: 'PROPFIND', headers: { depth, 'content-type': 'application/xml' }, token, body: '<?xml version="1.0"?><propfind xmlns="DAV:"><allprop/></propfind>' });
+    const text = await res.text();
+    const hrefs = [...text.matchAll(/<D:href>([^<]*)<\/D:href>/g)].map((m) => m[1]!.replace(`/api/v1/dav/${ws}/`, ''));
+    return { status: res.status, text, hrefs };
+  };
+  const api = (rest: string, token = editor.token) => fetch(`${gatewayUrl}/api/v1/data-resources/${ws}/${rest}`, { headers: bearer(token) });
+  const put = (path: string, body: string, type = 'text/plain') => dav(path, { method: 'PUT', body, headers: { 'content-type': type } });
+  /** A request whose path reaches the server as written (fetch would resolve dot segments first). */
+  const raw = (base: string, method: string, path: string, body = 'x') =>
+    new Promise<number>((resolve, reject) => {
+      const u = new URL(base);
+      const req = request({ host: u.hostname, port: u.port, method, path: `/api/v1/dav/${ws}/${path}`, headers: basic(editor.token) }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  it('answers OPTIONS as a class 1 WebDAV server', async () => {
+    const res = await dav('', { method: 'OPTIONS' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('dav')).toBe('1');
+    expect(res.headers.get('allow')).toContain('PROPFIND');
+  });
+
+  it('refuses locks and dead properties with 405 naming the methods it offers', async () => {
+    for (const method of ['LOCK', 'UNLOCK', 'PROPPATCH']) {
+      const res = await dav('a.txt', { method, body: '<?xml version="1.0"?><x/>', headers: { 'content-type': 'application/xml' } });
+      expect([method, res.status]).toEqual([method, 405]);
+      expect(res.headers.get('allow')).toContain('MOVE');
+    }
+  });
+
+  it('asks for credentials with a Basic challenge: no credentials, a wrong token, a logged-out token', async () => {
+    const none = await fetch(`${gatewayUrl}/api/v1/dav/${ws}/`, { method: 'PROPFIND', headers: { depth: '0' } });
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toBe('Basic realm="codeagent", charset="UTF-8"');
+    expect((await dav('', { method: 'PROPFIND', headers: { depth: '0' }, token: 'not-a-token' })).status).toBe(401);
+    const gone = await createAndLogin(b, 'dav-gone@example.com');
+    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: gone.id, role: 'editor' } });
+    expect((await propfind('', '0', gone.token)).status).toBe(207);
+    await b.app.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: bearer(gone.token) });
+    const after = await propfind('', '0', gone.token);
+    expect(after.status).toBe(401);
+  });
+
+  it('takes the token as a bearer too', async () => {
+    const res = await fetch(`${gatewayUrl}/api/v1/dav/${ws}/`, { method: 'PROPFIND', headers: { ...bearer(editor.token), depth: '0' } });
+    expect(res.status).toBe(207);
+  });
+
+  it('saves with PUT (201), saves again (204) and the first content is a version in the API', async () => {
+    const first = await put('notes/a.txt', 'first');
+    expect(first.status).toBe(201);
+    const second = await put('notes/a.txt', 'second!');
+    expect(second.status).toBe(204);
+    expect(second.headers.get('etag')).toMatch(/^"[0-9a-f]{64}"$/);
+    const versions = (await (await api('versions/notes/a.txt')).json()) as { items: { current: boolean; size: number; created_by: string }[] };
+    expect(versions.items.map((v) => [v.current, v.size])).toEqual([
+      [true, 7],
+      [false, 5],
+    ]);
+    expect(versions.items[0]!.created_by).toBe(editor.id);
+    expect(await (await api('objects/notes/a.txt')).text()).toBe('second!');
+  });
+
+  it('refuses a PUT over MAX_UPLOAD_BYTES (413) and keeps the previous content', async () => {
+    const res = await put('notes/a.txt', 'x'.repeat(MAX + 1));
+    expect(res.status).toBe(413);
+    expect(await (await api('objects/notes/a.txt')).text()).toBe('second!');
+  });
+
+  it('lists a folder with PROPFIND Depth 1 (folders are prefixes) and one resource with Depth 0', async () => {
+    await put('top.csv', 'a,b\n1,2\n', 'text/csv');
+    await put('notes/deep/b.txt', 'b');
+    const root = await propfind('');
+    expect(root.status).toBe(207);
+    expect(root.hrefs).toEqual(['', 'notes/', 'top.csv']);
+    expect(root.text).toContain('<D:getcontentlength>8</D:getcontentlength>');
+    expect(root.text).toContain('<D:collection/>');
+    const notes = await propfind('notes/');
+    expect(notes.hrefs).toEqual(['notes/', 'notes/deep/', 'notes/a.txt']);
+    const one = await propfind('top.csv', '0');
+    expect(one.hrefs).toEqual(['top.csv']);
+    expect(one.text).toContain('<D:getcontenttype>text/csv</D:getcontenttype>');
+    expect((await propfind('missing.txt', '0')).status).toBe(404);
+    expect((await propfind('', 'infinity')).status).toBe(403);
+  });
+
+  it('round-trips names with XML and URL specials and non-ASCII letters', async () => {
+    const names = ['a & b <c>.txt', 'été 100%.csv', "it's#1?.md"];
+    for (const n of names) expect((await put(`odd/${encodeURIComponent(n)}`, n)).status).toBe(201);
+    const listing = await propfind('odd/');
+    expect(listing.status).toBe(207);
+    const unescape = (h: string) => h.replace(/&apos;/g, "'").replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+    expect(listing.hrefs.slice(1).map((h) => decodeURIComponent(unescape(h))).sort()).toEqual(names.map((n) => `odd/${n}`).sort());
+    expect(listing.text).toContain('<D:displayname>a &amp; b &lt;c&gt;.txt</D:displayname>');
+    expect(await (await api(`objects/odd/${encodeURIComponent('été 100%.csv')}`)).text()).toBe('été 100%.csv');
+    expect((await dav('odd/', { method: 'DELETE' })).status).toBe(204);
+  });
+
+  it('reads with GET and Range (206), and HEAD', async () => {
+    const whole = await dav('top.csv', { method: 'GET' });
+    expect(whole.status).toBe(200);
+    expect(whole.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(await whole.text()).toBe('a,b\n1,2\n');
+    const part = await dav('top.csv', { method: 'GET', headers: { range: 'bytes=4-6' } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe('bytes 4-6/8');
+    expect(await part.text()).toBe('1,2');
+    const head = await dav('top.csv', { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBe('8');
+  });
+
+  it('makes folders with MKCOL that PROPFIND shows while empty; refuses an existing one and one below a file', async () => {
+    expect((await dav('empty', { method: 'MKCOL' })).status).toBe(201);
+    expect((await propfind('')).hrefs).toContain('empty/');
+    expect((await propfind('empty/')).hrefs).toEqual(['empty/']);
+    expect((await dav('empty', { method: 'MKCOL' })).status).toBe(405);
+    expect((await dav('top.csv', { method: 'MKCOL' })).status).toBe(405);
+    expect((await dav('top.csv/sub', { method: 'MKCOL' })).status).toBe(409);
+    expect((await put('top.csv/sub.txt', 'x')).status).toBe(409);
+    expect((await put('empty', 'x')).status).toBe(405);
+  });
+
+  it('moves a file with its versions; Overwrite F refuses an existing Destination (412); T replaces it as a save', async () => {
+    const move = (from: string, to: string, overwrite?: 'T' | 'F') =>
+      dav(from, { method: 'MOVE', headers: { destination: `${gatewayUrl}/api/v1/dav/${ws}/${to}`, ...(overwrite ? { overwrite } : {}) } });
+    expect((await move('notes/a.txt', 'notes/renamed.txt')).status).toBe(201);
+    expect((await api('objects/notes/a.txt')).status).toBe(404);
+    const versions = (await (await api('versions/notes/renamed.txt')).json()) as { items: unknown[] };
+    expect(versions.items).toHaveLength(2);
+    await put('notes/c.txt', 'c');
+    expect((await move('notes/c.txt', 'notes/renamed.txt', 'F')).status).toBe(412);
+    expect((await move('notes/c.txt', 'notes/renamed.txt', 'T')).status).toBe(204);
+    expect(await (await api('objects/notes/renamed.txt')).text()).toBe('c');
+    const after = (await (await api('versions/notes/renamed.txt')).json()) as { items: { size: number }[] };
+    expect(after.items.map((v) => v.size)).toEqual([1, 7, 5]);
+    expect((await move('missing.txt', 'x.txt')).status).toBe(404);
+  });
+
+  it('copies a folder (each file a new object) and moves a folder', async () => {
+    const res = await dav('notes', { method: 'COPY', headers: { destination: `/api/v1/dav/${ws}/copied` } });
+    expect(res.status).toBe(201);
+    expect((await propfind('copied/')).hrefs).toEqual(['copied/', 'copied/deep/', 'copied/renamed.txt']);
+    expect(await (await api('objects/copied/deep/b.txt')).text()).toBe('b');
+    expect(await (await api('objects/notes/deep/b.txt')).text()).toBe('b');
+    const moved = await dav('copied/', { method: 'MOVE', headers: { destination: `/api/v1/dav/${ws}/moved/` } });
+    expect(moved.status).toBe(201);
+    expect((await propfind('copied/', '0')).status).toBe(404);
+    expect((await propfind('moved/')).hrefs).toEqual(['moved/', 'moved/deep/', 'moved/renamed.txt']);
+    expect((await dav('moved', { method: 'MOVE', headers: { destination: `/api/v1/dav/${ws}/moved/inside` } })).status).toBe(403);
+  });
+
+  it('deletes to the trash: a file, and a folder with everything under it', async () => {
+    expect((await dav('top.csv', { method: 'DELETE' })).status).toBe(204);
+    expect((await dav('moved/', { method: 'DELETE' })).status).toBe(204);
+    expect((await propfind('moved/', '0')).status).toBe(404);
+    const trash = (await (await api('trash')).json()) as { items: { path: string }[] };
+    expect(trash.items.map((t) => t.path).sort()).toEqual(expect.arrayContaining(['moved/deep/b.txt', 'moved/renamed.txt', 'top.csv']));
+    expect((await dav('top.csv', { method: 'DELETE' })).status).toBe(404);
+    expect((await dav('', { method: 'DELETE' })).status).toBe(403);
+  });
+
+  it('lets viewers read only (403 on every write)', async () => {
+    expect((await propfind('', '1', viewer.token)).status).toBe(207);
+    expect((await dav('notes/renamed.txt', { method: 'GET', token: viewer.token })).status).toBe(200);
+    for (const [method, headers] of [
+      ['PUT', {}],
+      ['DELETE', {}],
+      ['MKCOL', {}],
+      ['MOVE', { destination: `/api/v1/dav/${ws}/v.txt` }],
+      ['COPY', { destination: `/api/v1/dav/${ws}/v.txt` }],
+    ] as const) {
+      const res = await dav('notes/renamed.txt', { method, headers, token: viewer.token, ...(method === 'PUT' ? { body: 'x' } : {}) });
+      expect([method, res.status]).toEqual([method, 403]);
+    }
+    expect(await (await api('objects/notes/renamed.txt')).text()).toBe('c');
+  });
+
+  it('answers 404 to non-members and for unknown workspaces, for reads and writes alike', async () => {
+    expect((await propfind('', '1', stranger.token)).status).toBe(404);
+    expect((await dav('x.txt', { method: 'PUT', body: 'x', token: stranger.token })).status).toBe(404);
+    expect((await dav('', { method: 'PROPFIND', headers: { depth: '0' }, workspace: '00000000-0000-4000-8000-000000000000' })).status).toBe(404);
+    expect((await dav('', { method: 'PROPFIND', headers: { depth: '0' }, workspace: 'not-a-uuid' })).status).toBe(404);
+  });
+
+  it('refuses hostile paths: dot segments in any encoding, encoded slashes, backslashes, malformed escapes', async () => {
+    for (const base of [backendUrl, gatewayUrl]) {
+      for (const path of ['a/%2e%2e/b.txt', '%2E%2E/x', 'a/../b.txt', 'a/./b.txt', 'a%2Fb.txt', 'a%2fb/c', 'a%5Cb', 'a\\b', 'bad%zz', 'a%00b', 'a//b']) {
+        for (const method of ['PUT', 'MKCOL']) expect([base, method, path, await raw(base, method, path, method === 'PUT' ? 'x' : '')]).toEqual([base, method, path, 400]);
+      }
+    }
+    const listing = (await (await api('objects')).json()) as { items: { path: string }[] };
+    expect(listing.items.map((o) => o.path).some((p) => p.includes('b.txt') && !p.startsWith('notes/'))).toBe(false);
+  });
+
+  it('refuses a Destination in another workspace (403), on another server (502), or with dot segments (400)', async () => {
+    const copy = (destination: string) => dav('notes/renamed.txt', { method: 'COPY', headers: { destination } });
+    expect((await copy(`/api/v1/dav/${other}/stolen.txt`)).status).toBe(403);
+    expect((await copy(`${gatewayUrl}/api/v1/dav/${other}/stolen.txt`)).status).toBe(403);
+    expect((await copy(`/api/v1/dav/${ws}/../${other}/stolen.txt`)).status).toBe(400);
+    expect((await copy(`/api/v1/dav/${ws}/%2e%2e/${other}/stolen.txt`)).status).toBe(400);
+    expect((await copy(`/api/v1/dav/${ws}/a%2F..%2F..%2F${other}%2Fstolen.txt`)).status).toBe(400);
+    expect((await copy(`http://elsewhere.example/api/v1/dav/${ws}/x.txt`)).status).toBe(502);
+    expect((await copy('/api/v1/data-resources/x')).status).toBe(400);
+    expect((await fetch(`${gatewayUrl}/api/v1/data-resources/${other}/objects`, { headers: bearer(editor.token) }).then((r) => r.json())) as { items: unknown[] }).toEqual(
+      expect.objectContaining({ items: [] }),
+    );
+  });
+
+  it('refuses Basic credentials that a browser sends for another site (a write, or a read by <script src>)', async () => {
+    const res = await dav('csrf.txt', { method: 'PUT', body: 'x', headers: { 'sec-fetch-site': 'cross-site' } });
+    expect(res.status).toBe(403);
+    expect((await api('objects/csrf.txt')).status).toBe(404);
+    expect((await dav('notes/renamed.txt', { method: 'GET', headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
+    expect((await dav('notes/renamed.txt', { method: 'GET', headers: { origin: 'https://evil.example' } })).status).toBe(403);
+    expect((await dav('notes/renamed.txt', { method: 'GET', headers: { 'sec-fetch-site': 'same-origin' } })).status).toBe(200);
+  });
+});
+
+describe(`WebDAV tree under a workspace quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  let ws: string;
+  const QUOTA = 100;
+
+  beforeAll(async () => {
+    b = await startTestBackend({ workspaceQuotaBytes: QUOTA });
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'full' } })).json<{ id: string }>().id;
+  });
+  afterAll(async () => {
+    await b.close();
+  });
+
+  const dav = (method: string, path: string, headers: Record<string, string> = {}, payload?: string) =>
+    b.app.inject({ method: method as 'GET', url: `/api/v1/dav/${ws}/${path}`, headers: { ...bearer(b.adminToken), ...headers }, ...(payload !== undefined ? { payload } : {}) });
+
+  it('refuses a PUT and a COPY beyond WORKSPACE_QUOTA_BYTES (507, nothing written); a MOVE adds no bytes and passes', async () => {
+    expect((await dav('PUT', 'a.bin', { 'content-type': 'application/octet-stream' }, 'a'.repeat(60))).statusCode).toBe(201);
+    const over = await dav('PUT', 'b.bin', { 'content-type': 'application/octet-stream' }, 'b'.repeat(60));
+    expect(over.statusCode).toBe(507);
+    expect(over.json()).toMatchObject({ error: 'quota_exceeded' });
+    const copy = await dav('COPY', 'a.bin', { destination: `/api/v1/dav/${ws}/copy.bin` });
+    expect(copy.statusCode).toBe(507);
+    expect((await dav('MOVE', 'a.bin', { destination: `/api/v1/dav/${ws}/moved/a.bin` })).statusCode).toBe(201);
+    const listing = await dav('PROPFIND', '', { depth: '1' });
+    expect(listing.statusCode).toBe(207);
+    expect(listing.body).toContain('moved/');
+    expect(listing.body).not.toContain('b.bin');
+    expect(listing.body).not.toContain('copy.bin');
+  });
+});

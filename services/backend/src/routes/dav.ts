@@ -1,0 +1,295 @@
+import { Readable } from 'node:stream';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+import { AppError, BadRequestError, ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError, requestBody } from '@codeagent/service-kit';
+import { InvalidPathError } from '@codeagent/storage';
+import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
+import { requireWorkspaceAccess } from '../domain/workspaces.js';
+import {
+  DAV_METHODS,
+  DAV_REFUSED_METHODS,
+  FOLDER_MARKER,
+  davError,
+  davHref,
+  isWithin,
+  multistatus,
+  parseDavPath,
+  parseDestination,
+  type DavEntry,
+  type DavTarget,
+} from '../domain/dav.js';
+import { checkDeclaredLength, objectHeaders, parseRange } from './data-resources.js';
+
+export interface DavOptions {
+  db: Kysely<DB>;
+  files: WorkspaceFiles;
+  maxUploadBytes: number;
+}
+
+/** Entries of one PROPFIND Depth 1 answer at most (objects and folders each). */
+const LISTING_LIMIT = 10_000;
+/** A PROPFIND body is read (and otherwise ignored: every answer is allprop) up to this size. */
+const MAX_PROPFIND_BODY = 64 * 1024;
+/** The realm users see in their client's password prompt. */
+export const DAV_REALM = 'codeagent';
+
+const ALLOW = DAV_METHODS.join(', ');
+
+/** The target of the request: the raw path, decoded once per segment by the tree's own rule. */
+function targetOf(req: FastifyRequest): DavTarget {
+  const urlPath = req.url.split('?')[0] ?? '';
+  try {
+    const target = parseDavPath(urlPath);
+    if (!target) throw new NotFoundError(`no route ${req.method} ${urlPath}`);
+    return target;
+  } catch (err) {
+    if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { path: err.reason });
+    throw err;
+  }
+}
+
+function nameOf(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
+}
+
+async function readPropfindBody(req: FastifyRequest): Promise<void> {
+  let size = 0;
+  for await (const chunk of req.raw) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_PROPFIND_BODY) throw new PayloadTooLargeError(`a PROPFIND body may have ${MAX_PROPFIND_BODY} bytes at most`);
+  }
+}
+
+function hasBody(req: FastifyRequest): boolean {
+  const length = req.headers['content-length'];
+  if (length !== undefined) return length !== '0';
+  return req.headers['transfer-encoding'] !== undefined;
+}
+
+/**
+ * Workspace files as a WebDAV tree (DAV class 1), on the storage code of the data-resources API:
+ * a PUT is a save (the replaced content becomes a version), a DELETE moves to the trash, the
+ * quota and MAX_UPLOAD_BYTES hold, and roles are the same (viewers read only, non-members 404).
+ * Folders are prefixes. See docs/decisions/0070-webdav-tree.md.
+ */
+export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files, maxUploadBytes }) => {
+  // Bodies reach the handlers as the untouched request stream (PUT streams it to storage).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_req, _payload, done) => done(null));
+  app.addHook('onRequest', app.requireUserOrBasic);
+  // Mount clients ask for credentials only when challenged.
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (reply.statusCode === 401) reply.header('www-authenticate', `Basic realm="${DAV_REALM}", charset="UTF-8"`);
+    return payload;
+  });
+
+  const entryOfObject = (workspace: string, object: ObjectDto): DavEntry => ({
+    href: davHref(workspace, object.path, false),
+    name: nameOf(object.path),
+    folder: false,
+    updatedAt: object.updated_at,
+    object,
+  });
+
+  /** What is at a target: the root, a folder, an object, or nothing. */
+  const resolve = async (t: DavTarget): Promise<'folder' | 'object' | undefined> => (t.path === '' ? 'folder' : files.kindOf(t.workspace, t.path));
+
+  /** The entries directly in a folder; `found` = anything at all lies under it (the marker too). */
+  const folderChildren = async (t: DavTarget): Promise<{ found: boolean; entries: DavEntry[] }> => {
+    const prefix = t.path === '' ? '' : `${t.path}/`;
+    const { objects, folders } = await files.listFolder(t.workspace, prefix, LISTING_LIMIT);
+    if (objects.length === LISTING_LIMIT || folders.length === LISTING_LIMIT) {
+      app.log.warn({ workspace: t.workspace, folder: t.path, limit: LISTING_LIMIT }, 'WebDAV listing cut at the limit');
+    }
+    const entries = [
+      ...folders.map((f) => ({ href: davHref(t.workspace, `${prefix}${f.name}`, true), name: f.name, folder: true, updatedAt: f.updated_at })),
+      ...objects.filter((o) => nameOf(o.path) !== FOLDER_MARKER).map((o) => entryOfObject(t.workspace, o)),
+    ];
+    return { found: objects.length + folders.length > 0, entries };
+  };
+
+  const options = async (_req: FastifyRequest, reply: FastifyReply) =>
+    reply.code(200).header('dav', '1').header('allow', ALLOW).header('ms-author-via', 'DAV').header('content-length', 0).send();
+
+  const propfind = async (req: FastifyRequest, reply: FastifyReply, t: DavTarget) => {
+    const depth = req.headers.depth ?? 'infinity';
+    if (depth !== '0' && depth !== '1') {
+      return reply.code(403).type('application/xml; charset=utf-8').send(davError('propfind-finite-depth'));
+    }
+    await readPropfindBody(req);
+    // Depth 1 lists first: a folder with anything in it needs no second query to exist.
+    const listing = depth === '1' ? await folderChildren(t) : undefined;
+    const kind = t.path === '' || listing?.found ? 'folder' : await files.kindOf(t.workspace, t.path);
+    if (!kind) throw new NotFoundError(`nothing at ${t.path}`);
+    let entries: DavEntry[];
+    if (kind === 'object') {
+      entries = [entryOfObject(t.workspace, await files.stat(t.workspace, t.path))];
+    } else {
+      const children = listing?.entries ?? [];
+      const newest = children.reduce((max, c) => (c.updatedAt > max ? c.updatedAt : max), '');
+      const self: DavEntry = { href: davHref(t.workspace, t.path, true), name: t.path === '' ? t.workspace : nameOf(t.path), folder: true, updatedAt: newest || new Date().toISOString() };
+      entries = [self, ...children];
+    }
+    return reply.code(207).type('application/xml; charset=utf-8').send(multistatus(entries));
+  };
+
+  const get = async (req: FastifyRequest, reply: FastifyReply, t: DavTarget) => {
+    const kind = await resolve(t);
+    if (!kind) throw new NotFoundError(`nothing at ${t.path}`);
+    if (kind === 'folder') {
+      // A browser opening a folder gets its names; mount clients use PROPFIND.
+      const names = (await folderChildren(t)).entries.map((e) => (e.folder ? `${e.name}/` : e.name));
+      return reply.code(200).type('text/plain; charset=utf-8').send(req.method === 'HEAD' ? undefined : `${names.join('\n')}\n`);
+    }
+    const object = await files.stat(t.workspace, t.path);
+    objectHeaders(reply, object);
+    if (req.method === 'HEAD') return reply.header('content-length', object.size).send();
+    const range = parseRange(req.headers.range, object.size);
+    if (range === 'unsatisfiable') {
+      return reply.code(416).header('content-range', `bytes */${object.size}`).send({ error: 'range_not_satisfiable', message: `the object has ${object.size} bytes` });
+    }
+    if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
+    const opened = await files.open(t.workspace, t.path, range);
+    if (range) {
+      reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${object.size}`).header('content-length', range.end - range.start + 1);
+    } else {
+      reply.header('content-length', object.size);
+    }
+    return reply.send(opened.body);
+  };
+
+  /** A file cannot also be a folder: refuse a target below an object (RFC 4918: 409). */
+  const refuseUnderObject = async (t: DavTarget) => {
+    const ancestor = await files.objectAncestor(t.workspace, t.path);
+    if (ancestor !== undefined) throw new ConflictError(`${ancestor} is a file, not a folder`);
+  };
+
+  const put = async (req: FastifyRequest, reply: FastifyReply, t: DavTarget) => {
+    if (t.path === '' || (await files.kindOf(t.workspace, t.path)) === 'folder') {
+      throw new AppError(405, 'method_not_allowed', 'a folder is here: PUT stores a file');
+    }
+    await refuseUnderObject(t);
+    checkDeclaredLength(req, maxUploadBytes);
+    const { object, created } = await files.put(t.workspace, t.path, requestBody(req.raw), {
+      contentType: req.headers['content-type'],
+      actor: req.user.id,
+      maxBytes: maxUploadBytes,
+    });
+    return reply.code(created ? 201 : 204).header('etag', `"${object.sha256}"`).header('x-version-id', object.version_id).send();
+  };
+
+  /** Moves everything at `path` (the object and what lies under it) to the trash. */
+  const trashAll = async (workspace: string, paths: readonly string[], actor: string) => {
+    for (const p of paths) {
+      try {
+        await files.remove(workspace, p, actor);
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err; // removed meanwhile: what we wanted
+      }
+    }
+  };
+
+  const remove = async (req: FastifyRequest, reply: FastifyReply, t: DavTarget) => {
+    if (t.path === '') throw new ForbiddenError('the workspace root cannot be deleted; delete the files and folders in it');
+    const paths = await files.pathsAt(t.workspace, t.path);
+    if (paths.length === 0) throw new NotFoundError(`nothing at ${t.path}`);
+    await trashAll(t.workspace, paths, req.user.id);
+    return reply.code(204).send();
+  };
+
+  const mkcol = async (req: FastifyRequest, reply: FastifyReply, t: DavTarget) => {
+    if (hasBody(req)) return reply.code(415).send({ error: 'unsupported_media_type', message: 'MKCOL takes no body' });
+    if (t.path === '' || (await files.kindOf(t.workspace, t.path)) !== undefined) {
+      throw new AppError(405, 'method_not_allowed', `${t.path || 'the root'} exists already`);
+    }
+    await refuseUnderObject(t);
+    await files.put(t.workspace, `${t.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: req.user.id });
+    return reply.code(201).send();
+  };
+
+  const copyOrMove = async (req: FastifyRequest, reply: FastifyReply, source: DavTarget) => {
+    const move = req.method === 'MOVE';
+    let dest: DavTarget | 'malformed' | 'other_server';
+    try {
+      dest = parseDestination([req.headers.destination].flat()[0], req.host);
+    } catch (err) {
+      if (err instanceof InvalidPathError) throw new BadRequestError(`Destination: ${err.message}`, { destination: err.reason });
+      throw err;
+    }
+    if (dest === 'malformed') throw new BadRequestError('send a Destination header with the URL of the new place in this tree', { destination: 'missing or malformed' });
+    if (dest === 'other_server') throw new AppError(502, 'bad_gateway', 'the Destination names another server; copy through your client instead');
+    if (dest.workspace !== source.workspace) {
+      throw new ForbiddenError('the Destination is in another workspace; copy or move within one workspace (download and upload to cross workspaces)');
+    }
+    const overwriteHeader = req.headers.overwrite ?? 'T';
+    if (overwriteHeader !== 'T' && overwriteHeader !== 'F') throw new BadRequestError('Overwrite is T or F', { overwrite: 'must be T or F' });
+    const overwrite = overwriteHeader === 'T';
+    if (source.path === '' || dest.path === '') throw new ForbiddenError('the workspace root cannot be copied, moved or replaced');
+    if (isWithin(dest.path, source.path) || isWithin(source.path, dest.path)) {
+      throw new ForbiddenError('the source and the Destination are the same or one lies inside the other');
+    }
+    const kind = await files.kindOf(source.workspace, source.path);
+    if (!kind) throw new NotFoundError(`nothing at ${source.path}`);
+    await refuseUnderObject(dest);
+    const existing = await files.pathsAt(dest.workspace, dest.path);
+    if (existing.length > 0 && !overwrite) {
+      return reply.code(412).send({ error: 'precondition_failed', message: `${dest.path} exists and Overwrite is F` });
+    }
+    // A folder COPY with Depth 0 copies the folder alone (an empty folder).
+    const depth = req.headers.depth ?? 'infinity';
+    const sources = kind === 'folder' && !move && depth === '0' ? [] : await files.pathsAt(source.workspace, source.path);
+    const targetOf = (p: string) => `${dest.path}${p.slice(source.path.length)}`;
+    const targets = new Set(sources.map(targetOf));
+    // What the Destination held and the source does not replace goes to the trash (RFC 4918:
+    // the Destination is deleted first); what it replaces becomes a version, as a save does.
+    await trashAll(dest.workspace, existing.filter((p) => !targets.has(p)), req.user.id);
+    for (const p of sources) {
+      if (move) {
+        await files.rename(source.workspace, p, targetOf(p), req.user.id);
+      } else {
+        const { object, body } = await files.open(source.workspace, p);
+        try {
+          await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: req.user.id });
+        } finally {
+          body.destroy();
+        }
+      }
+    }
+    if (sources.length === 0 && kind === 'folder') {
+      await files.put(dest.workspace, `${dest.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: req.user.id });
+    }
+    return reply.code(existing.length > 0 ? 204 : 201).send();
+  };
+
+  const handler = async (req: FastifyRequest, reply: FastifyReply) => {
+    const t = targetOf(req);
+    if ((DAV_REFUSED_METHODS as readonly string[]).includes(req.method)) {
+      reply.header('allow', ALLOW);
+      throw new AppError(405, 'method_not_allowed', `${req.method} is not offered: the tree has no locks and no dead properties (DAV class 1); use ${ALLOW}`);
+    }
+    const write = !['OPTIONS', 'PROPFIND', 'GET', 'HEAD'].includes(req.method);
+    await requireWorkspaceAccess(db, t.workspace, req.user.id, write ? 'write' : 'read');
+    switch (req.method) {
+      case 'OPTIONS':
+        return options(req, reply);
+      case 'PROPFIND':
+        return propfind(req, reply, t);
+      case 'GET':
+      case 'HEAD':
+        return get(req, reply, t);
+      case 'PUT':
+        return put(req, reply, t);
+      case 'DELETE':
+        return remove(req, reply, t);
+      case 'MKCOL':
+        return mkcol(req, reply, t);
+      default:
+        return copyOrMove(req, reply, t);
+    }
+  };
+
+  const route = { method: [...DAV_METHODS, ...DAV_REFUSED_METHODS], handler, exposeHeadRoute: false, schema: { hide: true } };
+  app.route({ ...route, url: '/:ws' });
+  app.route({ ...route, url: '/:ws/*' });
+};

@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import type { KyselyPlugin } from 'kysely';
+import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+
+/**
+ * Token checks are cached per token and forgotten through LISTEN/NOTIFY (decision 0082): the
+ * common authenticated request costs at most one database round trip, and a logout, a
+ * revocation, a disabling or a role change holds on the very next request, on every instance.
+ */
+describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  /** The second instance, whose database statements are counted. */
+  let other: FastifyInstance;
+  let statements = 0;
+  const counting: KyselyPlugin = {
+    transformQuery: (args) => {
+      statements++;
+      return args.node;
+    },
+    transformResult: async (args) => args.result,
+  };
+
+  beforeAll(async () => {
+    b = await startTestBackend();
+    other = await b.another({ db: b.t.database.db.withPlugin(counting) });
+  });
+  afterAll(async () => {
+    await b.close();
+  });
+
+  const me = (app: FastifyInstance, token: string) => app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(token) });
+  const login = async (email: string) =>
+    (await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password: 'password-123' } })).json<{ access_token: string }>().access_token;
+  /** Statements one request costs on the counted instance. */
+  const cost = async (send: () => Promise<{ statusCode: number }>) => {
+    const before = statements;
+    const res = await send();
+    expect(res.statusCode).toBe(200);
+    return statements - before;
+  };
+  /** Until the instance listens, every request checks the database; then the second request is cached. */
+  async function warm(token: string): Promise<void> {
+    for (let i = 0; i < 500; i++) {
+      await me(other, token);
+      if ((await cost(() => me(other, token))) === 1) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error('the token check was never cached');
+  }
+
+  it('answers /auth/me with one round trip (its workspaces) and /auth/session with none once the token is checked', async () => {
+    const u = await createAndLogin(b, 'cost@example.com');
+    expect(await cost(() => me(other, u.token))).toBe(2);
+    await warm(u.token);
+    expect(await cost(() => me(other, u.token))).toBe(1);
+    expect(await cost(() => other.inject({ method: 'GET', url: '/api/v1/auth/session', headers: bearer(u.token) }))).toBe(0);
+  });
+
+  it('refuses a logged-out token on the very next request, on the other instance too', async () => {
+    const u = await createAndLogin(b, 'logout@example.com');
+    const second = await login('logout@example.com');
+    await warm(u.token);
+    await warm(second);
+    expect((await b.app.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: bearer(u.token) })).statusCode).toBe(204);
+    expect((await me(other, u.token)).statusCode).toBe(401);
+    expect((await me(b.app, u.token)).statusCode).toBe(401);
+    // Only that session ended.
+    expect((await me(other, second)).statusCode).toBe(200);
+  });
+
+  it('ends every session of a disabled user at once, and re-enabling does not bring them back', async () => {
+    const u = await createAndLogin(b, 'disabled@example.com');
+    await warm(u.token);
+    const patch = (disabled: boolean) =>
+      b.app.inject({ method: 'PATCH', url: `/api/v1/platform/users/${u.id}`, headers: bearer(b.adminToken), payload: { disabled } });
+    expect((await patch(true)).statusCode).toBe(200);
+    expect((await me(other, u.token)).statusCode).toBe(401);
+    expect((await patch(false)).statusCode).toBe(200);
+    expect((await me(other, u.token)).statusCode).toBe(401);
+  });
+
+  it('shows a role change on the next request, and a deleted user is refused at once', async () => {
+    const u = await createAndLogin(b, 'promoted@example.com');
+    await warm(u.token);
+    expect((await other.inject({ method: 'GET', url: '/api/v1/platform/users', headers: bearer(u.token) })).statusCode).toBe(403);
+    await b.app.inject({ method: 'PATCH', url: `/api/v1/platform/users/${u.id}`, headers: bearer(b.adminToken), payload: { platform_role_id: 'admin' } });
+    expect((await me(other, u.token)).json().platform_role_id).toBe('admin');
+    expect((await other.inject({ method: 'GET', url: '/api/v1/platform/users', headers: bearer(u.token) })).statusCode).toBe(200);
+    await b.app.inject({ method: 'PATCH', url: `/api/v1/platform/users/${u.id}`, headers: bearer(b.adminToken), payload: { platform_role_id: 'user' } });
+    expect((await other.inject({ method: 'GET', url: '/api/v1/platform/users', headers: bearer(u.token) })).statusCode).toBe(403);
+    expect((await b.app.inject({ method: 'DELETE', url: `/api/v1/platform/users/${u.id}`, headers: bearer(b.adminToken) })).statusCode).toBe(204);
+    expect((await me(other, u.token)).statusCode).toBe(401);
+  });
+
+  it('ends the other sessions when a user changes their password (the changing one stays), and after an admin reset', async () => {
+    const u = await createAndLogin(b, 'password@example.com');
+    const second = await login('password@example.com');
+    await warm(u.token);
+    await warm(second);
+    const changed = await b.app.inject({ method: 'POST', url: '/api/v1/auth/password', headers: bearer(u.token), payload: { current_password: 'password-123', new_password: 'password-456' } });
+    expect(changed.statusCode).toBe(204);
+    expect((await me(other, second)).statusCode).toBe(401);
+    expect((await me(other, u.token)).statusCode).toBe(200);
+    const reset = await b.app.inject({ method: 'POST', url: `/api/v1/platform/users/${u.id}/password`, headers: bearer(b.adminToken), payload: { password: 'password-789' } });
+    expect(reset.statusCode).toBe(204);
+    expect((await me(other, u.token)).statusCode).toBe(401);
+  });
+
+  it('never caches a refusal: a forged, foreign or missing token is checked every time', async () => {
+    const u = await createAndLogin(b, 'forged@example.com');
+    await warm(u.token);
+    const [h, p] = u.token.split('.');
+    expect((await me(other, `${h}.${p}.${'A'.repeat(43)}`)).statusCode).toBe(401);
+    expect((await other.inject({ method: 'GET', url: '/api/v1/auth/me' })).statusCode).toBe(401);
+    // A cookie-borne cached token still may not write cross-site.
+    const cross = await other.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: { cookie: `codeagent_session=${u.token}`, 'sec-fetch-site': 'cross-site' } });
+    expect(cross.statusCode).toBe(403);
+    expect((await me(other, u.token)).statusCode).toBe(200);
+  });
+});

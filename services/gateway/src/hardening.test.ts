@@ -1,0 +1,305 @@
+// The gateway's hardening (issue 12): Expect: 100-continue, 413 instead of 502, X-Forwarded-*
+// from TRUSTED_PROXIES only, security headers on every answer, no database code. The upstream
+// is a real service-kit service (the backend's error mapping and body handling), with stand-in
+// routes; the gateway in front of the real backend is tested in services/backend.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request, type IncomingHttpHeaders } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { serviceKit } from '@codeagent/service-kit/http';
+import { DATA_CSP } from './security-headers.js';
+import { INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
+
+const run = promisify(execFile);
+const CURL = '/usr/bin/curl';
+const MiB = 1024 * 1024;
+
+interface Counted {
+  bytes: number;
+  sha256: string;
+  expect: string | null;
+}
+
+/** A component built like ours: service-kit, Fastify's 1 MiB JSON limit, a raw streaming upload route. */
+async function startService(): Promise<{ app: FastifyInstance; url: string }> {
+  const app = Fastify({ bodyLimit: MiB });
+  await app.register(serviceKit);
+  app.post('/api/v1/auth/login', async (req) => ({ ok: true, size: JSON.stringify(req.body).length }));
+  app.get('/api/v1/echo', async (req) => ({ headers: req.headers }));
+  app.get('/api/v1/download', async (_req, reply) =>
+    reply.header('content-security-policy', 'sandbox').type('text/html').send('<script>parent.stolen = true</script>'),
+  );
+  await app.register(async (raw) => {
+    raw.removeAllContentTypeParsers();
+    raw.addContentTypeParser('*', (_req, _payload, done) => done(null));
+    raw.put('/api/v1/count/*', async (req): Promise<Counted> => {
+      const hash = createHash('sha256');
+      let bytes = 0;
+      for await (const chunk of req.raw) {
+        bytes += (chunk as Buffer).length;
+        hash.update(chunk as Buffer);
+      }
+      return { bytes, sha256: hash.digest('hex'), expect: req.headers.expect ?? null };
+    });
+  });
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, url };
+}
+
+interface NodeAnswer {
+  status: number;
+  body: string;
+  headers: IncomingHttpHeaders;
+  continued: boolean;
+}
+
+/** Node's http client; with `expect`, the body goes only after a `100 Continue`, as curl does it. */
+function nodeRequest(base: string, path: string, opts: { method: string; body: Buffer; headers?: Record<string, string>; expectContinue?: boolean }): Promise<NodeAnswer> {
+  const url = new URL(path, base);
+  return new Promise((resolve, reject) => {
+    let continued = false;
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: opts.method,
+        agent: false,
+        headers: { 'content-length': String(opts.body.length), ...(opts.expectContinue ? { expect: '100-continue' } : {}), ...opts.headers },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers, continued }));
+      },
+    );
+    req.on('error', reject);
+    if (opts.expectContinue) {
+      req.on('continue', () => {
+        continued = true;
+        req.end(opts.body);
+      });
+    } else {
+      req.end(opts.body);
+    }
+  });
+}
+
+/** curl, as a user runs it; `-v` shows the Expect exchange. */
+async function curl(args: string[]): Promise<{ status: number; body: string; uploaded: number; trace: string }> {
+  const { stdout, stderr } = await run(CURL, ['-sS', '-v', '-o', '-', '-w', '\n%{http_code} %{size_upload}', ...args], { maxBuffer: 16 * MiB });
+  const cut = stdout.lastIndexOf('\n');
+  const [status, uploaded] = stdout.slice(cut + 1).split(' ');
+  return { status: Number(status), body: stdout.slice(0, cut), uploaded: Number(uploaded), trace: stderr };
+}
+
+// The same cases through the gateway and through nginx with the rendered configuration (issue 18).
+describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
+  let service: { app: FastifyInstance; url: string };
+  let gateway: Ingress;
+  let limited: Ingress;
+  let behindProxy: Ingress;
+  let base: string;
+  let limitedBase: string;
+  let proxiedBase: string;
+  let dir: string;
+
+  beforeAll(async () => {
+    if (!existsSync(CURL)) throw new Error('curl is missing: install Debian curl (apt-get install curl)');
+    dir = mkdtempSync(join(tmpdir(), 'codeagent-gateway-hardening-'));
+    service = await startService();
+    const upstreams = { backend: service.url, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' };
+    gateway = await startIngress(kind, { upstreams, maxUploadBytes: 64 * MiB });
+    base = gateway.base;
+    limited = await startIngress(kind, { upstreams, maxUploadBytes: MiB });
+    limitedBase = limited.base;
+    behindProxy = await startIngress(kind, { upstreams, trustedProxies: ['10.9.9.9', '127.0.0.0/8'] });
+    proxiedBase = behindProxy.base;
+  });
+  afterAll(async () => {
+    await Promise.all([gateway.close(), limited.close(), behindProxy.close()]);
+    await service.app.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('Expect: 100-continue', () => {
+    it('curl -T of 24 MiB goes through (curl sends Expect; the gateway answers it and streams the body on)', async () => {
+      const file = join(dir, 'upload.bin');
+      const content = Buffer.alloc(24 * MiB);
+      for (let i = 0; i < content.length; i += 4096) content[i] = i % 251;
+      writeFileSync(file, content);
+      const res = await curl(['-T', file, `${base}/api/v1/count/upload.bin`]);
+      expect(res.trace).toMatch(/> Expect: 100-continue/i);
+      expect(res.trace).toMatch(/< HTTP\/1\.1 100 Continue/);
+      expect(res.status).toBe(200);
+      const counted = JSON.parse(res.body) as Counted;
+      expect(counted).toEqual({ bytes: content.length, sha256: createHash('sha256').update(content).digest('hex'), expect: null });
+    });
+
+    it('Node: a client that waits for 100 Continue gets it, sends, and gets the answer', async () => {
+      const body = Buffer.alloc(3 * MiB, 1);
+      const res = await nodeRequest(base, '/api/v1/count/node.bin', { method: 'PUT', body, expectContinue: true });
+      expect(res.continued).toBe(true);
+      expect(res.status).toBe(200);
+      expect((JSON.parse(res.body) as Counted).bytes).toBe(body.length);
+    });
+
+    it('a declared body over MAX_UPLOAD_BYTES gets 413 with the limit, before a byte of it is sent', async () => {
+      const file = join(dir, 'too-big.bin');
+      writeFileSync(file, Buffer.alloc(5 * MiB, 2));
+      const res = await curl(['-T', file, `${limitedBase}/api/v1/count/too-big.bin`]);
+      expect(res.status).toBe(413);
+      expect(JSON.parse(res.body)).toEqual({ error: 'payload_too_large', message: `the request body is ${5 * MiB} bytes, more than MAX_UPLOAD_BYTES (${MiB} bytes) allows` });
+      expect(res.uploaded).toBe(0);
+      expect(res.trace).not.toMatch(/100 Continue/);
+
+      const node = await nodeRequest(limitedBase, '/api/v1/count/too-big.bin', { method: 'PUT', body: Buffer.alloc(5 * MiB), expectContinue: true });
+      expect(node).toMatchObject({ status: 413, continued: false });
+    });
+
+    it('a refused request gets its 404 (the gateway never asks for the body; nginx asks, then discards it)', async () => {
+      for (const path of ['/nope', '/internal/v1/objects']) {
+        const res = await nodeRequest(base, path, { method: 'PUT', body: Buffer.alloc(2 * MiB), expectContinue: true });
+        // nginx answers `return 404` after reading the body away (ngx_http_discard_request_body
+        // sends 100 Continue first): a cost for the client, not a leak. The 413 above, which
+        // matters for large uploads, is answered before 100 Continue by both.
+        expect(res, path).toMatchObject({ status: 404, ...(kind === 'gateway' ? { continued: false } : {}) });
+      }
+    });
+  });
+
+  describe('413 from a component reaches the client (was 502: the component reset the connection, undici lost the answer)', () => {
+    const login = Buffer.from(JSON.stringify({ email: 'a@b', password: 'x'.repeat(2_000_000) }));
+
+    it('curl, with and without Expect: 413 payload_too_large naming the limit', async () => {
+      const file = join(dir, 'login.json');
+      writeFileSync(file, login);
+      for (const expectHeader of [[], ['-H', 'Expect:']]) {
+        for (let i = 0; i < 3; i++) {
+          const res = await curl(['-X', 'POST', '-H', 'content-type: application/json', ...expectHeader, '--data-binary', `@${file}`, `${base}/api/v1/auth/login`]);
+          expect(res.status, res.body).toBe(413);
+          expect(JSON.parse(res.body)).toEqual({ error: 'payload_too_large', message: 'request body is larger than the 1048576 bytes this route accepts' });
+        }
+      }
+    });
+
+    it('Node (fetch and http.request): 413, never a 502 or a reset', async () => {
+      for (let i = 0; i < 5; i++) {
+        const res = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: login });
+        expect(res.status).toBe(413);
+        expect(await res.json()).toMatchObject({ error: 'payload_too_large' });
+        const node = await nodeRequest(base, '/api/v1/auth/login', { method: 'POST', body: login, headers: { 'content-type': 'application/json' } });
+        expect(node.status).toBe(413);
+      }
+    });
+
+    it("the gateway's own 413 reaches a Node client that sends without waiting", async () => {
+      for (let i = 0; i < 3; i++) {
+        const res = await nodeRequest(limitedBase, '/api/v1/count/x.bin', { method: 'PUT', body: Buffer.alloc(4 * MiB) });
+        expect(res.status).toBe(413);
+      }
+    });
+
+    it('the connection to the component stays usable afterwards', async () => {
+      const res = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":"a@b"}' });
+      expect(res.status).toBe(200);
+    });
+  });
+
+  describe('X-Forwarded-* (TRUSTED_PROXIES)', () => {
+    const claimed = { 'x-forwarded-for': '6.6.6.6', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example', forwarded: 'for=6.6.6.6', 'x-real-ip': '6.6.6.6' };
+    const seen = async (at: string, headers: Record<string, string>) =>
+      ((await (await fetch(`${at}/api/v1/echo`, { headers })).json()) as { headers: IncomingHttpHeaders }).headers;
+
+    it('ignores what a client claims when it is not a trusted proxy', async () => {
+      const h = await seen(base, claimed);
+      expect(h['x-forwarded-for']).toBe('127.0.0.1');
+      expect(h['x-forwarded-proto']).toBe('http');
+      expect(h['x-forwarded-host']).toBe(new URL(base).host);
+      expect(h.forwarded).toBeUndefined();
+      expect(h['x-real-ip']).toBeUndefined();
+    });
+
+    it("believes a trusted proxy's own entry: the client address, the original scheme and host", async () => {
+      const h = await seen(proxiedBase, { ...claimed, 'x-forwarded-for': '6.6.6.6, 203.0.113.7', 'x-forwarded-proto': 'HTTPS', 'x-forwarded-host': 'platform.example' });
+      // 127.0.0.1 (the peer) and 10.9.9.9 are trusted; 203.0.113.7 is the first that is not: the client.
+      expect(h['x-forwarded-for']).toBe('203.0.113.7');
+      expect(h['x-forwarded-proto']).toBe('https');
+      expect(h['x-forwarded-host']).toBe('platform.example');
+      const viaTwo = await seen(proxiedBase, { 'x-forwarded-for': '198.51.100.1, 10.9.9.9' });
+      expect(viaTwo['x-forwarded-for']).toBe('198.51.100.1');
+      expect(viaTwo['x-forwarded-proto']).toBe('http');
+    });
+  });
+
+  describe('security headers (SPEC §4.5)', () => {
+    it('nosniff and a referrer policy on every answer: proxied, 404, 413, 502, the start page', async () => {
+      const answers = await Promise.all([
+        fetch(`${base}/api/v1/echo`),
+        fetch(`${base}/nope`),
+        fetch(`${base}/internal/v1/objects`),
+        fetch(`${limitedBase}/api/v1/count/x`, { method: 'PUT', body: Buffer.alloc(2 * MiB) }),
+        fetch(`${base}/admin/clusters`),
+        fetch(`${base}/`),
+      ]);
+      expect(answers.map((r) => r.status)).toEqual([200, 404, 404, 413, 502, 200]);
+      for (const res of answers) {
+        expect(res.headers.get('x-content-type-options'), res.url).toBe('nosniff');
+        expect(res.headers.get('referrer-policy'), res.url).toBe('same-origin');
+      }
+      for (const res of answers.slice(0, 5)) expect(res.headers.get('content-security-policy'), res.url).toBe(DATA_CSP);
+    });
+
+    it('the start page: a CSP without inline script, framed by the platform only, its style allowed by hash', async () => {
+      const res = await fetch(`${base}/`);
+      const csp = res.headers.get('content-security-policy') ?? '';
+      expect(csp).toMatch(/(^|; )script-src 'self'(;|$)/);
+      expect(csp).toMatch(/(^|; )frame-ancestors 'self'(;|$)/);
+      expect(csp).toMatch(/(^|; )object-src 'none'(;|$)/);
+      expect(csp).not.toMatch(/unsafe-inline|unsafe-eval/);
+      expect(res.headers.get('x-frame-options')).toBe('SAMEORIGIN');
+      const html = await res.text();
+      expect(html).not.toMatch(/<script/i);
+      const style = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
+      expect(csp).toContain(`'sha256-${createHash('sha256').update(style).digest('base64')}'`);
+    });
+
+    it("keeps a component's own stricter CSP (downloads), adding nosniff", async () => {
+      const res = await fetch(`${base}/api/v1/download`);
+      expect(res.headers.get('content-security-policy')).toBe('sandbox');
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    });
+  });
+
+});
+
+describe('gateway process', () => {
+  it('loads no database code (it must never open the database)', async () => {
+    const here = fileURLToPath(new URL('.', import.meta.url));
+    const entry = resolve(here, '../dist/index.js');
+    if (!existsSync(entry)) throw new Error('build first: npx tsc -b');
+    // Record every module the gateway's entry resolves, through a loader hook in a fresh process.
+    const script = `
+      import { register } from 'node:module';
+      import { MessageChannel } from 'node:worker_threads';
+      const { port1, port2 } = new MessageChannel();
+      const seen = [];
+      port1.on('message', (u) => seen.push(u));
+      const hooks = 'let port; export function initialize(d) { port = d.port; } export async function resolve(s, c, next) { const r = await next(s, c); port.postMessage(r.url); return r; }';
+      register('data:text/javascript,' + encodeURIComponent(hooks), { data: { port: port2 }, transferList: [port2] });
+      await import(${JSON.stringify(entry)});
+      await new Promise((r) => setTimeout(r, 200));
+      port1.close();
+      console.log(JSON.stringify(seen));`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script]);
+    const loaded = JSON.parse(stdout) as string[];
+    expect(loaded.some((u) => u.includes('/services/gateway/dist/app.js'))).toBe(true);
+    expect(loaded.filter((u) => /\/packages\/db\/|\/node_modules\/(kysely|pg|pg-[a-z-]+|@electric-sql)\//.test(u))).toEqual([]);
+  });
+});

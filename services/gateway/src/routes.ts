@@ -1,0 +1,105 @@
+/**
+ * The ingress's route table (SPEC §10): the one place that says which path goes where. The
+ * gateway builds its proxies from it (`app.ts`), and `codeagent nginx-config` renders the same
+ * table into an nginx configuration (`nginx.ts`), so that the two ingresses never drift; the
+ * routing tests run through both (`ingress-testing.ts`).
+ *
+ * A prefix `/p` matches `/p` itself and everything below `/p/` (never `/pq`). The most specific
+ * prefix wins, in the gateway (find-my-way) and in nginx (longest prefix location) alike.
+ */
+
+/** The components behind the ingress; each may run as several instances (a list of addresses). */
+export type UpstreamName = 'backend' | 'clusterAdmin' | 'bridge' | 'jupyter';
+
+export interface UpstreamSpec {
+  /** The setting that lists its addresses (comma-separated). */
+  setting: string;
+  /** What the ingress asks every few seconds to know an instance serves (2xx/3xx = up). */
+  healthPath: string;
+  /** Connections the gateway keeps open to each instance. */
+  connections: number;
+}
+
+export const UPSTREAMS: Readonly<Record<UpstreamName, UpstreamSpec>> = {
+  backend: { setting: 'BACKEND_URL', healthPath: '/readyz', connections: 128 },
+  clusterAdmin: { setting: 'CLUSTER_ADMIN_URL', healthPath: '/readyz', connections: 128 },
+  bridge: { setting: 'BRIDGE_URL', healthPath: '/readyz', connections: 128 },
+  // Jupyter's own version route answers without a token.
+  jupyter: { setting: 'JUPYTERLAB_URL', healthPath: '/jupyter/api', connections: 64 },
+};
+
+export interface ProxyRoute {
+  kind: 'proxy';
+  prefix: string;
+  upstream: UpstreamName;
+  /** The path prefix the component sees instead of `prefix` (default: the same). */
+  rewritePrefix?: string;
+  /** Websocket upgrades are proxied too. */
+  websocket?: boolean;
+  /**
+   * Only for a logged-in system administrator: every request and upgrade is checked with the
+   * backend (`GET /api/v1/auth/session`, nginx: `auth_request`), the user's credentials are
+   * replaced by the Jupyter server's token, and one user always reaches the same instance
+   * (kernels live in one server's memory: HTTP and websockets must meet there).
+   */
+  sessionCheck?: boolean;
+  /** The component's pages bring their own CSP (JupyterLab's need inline configuration). */
+  upstreamCsp?: boolean;
+  /** WebDAV's methods (PROPFIND, MKCOL, COPY, MOVE) are proxied too; nginx passes every method. */
+  webdav?: boolean;
+}
+
+/** Never routed, whatever the method or token: 404 `not_found`. */
+export interface DenyRoute {
+  kind: 'deny';
+  prefix: string;
+}
+
+/** A page the ingress answers itself (the start page at `/`, an exact path). */
+export interface PageRoute {
+  kind: 'page';
+  path: string;
+}
+
+export type Route = ProxyRoute | DenyRoute | PageRoute;
+
+export const ROUTES: readonly Route[] = [
+  { kind: 'proxy', prefix: '/api/v1', upstream: 'backend' },
+  // Workspace files as a WebDAV tree (docs/decisions/0070-webdav-tree.md).
+  { kind: 'proxy', prefix: '/api/v1/dav', upstream: 'backend', webdav: true },
+  { kind: 'proxy', prefix: '/admin', upstream: 'clusterAdmin' },
+  { kind: 'proxy', prefix: '/mcp', upstream: 'clusterAdmin' },
+  { kind: 'proxy', prefix: '/codeagent-bridge', upstream: 'bridge' },
+  // The extension addresses the bridge relative to JupyterLab's base URL (SPEC §10); the bridge
+  // checks the user token itself, as on /codeagent-bridge/*.
+  { kind: 'proxy', prefix: '/jupyter/codeagent-bridge', upstream: 'bridge', rewritePrefix: '/codeagent-bridge' },
+  { kind: 'proxy', prefix: '/jupyter', upstream: 'jupyter', websocket: true, sessionCheck: true, upstreamCsp: true },
+  // SPEC §5.1, §10: the internal routes are never reachable from outside.
+  { kind: 'deny', prefix: '/internal' },
+  { kind: 'page', path: '/' },
+];
+
+/** The routes that proxy to a component. */
+export function proxyRoutes(routes: readonly Route[] = ROUTES): ProxyRoute[] {
+  return routes.filter((r): r is ProxyRoute => r.kind === 'proxy');
+}
+
+/** Answers of the ingress itself, word for word the same from the gateway and from nginx. */
+export const MESSAGES = {
+  badGateway: 'the component behind this route is not reachable; is it running?',
+  gatewayTimeout: 'the component behind this route did not answer in time',
+  jupyterLogIn: 'log in to the platform first (POST /api/v1/auth/login), then open /jupyter/ again',
+  jupyterCrossSite: 'cross-site request refused: open JupyterLab through this platform',
+  jupyterAdminsOnly: 'JupyterLab is open to system administrators only until each workspace has its own JupyterLab server',
+  sessionUnavailable: 'the session cannot be checked: the backend is not reachable; is it running?',
+  sessionTimeout: 'the backend did not answer the session check in time',
+  payloadTooLarge: (declared: number | string, max: number) => `the request body is ${declared} bytes, more than MAX_UPLOAD_BYTES (${max} bytes) allows`,
+} as const;
+
+/**
+ * Header the ingress sends with the session check to have the backend refuse (403) a user who
+ * is not a system administrator; nginx's `auth_request` cannot read the answer's body.
+ */
+export const REQUIRE_HEADER = 'x-codeagent-require';
+/** Headers of the session check's answer: who the user is (the ingress keeps them on one Jupyter instance). */
+export const USER_ID_HEADER = 'x-codeagent-user-id';

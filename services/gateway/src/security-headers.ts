@@ -1,0 +1,64 @@
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+
+/**
+ * What a response that is not one of the app's pages may do when a browser opens it as a
+ * document: nothing (no script, style, frame, form; a unique origin). API answers are data, so
+ * this costs them nothing, and a component that forgets to protect user content (an object
+ * served with the uploader's `text/html`) still cannot run script in the platform's origin.
+ */
+export const DATA_CSP = "default-src 'none'; frame-ancestors 'none'; sandbox";
+
+/** Referrers stay inside the platform: paths name workspaces and files. */
+export const REFERRER_POLICY = 'same-origin';
+
+/**
+ * The CSP of the app's own pages (the start page, later the web UI): scripts and styles from the
+ * platform's origin only, never inline (styles may be pinned by hash), and framed only by itself.
+ */
+export function pageCsp(styleHashes: readonly string[] = []): string {
+  const styles = ["'self'", ...styleHashes.map((h) => `'${h}'`)].join(' ');
+  return [
+    "default-src 'self'",
+    "script-src 'self'",
+    `style-src ${styles}`,
+    "img-src 'self' data:",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'self'",
+  ].join('; ');
+}
+
+/** The CSP source of an inline `<style>` element's exact text. */
+export function styleHash(css: string): string {
+  return `sha256-${createHash('sha256').update(css, 'utf8').digest('base64')}`;
+}
+
+/** Marks one of the app's pages: the page CSP instead of the data CSP, framed by the platform only. */
+export function asAppPage(reply: FastifyReply, csp: string): FastifyReply {
+  return reply.header('content-security-policy', csp).header('x-frame-options', 'SAMEORIGIN');
+}
+
+/** Route option `config.upstreamCsp: true`: the upstream's pages (JupyterLab) bring their own CSP; add none. */
+export interface SecurityRouteConfig {
+  upstreamCsp?: boolean;
+}
+
+/**
+ * SPEC §4.5 on every answer of the gateway, proxied or its own, errors included:
+ * `X-Content-Type-Options: nosniff` always; a `Referrer-Policy` unless the component chose one;
+ * and the data CSP on anything that carries no CSP of its own. A stricter header a component
+ * sets (the backend's `sandbox` on downloads) is never replaced.
+ */
+export function securityHeaders(app: FastifyInstance): void {
+  app.addHook('onSend', (req, reply, payload, done) => {
+    reply.header('x-content-type-options', 'nosniff');
+    if (!reply.hasHeader('referrer-policy')) reply.header('referrer-policy', REFERRER_POLICY);
+    const config = req.routeOptions.config as SecurityRouteConfig | undefined;
+    if (config?.upstreamCsp !== true && !reply.hasHeader('content-security-policy')) {
+      reply.header('content-security-policy', DATA_CSP);
+    }
+    done(null, payload);
+  });
+}

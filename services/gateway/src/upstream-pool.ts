@@ -1,0 +1,206 @@
+import { createHash } from 'node:crypto';
+import { Pool, type Dispatcher } from 'undici';
+
+/** Where a pool reports what it sees; the gateway's logger fits. */
+export interface PoolLog {
+  warn(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+}
+
+export interface UpstreamPoolOptions {
+  /** The component's name, for logs and metrics. */
+  name: string;
+  /** One address per instance (`http://host:port`); the single-address form is a list of one. */
+  urls: readonly string[];
+  /** Asked every `healthIntervalMs` on each instance when there are several; 2xx/3xx = up. */
+  healthPath: string;
+  connections: number;
+  /** Upstream time limit: headers, and silence between body chunks. */
+  timeoutMs: number;
+  healthIntervalMs?: number;
+  log?: PoolLog;
+  /** Called when an instance goes down or comes back (metrics). */
+  onState?: (instance: string, up: boolean) => void;
+}
+
+export interface Instance {
+  /** The instance's origin, e.g. http://10.0.0.5:8091. */
+  url: string;
+  host: string;
+  up: boolean;
+  pool: Pool;
+  /** A connection of its own for health checks, so that they never queue behind traffic. */
+  probe: Pool;
+}
+
+type RequestOptions = Dispatcher.RequestOptions & { origin?: string | URL };
+type Callback = (err: Error | null, data?: Dispatcher.ResponseData) => void;
+
+/** Nothing reached the instance: any request may go to another one. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/** The connection broke: the instance is gone (killed, restarted) or going. */
+const BROKEN = new Set([...NOT_SENT, 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+/** Safe to send again after a broken connection (RFC 9110 §9.2.2), when the body can be sent again. */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
+
+const errorCode = (err: Error): string => String((err as NodeJS.ErrnoException).code ?? (err.cause as NodeJS.ErrnoException | undefined)?.code ?? '');
+
+/** A body that can be sent a second time: none, or bytes in memory (never a stream being read). */
+function replayable(body: RequestOptions['body']): boolean {
+  return body === undefined || body === null || typeof body === 'string' || Buffer.isBuffer(body) || body instanceof Uint8Array;
+}
+
+/** Rendezvous hashing: the instance with the highest score for `key`; stable while it is up. */
+function score(key: string, url: string): number {
+  return createHash('sha1').update(key).update('\0').update(url).digest().readUInt32BE(0);
+}
+
+/**
+ * The instances of one component behind the gateway (issue 18): round robin over the instances
+ * that are up, or one instance per affinity key (a user at JupyterLab). An instance whose
+ * connection fails is skipped at once and asked again by the health check every few seconds;
+ * when none is up, every one is tried (the checks may be wrong; the client gets a 502 otherwise).
+ * A request that never reached a failed instance, or an idempotent one without a streamed body
+ * whose connection broke, goes once to another instance; anything else fails with a 502, as
+ * nginx's `proxy_next_upstream error` does.
+ *
+ * It speaks the `request(options, callback)` interface that @fastify/reply-from expects of an
+ * undici dispatcher; the instance is the one `getUpstream` chose (the request's origin).
+ */
+export class UpstreamPool {
+  readonly name: string;
+  readonly instances: readonly Instance[];
+  private readonly byOrigin = new Map<string, Instance>();
+  private readonly log: PoolLog | undefined;
+  private readonly onState: ((instance: string, up: boolean) => void) | undefined;
+  private readonly healthPath: string;
+  private readonly healthIntervalMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private checking = false;
+  private turn = 0;
+
+  constructor(opts: UpstreamPoolOptions) {
+    if (opts.urls.length === 0) throw new Error(`no address for ${opts.name}`);
+    this.name = opts.name;
+    this.log = opts.log;
+    this.onState = opts.onState;
+    this.healthPath = opts.healthPath;
+    this.healthIntervalMs = opts.healthIntervalMs ?? 2000;
+    this.instances = [...new Set(opts.urls.map((u) => new URL(u).origin))].map((origin) => {
+      const instance: Instance = {
+        url: origin,
+        host: new URL(origin).host,
+        up: true,
+        pool: new Pool(origin, { connections: opts.connections, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: opts.timeoutMs, bodyTimeout: opts.timeoutMs }),
+        probe: new Pool(origin, { connections: 1, keepAliveTimeout: 10_000, headersTimeout: 2000, bodyTimeout: 2000 }),
+      };
+      this.byOrigin.set(origin, instance);
+      return instance;
+    });
+    for (const i of this.instances) this.onState?.(i.url, true);
+    // One instance: nothing to choose between, so nothing to check.
+    if (this.instances.length > 1) {
+      this.timer = setInterval(() => void this.checkAll(), this.healthIntervalMs);
+      this.timer.unref();
+    }
+  }
+
+  /** The instance for the next request: round robin over those up, or by `affinity`. */
+  pick(affinity?: string, except?: ReadonlySet<Instance>): Instance | undefined {
+    const open = this.instances.filter((i) => !except?.has(i));
+    const up = open.filter((i) => i.up);
+    const candidates = up.length > 0 ? up : open;
+    if (candidates.length === 0) return undefined;
+    if (affinity !== undefined && affinity !== '') {
+      let best = candidates[0]!;
+      let bestScore = -1;
+      for (const c of candidates) {
+        const s = score(affinity, c.url);
+        if (s > bestScore) [best, bestScore] = [c, s];
+      }
+      return best;
+    }
+    this.turn = (this.turn + 1) % candidates.length;
+    return candidates[this.turn]!;
+  }
+
+  /** The address `getUpstream` gives @fastify/http-proxy (HTTP and websockets). */
+  upstreamFor(affinity?: string): string {
+    return this.pick(affinity)!.url;
+  }
+
+  /** For @fastify/reply-from (callback) and for the gateway's own calls (promise). */
+  request(opts: RequestOptions): Promise<Dispatcher.ResponseData>;
+  request(opts: RequestOptions, callback: Callback): void;
+  request(opts: RequestOptions, callback?: Callback): Promise<Dispatcher.ResponseData> | void {
+    if (!callback) {
+      return new Promise((resolve, reject) => this.request(opts, (err, data) => (err ? reject(err) : resolve(data!))));
+    }
+    const origin = opts.origin === undefined ? undefined : new URL(String(opts.origin)).origin;
+    const first = (origin !== undefined ? this.byOrigin.get(origin) : undefined) ?? this.pick()!;
+    this.attempt(first, opts, callback, new Set());
+  }
+
+  private attempt(instance: Instance, opts: RequestOptions, callback: Callback, tried: Set<Instance>): void {
+    tried.add(instance);
+    const { origin: _origin, ...rest } = opts;
+    const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
+    instance.pool.request({ ...rest, headers }, (err, data) => {
+      if (!err) return callback(null, data);
+      const code = errorCode(err);
+      if (BROKEN.has(code)) {
+        this.markDown(instance, code);
+        const again = replayable(opts.body) && (NOT_SENT.has(code) || IDEMPOTENT.has(String(opts.method).toUpperCase()));
+        const other = again ? this.pick(undefined, tried) : undefined;
+        if (other) return this.attempt(other, opts, callback, tried);
+      }
+      callback(err);
+    });
+  }
+
+  private markDown(instance: Instance, reason: string): void {
+    if (!instance.up || this.instances.length === 1) return;
+    instance.up = false;
+    this.onState?.(instance.url, false);
+    this.log?.warn({ upstream: this.name, instance: instance.url, reason }, 'upstream instance down; skipping it until its health check passes');
+  }
+
+  /** Asks every instance once; exported for tests and readiness. */
+  async checkAll(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      await Promise.all(
+        this.instances.map(async (instance) => {
+          let up: boolean;
+          try {
+            const res = await instance.probe.request({ method: 'GET', path: this.healthPath, headers: { 'x-request-id': `health-check:${this.name}` } });
+            await res.body.dump();
+            up = res.statusCode < 400;
+          } catch {
+            up = false;
+          }
+          if (up && !instance.up) {
+            instance.up = true;
+            this.onState?.(instance.url, true);
+            this.log?.info({ upstream: this.name, instance: instance.url }, 'upstream instance is back');
+          } else if (!up && instance.up) {
+            this.markDown(instance, 'health check failed');
+          }
+        }),
+      );
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  /** True when at least one instance is up (the gateway's readiness). */
+  get anyUp(): boolean {
+    return this.instances.some((i) => i.up);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await Promise.all(this.instances.flatMap((i) => [i.pool.close(), i.probe.close()]));
+  }
+}

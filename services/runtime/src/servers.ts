@@ -1,0 +1,329 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { KernelAPI, ServerConnection } from '@jupyterlab/services';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Cgroup, Launcher, Limits, Sandbox, UidAllocator } from '@codeagent/sandbox';
+import { SandboxUnavailableError } from '@codeagent/sandbox';
+import { KernelUnavailableError } from './jupyter-server.js';
+import { nodelayExtension } from './nodelay.js';
+import { tcpSettings, unixSocketSettings } from './transport.js';
+
+/** One Jupyter server: a workspace's (in its sandbox), the scratch sandbox's, or an external one. */
+export interface JupyterServerRef {
+  /** Workspace id, or undefined for the scratch sandbox (kernels started without a workspace). */
+  readonly workspaceId: string | undefined;
+  readonly settings: ServerConnection.ISettings;
+  /** Resolves with the reason once the server has stopped. */
+  readonly stopped: Promise<string>;
+  readonly running: boolean;
+  touch(): void;
+  /** Puts a new (or restarted) kernel's process into its own cgroup with the kernel limits. */
+  kernelStarted(kernelId: string): void;
+  kernelGone(kernelId: string): Promise<void>;
+  /** Why a kernel of this server may have died: cgroup counters (OOM kills, refused forks). */
+  kernelEvents(kernelId: string): { oomKills: number; pidsLimitHits: number };
+  /** Text for messages: the limits that apply. */
+  readonly limitsText: string;
+}
+
+export interface JupyterPool {
+  /** The workspace's server (started on demand), or the scratch sandbox's for `undefined`. */
+  server(workspaceId: string | undefined): Promise<JupyterServerRef>;
+  running(): JupyterServerRef[];
+  stop(): Promise<void>;
+}
+
+/** SANDBOX_MAX_SERVERS reached and none of the running servers is idle. */
+export class ServerCapError extends KernelUnavailableError {
+  constructor(max: number) {
+    super(`${max} workspaces already have a running Jupyter server (SANDBOX_MAX_SERVERS=${max}) and none is idle; try again when a run finished`, false);
+    this.name = 'ServerCapError';
+  }
+}
+
+export interface SandboxLimits {
+  /** The whole sandbox of a workspace (server and all its kernels). */
+  sandbox: Limits;
+  /** One kernel. */
+  kernel: Limits;
+  workspaceBytes: number;
+  tmpBytes: number;
+}
+
+export interface SandboxedServersOptions {
+  /** The launcher, or why the sandbox cannot work here (then every start is refused with that fix). */
+  launcher: Launcher | SandboxUnavailableError;
+  python: string;
+  /** Per-workspace uids (root mode); without it every sandbox uses `uidBase + 1`. */
+  uids?: UidAllocator | undefined;
+  uidBase: number;
+  limits: SandboxLimits;
+  maxServers: number;
+  /** A server with no kernel stops after this long without use (JUPYTER_IDLE_TIMEOUT). */
+  idleSeconds: number;
+  /** Jupyter's own culler stops kernels idle this long (KERNEL_CULL_IDLE_SECONDS; 0 = never). */
+  cullIdleSeconds: number;
+  log: FastifyBaseLogger;
+  startTimeoutMs?: number;
+}
+
+const MiB = 1024 * 1024;
+const describeLimits = (l: SandboxLimits) =>
+  [
+    l.kernel.memoryBytes ? `memory ${Math.round(l.kernel.memoryBytes / MiB)} MiB per kernel (KERNEL_MEMORY_MB)` : undefined,
+    l.sandbox.memoryBytes ? `${Math.round(l.sandbox.memoryBytes / MiB)} MiB per workspace (SANDBOX_MEMORY_MB)` : undefined,
+    l.kernel.pids ? `${l.kernel.pids} processes per kernel (KERNEL_PIDS_MAX)` : undefined,
+  ]
+    .filter(Boolean)
+    .join(', ');
+
+/** A workspace's Jupyter server inside its sandbox, reached over a Unix socket. */
+class SandboxedServer implements JupyterServerRef {
+  lastUsed = Date.now();
+  readonly kernels = new Map<string, Cgroup | undefined>();
+  readonly stopped: Promise<string>;
+  private resolveStopped!: (reason: string) => void;
+  private stopping = false;
+
+  constructor(
+    readonly workspaceId: string | undefined,
+    readonly sandbox: Sandbox,
+    readonly settings: ServerConnection.ISettings,
+    private readonly closeTransport: () => Promise<void>,
+    private readonly limits: SandboxLimits,
+    private readonly log: FastifyBaseLogger,
+  ) {
+    this.stopped = new Promise((r) => (this.resolveStopped = r));
+    void sandbox.exited.then(({ code, signal }) => {
+      const { oomKills } = sandbox.cgroup?.events() ?? { oomKills: 0 };
+      const reason = this.stopping
+        ? 'the Jupyter server was stopped'
+        : `the workspace's Jupyter server stopped unexpectedly (${signal ?? `exit code ${code}`}${oomKills > 0 ? ', out of memory' : ''}); every kernel of it ended, the next action starts it again`;
+      if (!this.stopping) log.warn({ workspace_id: workspaceId ?? null, code, signal }, 'a sandboxed Jupyter server stopped');
+      this.resolveStopped(reason);
+      void this.closeTransport().catch(() => undefined);
+      void sandbox.stop(0).catch(() => undefined);
+    });
+  }
+
+  get running(): boolean {
+    return this.sandbox.running;
+  }
+
+  get limitsText(): string {
+    return describeLimits(this.limits);
+  }
+
+  touch(): void {
+    this.lastUsed = Date.now();
+  }
+
+  kernelStarted(kernelId: string): void {
+    this.touch();
+    const parent = this.sandbox.cgroup;
+    let group = this.kernels.get(kernelId);
+    if (parent) {
+      const pid = this.sandbox.findProcess(`kernel-${kernelId}.json`);
+      try {
+        group ??= parent.child(`k-${kernelId}`).create(this.limits.kernel);
+        if (pid !== undefined) group.addProcess(pid);
+        else this.log.warn({ kernel_id: kernelId }, 'kernel process not found; it keeps only the workspace limits');
+      } catch (err) {
+        this.log.warn({ err, kernel_id: kernelId }, 'could not put the kernel into its cgroup; it keeps only the workspace limits');
+      }
+    }
+    this.kernels.set(kernelId, group);
+  }
+
+  async kernelGone(kernelId: string): Promise<void> {
+    const group = this.kernels.get(kernelId);
+    this.kernels.delete(kernelId);
+    // Whatever the kernel left behind (a fork bomb's children in a new session) dies with its cgroup.
+    await group?.destroy();
+  }
+
+  kernelEvents(kernelId: string): { oomKills: number; pidsLimitHits: number } {
+    const own = this.kernels.get(kernelId)?.events() ?? { oomKills: 0, pidsLimitHits: 0 };
+    return own;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.sandbox.stop();
+    await this.stopped;
+  }
+}
+
+/**
+ * One sandboxed Jupyter server per workspace, started on demand, reached over a Unix socket
+ * inside its sandbox, its kernels on ZMQ ipc inside the same sandbox. Servers with no kernel
+ * stop after `idleSeconds`; at most `maxServers` run at once (an idle one is stopped to make room).
+ */
+export class SandboxedServers implements JupyterPool {
+  private readonly servers = new Map<string, SandboxedServer>();
+  private readonly starting = new Map<string, Promise<SandboxedServer>>();
+  private readonly timer: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(private readonly opts: SandboxedServersOptions) {
+    const period = Math.max(1000, Math.min(60_000, (opts.idleSeconds * 1000) / 2));
+    this.timer = setInterval(() => void this.cullIdle().catch((err: unknown) => opts.log.warn({ err }, 'idle culling failed')), period);
+    this.timer.unref();
+  }
+
+  running(): JupyterServerRef[] {
+    return [...this.servers.values()].filter((s) => s.running);
+  }
+
+  async server(workspaceId: string | undefined): Promise<JupyterServerRef> {
+    if (this.closed) throw new KernelUnavailableError('the runtime is stopping', false);
+    const { launcher } = this.opts;
+    if (launcher instanceof SandboxUnavailableError) throw launcher;
+    const key = workspaceId ?? 'scratch';
+    const known = this.servers.get(key);
+    if (known?.running) {
+      known.touch();
+      return known;
+    }
+    let pending = this.starting.get(key);
+    if (!pending) {
+      pending = this.start(launcher, workspaceId).finally(() => this.starting.delete(key));
+      this.starting.set(key, pending);
+    }
+    return pending;
+  }
+
+  private async makeRoom(): Promise<void> {
+    const live = [...this.servers.values()].filter((s) => s.running);
+    if (live.length + this.starting.size < this.opts.maxServers) return;
+    const idle = live.filter((s) => s.kernels.size === 0).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+    if (!idle) throw new ServerCapError(this.opts.maxServers);
+    this.opts.log.info({ workspace_id: idle.workspaceId ?? null }, 'stopping an idle Jupyter server to make room');
+    this.servers.delete(idle.workspaceId ?? 'scratch');
+    await idle.stop();
+  }
+
+  private async start(launcher: Launcher, workspaceId: string | undefined): Promise<SandboxedServer> {
+    const { python, log, limits } = this.opts;
+    const uid = workspaceId === undefined ? this.opts.uidBase : ((await this.opts.uids?.uidFor(workspaceId)) ?? this.opts.uidBase + 1);
+    await this.makeRoom();
+    if (!existsSync(python)) throw new KernelUnavailableError(`cannot run ${python}: it does not exist`);
+    const name = workspaceId === undefined ? 'scratch' : `w-${workspaceId.replace(/-/g, '').slice(0, 24).toLowerCase()}`;
+    const layout = launcher.layout(name);
+    const token = randomBytes(24).toString('hex');
+    const nodelay = nodelayExtension(layout.run);
+    const command = [
+      python, '-m', 'jupyter_server',
+      `--ServerApp.sock=${layout.run}/jupyter.sock`,
+      '--ServerApp.sock_mode=0600',
+      `--ServerApp.root_dir=${layout.home}`,
+      '--ServerApp.open_browser=False',
+      '--KernelManager.transport=ipc',
+      '--ContentsManager.allow_hidden=True',
+      '--FileContentsManager.delete_to_trash=False',
+      '--FileContentsManager.always_delete_dir=True',
+      ...nodelay.args,
+      ...(this.opts.cullIdleSeconds > 0 ? [`--MappingKernelManager.cull_idle_timeout=${this.opts.cullIdleSeconds}`, '--MappingKernelManager.cull_interval=60'] : []),
+      ...(launcher.mode === 'off' && process.getuid?.() === 0 ? ['--allow-root'] : []),
+    ];
+    // The token goes through the environment (never the command line); it is this server's own
+    // random value, so user code that reads it (same uid) learns nothing of the platform.
+    const env: Record<string, string> = {
+      JUPYTER_TOKEN: token,
+      IPYTHONDIR: `${layout.tmp}/.ipython`,
+      // Kernel connection files and ipc sockets: short paths (Unix sockets), inside the sandbox only.
+      JUPYTER_RUNTIME_DIR: layout.run,
+      JUPYTER_DATA_DIR: `${layout.tmp}/.jupyter-data`,
+      JUPYTER_CONFIG_DIR: `${layout.tmp}/.jupyter`,
+      MPLCONFIGDIR: `${layout.tmp}/.mpl`,
+      PYDEVD_DISABLE_FILE_VALIDATION: '1',
+      PYTHONDONTWRITEBYTECODE: '1',
+      PYTHONPATH: nodelay.pythonPath,
+    };
+    // An interpreter outside /usr (a virtual environment) is shown read-only with its prefix.
+    const prefix = dirname(dirname(python));
+    const readOnly = python.startsWith('/usr/') || launcher.mode === 'off' ? [] : [{ source: prefix, dest: prefix }];
+    let sandbox: Sandbox;
+    try {
+      sandbox = await launcher.start({ name, uid, command, env, files: nodelay.files, limits: limits.sandbox, workspaceBytes: limits.workspaceBytes, tmpBytes: limits.tmpBytes, readOnly });
+    } catch (err) {
+      throw new KernelUnavailableError(`the sandbox did not start: ${(err as Error).message}`, false);
+    }
+    const socket = sandbox.hostPath(`${layout.run}/jupyter.sock`);
+    const transport = unixSocketSettings(socket, token);
+    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close, limits, log);
+    const deadline = Date.now() + (this.opts.startTimeoutMs ?? 60_000);
+    for (;;) {
+      if (!sandbox.running) {
+        await transport.close().catch(() => undefined);
+        const out = sandbox.output();
+        const missing = /No module named '?(jupyter_server|ipykernel)/.exec(out)?.[1];
+        throw new KernelUnavailableError(missing ? `python module ${missing} is missing` : `the Jupyter server exited: ${out.trim().split('\n').slice(-3).join(' | ')}`);
+      }
+      if (existsSync(socket)) {
+        try {
+          const res = await ServerConnection.makeRequest(`${transport.settings.baseUrl}api/status`, {}, transport.settings);
+          await res.text();
+          if (res.ok) break;
+        } catch {
+          // not answering yet
+        }
+      }
+      if (Date.now() > deadline) {
+        await server.stop();
+        throw new KernelUnavailableError('the Jupyter server did not start in time', false);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    this.servers.set(workspaceId ?? 'scratch', server);
+    void server.stopped.then(() => {
+      if (this.servers.get(workspaceId ?? 'scratch') === server) this.servers.delete(workspaceId ?? 'scratch');
+    });
+    log.info({ workspace_id: workspaceId ?? null, uid: launcher.mode === 'root' ? uid : undefined, mode: launcher.mode }, 'sandboxed Jupyter server started');
+    return server;
+  }
+
+  /** Stops servers that have had no kernel and no use for `idleSeconds`. */
+  async cullIdle(now = Date.now()): Promise<void> {
+    for (const [key, server] of this.servers) {
+      if (!server.running || now - server.lastUsed < this.opts.idleSeconds * 1000) continue;
+      // Kernels culled by Jupyter itself are gone: forget them (and their cgroups).
+      try {
+        const live = new Set((await KernelAPI.listRunning(server.settings)).map((k) => k.id));
+        for (const id of [...server.kernels.keys()]) if (!live.has(id)) await server.kernelGone(id);
+        if (live.size > 0) continue;
+      } catch {
+        // the server does not answer: stop it
+      }
+      this.servers.delete(key);
+      this.opts.log.info({ workspace_id: server.workspaceId ?? null }, 'stopping an idle Jupyter server');
+      await server.stop();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await Promise.allSettled([...this.starting.values()]);
+    await Promise.allSettled([...this.servers.values()].map((s) => s.stop()));
+    this.servers.clear();
+    if (!(this.opts.launcher instanceof SandboxUnavailableError)) await this.opts.launcher.close();
+  }
+}
+
+/** The Jupyter server at JUPYTER_URL (KERNEL_SANDBOX=off only): every workspace shares it. */
+export function externalServer(url: string, token: string): JupyterPool {
+  const ref: JupyterServerRef = {
+    workspaceId: undefined,
+    settings: tcpSettings(url, token),
+    stopped: new Promise(() => undefined),
+    running: true,
+    touch: () => undefined,
+    kernelStarted: () => undefined,
+    kernelGone: async () => undefined,
+    kernelEvents: () => ({ oomKills: 0, pidsLimitHits: 0 }),
+    limitsText: '',
+  };
+  return { server: async () => ref, running: () => [ref], stop: async () => undefined };
+}

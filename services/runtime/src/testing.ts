@@ -1,0 +1,43 @@
+import pino from 'pino';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '@codeagent/config';
+import { memoryUidAllocator, type Tools, type UidAllocator } from '@codeagent/sandbox';
+import { createKernels, type Kernels } from './kernels-factory.js';
+
+const MiB = 1024 * 1024;
+
+/** Sandbox settings for tests: real sandboxes with small limits. */
+export function testSandboxSettings(over: Partial<Config['sandbox']> = {}): Config['sandbox'] {
+  return {
+    enabled: true,
+    uidBase: 1_900_000_000,
+    memoryBytes: 2048 * MiB,
+    pidsMax: 256,
+    cpus: 1,
+    kernelMemoryBytes: 1024 * MiB,
+    kernelPidsMax: 128,
+    diskBytes: 256 * MiB,
+    tmpBytes: 128 * MiB,
+    maxServers: 8,
+    idleSeconds: 600,
+    filesMaxBytes: 16 * MiB,
+    cgroupParent: undefined,
+    ...over,
+  };
+}
+
+/**
+ * Kernels in real sandboxes, as the runtime starts them (tests only). Uids come from `uids`
+ * (default: in memory), so no database is needed.
+ */
+export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox']>; python?: string; uids?: UidAllocator; log?: FastifyBaseLogger; tools?: Tools } = {}): Promise<Kernels> {
+  const sandbox = testSandboxSettings(opts.sandbox);
+  return createKernels({
+    sandbox,
+    python: opts.python ?? '/usr/bin/python3',
+    cullIdleSeconds: 0,
+    log: opts.log ?? pino({ level: 'silent' }),
+    uids: async () => opts.uids ?? memoryUidAllocator(sandbox.uidBase),
+    ...(opts.tools ? { tools: opts.tools } : {}),
+  });
+}

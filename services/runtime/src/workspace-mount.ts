@@ -1,0 +1,160 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+
+/** Debian's rclone (`scripts/system-deps.sh webdav` installs it with fuse3). */
+export const RCLONE = '/usr/bin/rclone';
+export const INSTALL_MOUNT_HINT = 'install rclone and fuse3 (`scripts/system-deps.sh webdav`, or `apt-get install -y rclone fuse3`); FUSE needs /dev/fuse';
+
+export interface WorkspaceMountOptions {
+  /** The workspace's WebDAV tree, e.g. `http://127.0.0.1:8091/api/v1/dav/{ws}/`. */
+  davUrl: string;
+  /** A token the backend accepts for the workspace; handed over in the environment, never on a command line. */
+  token: string;
+  /** An empty directory to mount on (created when missing). */
+  mountpoint: string;
+  /** rclone's VFS cache (a directory of its own per mount). */
+  cacheDir: string;
+  /** Serve rclone's remote control on loopback, with generated credentials (default: off). */
+  remoteControl?: boolean;
+  /** How long a listing is believed before the tree is asked again (default 5 s). */
+  dirCacheSeconds?: number;
+  rclone?: string;
+  /** How long the mount may take to appear (default 20 s). */
+  readyTimeoutMs?: number;
+}
+
+export interface RemoteControl {
+  /** `http://127.0.0.1:<port>/` */
+  url: string;
+  user: string;
+  password: string;
+}
+
+export interface WorkspaceMount {
+  mountpoint: string;
+  pid: number;
+  /** Present when `remoteControl` was asked for. */
+  remoteControl?: RemoteControl;
+  /** Forgets cached listings so that changes made through the API show at once (needs the remote control). */
+  refresh(): Promise<void>;
+  /** Writes what is still cached, unmounts and waits for rclone to end. */
+  unmount(): Promise<void>;
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/** Whether `dir` is a mount point now (the kernel's own table). */
+export function isMounted(dir: string): boolean {
+  const target = resolve(dir);
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .some((line) => line.split(' ')[4] === target);
+}
+
+/**
+ * Mounts a workspace's WebDAV tree with `rclone mount`, as the runtime's file-mount helper does
+ * (issue 15 item 2). The VFS cache suits notebooks: a file opened for writing is written to the
+ * cache and uploaded whole when closed (`--vfs-cache-mode writes`), so every save is one PUT and
+ * one version, and a crashed writer never leaves half a file in the workspace. The token goes in
+ * the environment (`RCLONE_WEBDAV_BEARER_TOKEN`), never on a command line; the remote control,
+ * when asked for, listens on loopback only and requires a generated user and password
+ * (`RCLONE_RC_PASS`, also in the environment): rclone's default is no authentication at all.
+ */
+export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<WorkspaceMount> {
+  const rclone = opts.rclone ?? RCLONE;
+  if (!existsSync(rclone)) throw new Error(`${rclone} is missing: ${INSTALL_MOUNT_HINT}`);
+  mkdirSync(opts.mountpoint, { recursive: true });
+  mkdirSync(opts.cacheDir, { recursive: true });
+  const remoteControl: RemoteControl | undefined = opts.remoteControl
+    ? { url: `http://127.0.0.1:${await freeLoopbackPort()}/`, user: 'codeagent', password: randomBytes(24).toString('base64url') }
+    : undefined;
+  const args = [
+    'mount',
+    ':webdav:',
+    opts.mountpoint,
+    '--config',
+    join(opts.cacheDir, 'rclone.conf'), // none: every setting is given here
+    '--cache-dir',
+    opts.cacheDir,
+    '--vfs-cache-mode',
+    'writes',
+    '--vfs-write-back',
+    '0s',
+    '--dir-cache-time',
+    `${opts.dirCacheSeconds ?? 5}s`,
+    '--webdav-vendor',
+    'other',
+    '--log-level',
+    'NOTICE',
+    ...(remoteControl ? ['--rc', '--rc-addr', new URL(remoteControl.url).host, '--rc-user', remoteControl.user] : []),
+  ];
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: opts.cacheDir,
+    RCLONE_WEBDAV_URL: opts.davUrl,
+    RCLONE_WEBDAV_BEARER_TOKEN: opts.token,
+    ...(remoteControl ? { RCLONE_RC_PASS: remoteControl.password } : {}),
+  };
+  const child: ChildProcess = spawn(rclone, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)));
+  const exited = new Promise<void>((ok) => child.once('exit', () => ok()));
+
+  const deadline = Date.now() + (opts.readyTimeoutMs ?? 20_000);
+  while (!isMounted(opts.mountpoint)) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`rclone could not mount ${opts.davUrl} on ${opts.mountpoint}: ${stderr.trim() || 'no answer in time'} (${INSTALL_MOUNT_HINT})`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (remoteControl) {
+    // The remote control comes up beside the mount; wait until it answers (401 counts).
+    while (!(await fetch(new URL('rc/noop', remoteControl.url), { method: 'POST' }).then(() => true, () => false))) {
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`rclone's remote control did not come up: ${stderr.trim()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  const call = async (command: string, params: Record<string, string> = {}) => {
+    if (!remoteControl) throw new Error('this mount has no remote control (mount with remoteControl: true)');
+    const res = await fetch(new URL(command, remoteControl.url), {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from(`${remoteControl.user}:${remoteControl.password}`).toString('base64')}`, 'content-type': 'application/json' },
+      body: JSON.stringify(params),
+    });
+    if (!res.ok) throw new Error(`rclone ${command}: ${res.status} ${await res.text()}`);
+  };
+
+  return {
+    mountpoint: opts.mountpoint,
+    pid: child.pid!,
+    ...(remoteControl ? { remoteControl } : {}),
+    refresh: () => call('vfs/forget'),
+    async unmount() {
+      if (child.exitCode === null) {
+        // SIGTERM: rclone uploads what is still cached, unmounts and exits.
+        child.kill('SIGTERM');
+        const killed = setTimeout(() => child.kill('SIGKILL'), 30_000);
+        await exited;
+        clearTimeout(killed);
+      }
+      if (isMounted(opts.mountpoint)) {
+        // rclone died without unmounting: detach the stale mount.
+        await new Promise((ok) => spawn('fusermount3', ['-u', '-z', opts.mountpoint], { stdio: 'ignore' }).once('close', ok).once('error', ok));
+      }
+    },
+  };
+}
