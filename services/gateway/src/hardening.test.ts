@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { serviceKit } from '@codeagent/service-kit/http';
 import { DATA_CSP } from './security-headers.js';
-import { INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
+import { closeNow, INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
 
 const run = promisify(execFile);
 const CURL = '/usr/bin/curl';
@@ -124,7 +124,7 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
   });
   afterAll(async () => {
     await Promise.all([gateway.close(), limited.close(), behindProxy.close()]);
-    await service.app.close();
+    await closeNow(service.app);
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp, type Addresses, type GatewayOptions } from './app.js';
 import { renderNginxConfig } from './nginx.js';
 
@@ -111,10 +112,21 @@ export async function startNginx(opts: GatewayOptions): Promise<Ingress> {
   };
 }
 
+/**
+ * Closes a server started by a test at once: connections still open (a client that never sent
+ * the body it announced, a keep-alive socket) are cut instead of holding the teardown until
+ * Node's request timeout.
+ */
+export async function closeNow(app: FastifyInstance): Promise<void> {
+  const closing = app.close();
+  app.server.closeAllConnections();
+  await closing;
+}
+
 /** The gateway (in this process) or nginx (a child process), from the same options. */
 export async function startIngress(kind: IngressKind, opts: GatewayOptions): Promise<Ingress> {
   if (kind === 'nginx') return startNginx(opts);
   const app = await buildGatewayApp(opts);
   const base = await app.listen({ host: '127.0.0.1', port: 0 });
-  return { kind, base, output: () => '', close: () => app.close() };
+  return { kind, base, output: () => '', close: () => closeNow(app) };
 }

@@ -199,8 +199,18 @@ export class UpstreamPool {
     return this.instances.some((i) => i.up);
   }
 
-  async close(): Promise<void> {
+  /**
+   * Lets requests in flight finish for up to `graceMs`, then aborts what is left: a client that
+   * never finishes its upload must not hold the gateway's shutdown (or a test's teardown) open.
+   */
+  async close(graceMs = 2_000): Promise<void> {
     clearInterval(this.timer);
-    await Promise.all(this.instances.flatMap((i) => [i.pool.close(), i.probe.close()]));
+    const dispatchers = this.instances.flatMap((i) => [i.pool, i.probe]);
+    let timer: NodeJS.Timeout | undefined;
+    const graceful = Promise.all(dispatchers.map((d) => d.close())).then(() => true);
+    const expired = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)));
+    const closed = await Promise.race([graceful, expired]);
+    clearTimeout(timer);
+    if (!closed) await Promise.all(dispatchers.map((d) => d.destroy()));
   }
 }
