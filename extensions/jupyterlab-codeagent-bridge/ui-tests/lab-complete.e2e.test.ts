@@ -102,7 +102,6 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     expect(res.status()).toBe(200);
     return ((await res.json()) as { settings: Record<string, unknown> }).settings;
   };
-  const app = (fn: (app: AnyApp) => unknown) => page.evaluate(fn as never);
 
   it('opens with the Launcher: notebook, console and terminal tiles', async () => {
     await page.goto(`${base}/jupyter/lab`);
@@ -120,11 +119,13 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     const entry = page.locator('.jp-PluginList-entry', { hasText: 'Code agent bridge' });
     await entry.waitFor({ state: 'visible', timeout: 30_000 });
     await entry.click();
-    const form = page.locator('.jp-SettingsForm, .jp-SettingsPanel').first();
-    for (const label of ['Code-agent server URL', 'Code-agent server user', 'Code-agent server password', 'Provider', 'Model', 'Request time-out (seconds)']) {
-      await form.locator('label', { hasText: label }).first().waitFor({ state: 'visible', timeout: 10_000 });
-    }
-    const timeout = page.locator('#root_requestTimeoutSeconds').first();
+    // The form of the extension (the panel holds one per plugin), its six fields titled as in the schema.
+    const field = (name: string) => page.locator(`[id="jp-SettingsEditor-jupyterlab-codeagent-bridge:plugin_${name}"]`);
+    const form = page.locator('.jp-SettingsForm').filter({ has: field('codeagentServerUrl') });
+    await form.waitFor({ state: 'visible', timeout: 15_000 });
+    const titles = await form.locator('.jp-FormGroup-fieldLabel').allTextContents();
+    expect(titles).toEqual(expect.arrayContaining(['Code-agent server URL', 'Code-agent server user', 'Code-agent server password', 'Provider', 'Model', 'Request time-out (seconds)']));
+    const timeout = field('requestTimeoutSeconds');
     await timeout.fill('45');
     await timeout.press('Tab');
     await expect.poll(async () => (await userSettings()).requestTimeoutSeconds, { timeout: 15_000 }).toBe(45);
@@ -148,15 +149,20 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
       }
       return true;
     }, undefined, { timeout: 30_000 });
-    const output = () => page.evaluate(() => (window as unknown as { termOut: string }).termOut);
+    // The text as a user reads it: without escape sequences (prompt colours, bracketed paste) and carriage returns.
+    const output = async () =>
+      (await page.evaluate(() => (window as unknown as { termOut: string }).termOut))
+        // eslint-disable-next-line no-control-regex
+        .replace(/\u001b\[[0-9;?]*[A-Za-z]|\u001b\][^\u0007]*\u0007/g, '')
+        .replace(/\r/g, '');
     await page.locator('.jp-Terminal').first().click();
     await page.keyboard.type('echo hi\n');
-    await expect.poll(output, { timeout: 15_000 }).toMatch(/\nhi\r?\n/);
+    await expect.poll(output, { timeout: 15_000 }).toMatch(/\nhi\n/);
     await page.keyboard.type(`id -u; pwd; ls -d /work ${work} 2>&1; echo "done-$((6*7))"\n`);
     await expect.poll(output, { timeout: 15_000 }).toMatch(/done-42/);
     const text = await output();
-    if (process.getuid?.() === 0) expect(text).toMatch(new RegExp(`\\n${SANDBOX_UID}\\r?\\n`));
-    expect(text).toMatch(/\n\/workspace\r?\n/);
+    if (process.getuid?.() === 0) expect(text).toMatch(new RegExp(`\\n${SANDBOX_UID}\\n`));
+    expect(text).toMatch(/\n\/workspace\n/);
     expect(text).toMatch(/\/work'?: No such file or directory/);
     expect(text).toContain(`${work}': No such file or directory`);
 
@@ -172,7 +178,9 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
   }, 90_000);
 
   it('the notebook toolbar picker lists the providers of /providers; the choice is saved and sent by the cell actions', async () => {
-    await app((a) => a.commands.execute('docmanager:open', { path: 'analysis.ipynb' }));
+    await page.evaluate(async () => {
+      await (window as unknown as { jupyterapp: AnyApp }).jupyterapp.commands.execute('docmanager:open', { path: 'analysis.ipynb' });
+    });
     const picker = page.locator('.jp-NotebookPanel-toolbar .codeagent-model-picker').first();
     await picker.waitFor({ state: 'visible', timeout: 30_000 });
     await expect.poll(() => picker.getAttribute('data-state'), { timeout: 15_000 }).toBe('ready');
