@@ -28,10 +28,7 @@ const SETTINGS_URL = '/jupyter/lab/api/settings/jupyterlab-codeagent-bridge:plug
 /** The sandbox uid of `codeagent jupyterlab` (SANDBOX_UID_BASE's default), when the tests run as root. */
 const SANDBOX_UID = '1900000000';
 
-type AnyApp = {
-  commands: { execute(id: string, args?: unknown): Promise<unknown> };
-  shell: { currentWidget: unknown };
-};
+type AnyApp = { shell: { currentWidget: unknown } };
 
 describe('a complete JupyterLab host in Chromium, through the platform gateway', () => {
   let agent: FakeCodeAgent;
@@ -178,9 +175,7 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
   }, 90_000);
 
   it('the notebook toolbar picker lists the providers of /providers; the choice is saved and sent by the cell actions', async () => {
-    await page.evaluate(async () => {
-      await (window as unknown as { jupyterapp: AnyApp }).jupyterapp.commands.execute('docmanager:open', { path: 'analysis.ipynb' });
-    });
+    await page.goto(`${base}/jupyter/lab/tree/analysis.ipynb`);
     const picker = page.locator('.jp-NotebookPanel-toolbar .codeagent-model-picker').first();
     await picker.waitFor({ state: 'visible', timeout: 30_000 });
     await expect.poll(() => picker.getAttribute('data-state'), { timeout: 15_000 }).toBe('ready');
@@ -198,8 +193,11 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
 
     const footer = page.locator('.jp-NotebookPanel:visible .jp-CodeCell').first().locator('.codeagent-CellFooter');
     const proposal = footer.locator('.codeagent-proposal');
+    const failure = footer.locator('.codeagent-error');
+    // The proposal, or the failure the footer shows instead (so a failing run says why).
+    const outcome = async () => ((await proposal.isVisible()) ? 'proposal' : (await failure.isVisible()) ? `failure: ${await failure.textContent()}` : 'waiting');
     await footer.locator('button.codeagent-fix').click();
-    await proposal.waitFor({ state: 'visible', timeout: 30_000 });
+    await expect.poll(outcome, { timeout: 30_000 }).toBe('proposal');
     expect(agent.models.at(-1)).toEqual({ providerID: 'other', modelID: 'other-1' });
     await proposal.locator('button.codeagent-reject').click();
 
@@ -210,7 +208,7 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
       return [s.codeagentProvider ?? '', s.codeagentModel ?? ''];
     }, { timeout: 15_000 }).toEqual(['', '']);
     await footer.locator('button.codeagent-fix').click();
-    await proposal.waitFor({ state: 'visible', timeout: 30_000 });
+    await expect.poll(outcome, { timeout: 30_000 }).toBe('proposal');
     expect(agent.models.at(-1)).toBeNull();
   }, 90_000);
 
