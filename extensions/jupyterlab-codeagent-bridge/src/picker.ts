@@ -27,7 +27,7 @@ export class ProviderSource {
     try {
       res = await ServerConnection.makeRequest(bridgeUrl(this.server.baseUrl, 'providers'), {}, this.server);
     } catch (err) {
-      throw new Error(`The bridge is not reachable (${(err as Error).message}). Check that the platform is running, then reopen the list.`);
+      throw new Error(`The bridge is not reachable (${(err as Error).message}). Check that the platform is running, then reopen the list.`, { cause: err });
     }
     const body: unknown = await res.json().catch(() => null);
     if (res.ok) return parseProviders(body);
