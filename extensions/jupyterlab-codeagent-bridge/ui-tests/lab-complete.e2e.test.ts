@@ -5,7 +5,7 @@
 // the notebook toolbar's model picker listing the providers of the real bridge, fed by the fake
 // code agent, whose choice the cell actions send. And the abuse cases: logged out, not allowed.
 // Needs `node extensions/build.mjs`, `npm run build` and .ci/system-deps; fails, never skips, without them.
-import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -86,18 +86,29 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
 
   afterAll(async () => {
     await browser?.close();
-    jupyter?.child.kill('SIGTERM');
+    if (jupyter && jupyter.child.exitCode === null) {
+      const exited = new Promise((r) => jupyter!.child.once('exit', r));
+      jupyter.child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+    }
     await gateway?.close();
     await backend?.close();
     await bridge?.close();
     await testDb?.drop();
     await agent?.close();
+    if (work) rmSync(work, { recursive: true, force: true });
   });
 
   const userSettings = async (): Promise<Record<string, unknown>> => {
     const res = await page.request.get(`${base}${SETTINGS_URL}`, { headers: { authorization: `Bearer ${adminToken}` } });
     expect(res.status()).toBe(200);
     return ((await res.json()) as { settings: Record<string, unknown> }).settings;
+  };
+
+  /** Opens the lab unless this page already shows it (each test also runs alone, with -t). */
+  const ensureLab = async () => {
+    if (!(await page.evaluate(() => 'jupyterapp' in window).catch(() => false))) await page.goto(`${base}/jupyter/lab`);
+    await page.waitForFunction(() => 'jupyterapp' in window, undefined, { timeout: 60_000 });
   };
 
   it('opens with the Launcher: notebook, console and terminal tiles', async () => {
@@ -107,10 +118,10 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     await expect(launcher.locator('.jp-LauncherCard[data-category="Notebook"]').first().getAttribute('title')).resolves.toBe('Python 3 (ipykernel)');
     await expect(launcher.locator('.jp-LauncherCard[data-category="Console"]').count()).resolves.toBe(1);
     await expect(launcher.locator('.jp-LauncherCard').filter({ hasText: /^Terminal$/ }).count()).resolves.toBe(1);
-    await page.locator('.jp-Launcher').screenshot({ path: join(work, 'launcher.png') });
   }, 90_000);
 
   it('Settings › Settings Editor › Code agent bridge exists and edits the settings', async () => {
+    await ensureLab();
     await page.locator('.lm-MenuBar-itemLabel', { hasText: /^Settings$/ }).click();
     await page.locator('.lm-Menu-itemLabel', { hasText: /^Settings Editor$/ }).click();
     const entry = page.locator('.jp-PluginList-entry', { hasText: 'Code agent bridge' });
@@ -129,7 +140,11 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
   }, 60_000);
 
   it('opens a terminal from the Launcher whose shell runs inside the sandbox', async () => {
-    await page.locator('.lm-TabBar-tab', { hasText: 'Launcher' }).first().click();
+    await ensureLab();
+    // The Launcher's tab, or a new Launcher (the File browser's "+" does the same).
+    const tab = page.locator('.lm-TabBar-tab', { hasText: 'Launcher' }).first();
+    if ((await tab.count()) > 0) await tab.click();
+    else await page.locator('.jp-FileBrowser [data-command="launcher:create"], .jp-FileBrowser .jp-ToolbarButtonComponent[title="New Launcher"]').first().click();
     await page.locator('.jp-LauncherCard').filter({ hasText: /^Terminal$/ }).click();
     await page.locator('.jp-Terminal').first().waitFor({ state: 'visible', timeout: 30_000 });
     // Collect what the terminal's server session sends (the xterm canvas has no text to read).
