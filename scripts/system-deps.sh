@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the platform and its tests need, installed with apt only when missing.
-#   kernels  real Jupyter kernels for the runtime (python3-jupyter-server, python3-ipykernel, …) and
+#   kernels  real Jupyter kernels for the runtime (python3-jupyter-server, python3-ipykernel, …), the
+#            lab's terminals (python3-terminado, also a dependency of python3-jupyter-server) and
 #            bubblewrap, the kernel sandbox
 #   browser  Chromium for the browser tests (never a downloaded browser)
 #   nginx    Debian's nginx, for the ingress tests (`codeagent nginx-config` in front of the platform)
@@ -11,7 +12,7 @@ groups=("$@"); [ ${#groups[@]} -gt 0 ] || groups=(kernels browser)
 want=()
 for g in "${groups[@]}"; do
   case "$g" in
-    kernels) want+=(python3-jupyter-server jupyter-server python3-ipykernel python3-nbclient python3-jupyterlab-server bubblewrap) ;;
+    kernels) want+=(python3-jupyter-server jupyter-server python3-ipykernel python3-nbclient python3-jupyterlab-server python3-terminado bubblewrap) ;;
     browser) want+=(chromium) ;;
     # The binary (Debian builds it with auth_request); the tests start it unprivileged with their own file.
     nginx) want+=(nginx) ;;

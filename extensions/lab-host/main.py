@@ -25,6 +25,11 @@ STATE = os.environ.get("CODEAGENT_LAB_STATE_DIR", os.path.join(HERE, ".state"))
 
 # Configuration files on this machine (~/.jupyter, /etc/jupyter) must not change the host.
 os.environ["JUPYTER_NO_CONFIG"] = "1"
+# Terminals (jupyter_server's terminado, Debian's python3-terminado) start $SHELL, else `sh`:
+# bash where there is one. In the platform they are processes of the server's own sandbox
+# (docs/decisions/0105-complete-lab-host.md).
+if not os.environ.get("SHELL") and os.path.exists("/bin/bash"):
+    os.environ["SHELL"] = "/bin/bash"
 
 
 def _jupyter_server_extension_points():
@@ -50,7 +55,6 @@ class CodeagentLabApp(LabServerApp):
         # Only the extensions given explicitly: none from the machine's jupyter paths.
         self.labextensions_path = []
         super().initialize_settings()
-        self.serverapp.web_app.settings["terminals_available"] = False
         if codeagent_nodelay is not None:
             codeagent_nodelay.patched_handlers()
 

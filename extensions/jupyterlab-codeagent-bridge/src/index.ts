@@ -3,21 +3,23 @@ import { IToolbarWidgetRegistry, ToolbarButton } from '@jupyterlab/apputils';
 import type { Cell } from '@jupyterlab/cells';
 import { IEditorServices } from '@jupyterlab/codeeditor';
 import { NotebookPanel } from '@jupyterlab/notebook';
-import { ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { CodeagentCellFooter, footerOf } from './footer';
-import { bridgeUrl } from './logic/request';
+import { ModelPicker, ProviderSource } from './picker';
 
 /** The id whose settings schema is schema/plugin.json. */
 const PLUGIN_ID = 'jupyterlab-codeagent-bridge:plugin';
 
-/** Logs the bridge's providers on start, and adds the `codeagent-cell-actions` cell-toolbar entry. */
+/**
+ * Logs the bridge's providers on start (SPEC §9.5), adds the `codeagent-cell-actions` cell-toolbar
+ * entry, and the `codeagent-model` notebook-toolbar entry: the model picker fed by `/providers`.
+ */
 const mainPlugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'Code agent bridge: settings, providers in the console, cell toolbar entry.',
+  description: 'Code agent bridge: settings, providers in the console, cell toolbar entry, model picker.',
   autoStart: true,
-  optional: [IToolbarWidgetRegistry],
-  activate: async (app: JupyterFrontEnd, toolbars: IToolbarWidgetRegistry | null) => {
+  optional: [IToolbarWidgetRegistry, ISettingRegistry],
+  activate: async (app: JupyterFrontEnd, toolbars: IToolbarWidgetRegistry | null, registry: ISettingRegistry | null) => {
     // The toolbar variant: the schema declares the item, this makes its widget.
     toolbars?.addFactory<Cell>('Cell', 'codeagent-cell-actions', (cell) => {
       return new ToolbarButton({
@@ -27,14 +29,19 @@ const mainPlugin: JupyterFrontEndPlugin<void> = {
         onClick: () => void footerOf(cell)?.run('fix'),
       });
     });
-    const server = app.serviceManager.serverSettings;
+    const source = new ProviderSource(app.serviceManager.serverSettings);
+    const settings: Promise<ISettingRegistry.ISettings | null> = registry
+      ? registry.load(PLUGIN_ID).catch((err: unknown) => {
+          console.error('codeagent-bridge: settings could not be loaded', err);
+          return null;
+        })
+      : Promise.resolve(null);
+    toolbars?.addFactory<NotebookPanel>('Notebook', 'codeagent-model', () => new ModelPicker(source, settings));
     try {
-      const res = await ServerConnection.makeRequest(bridgeUrl(server.baseUrl, 'providers'), {}, server);
-      const body: unknown = await res.json().catch(() => null);
-      if (res.ok) console.log('codeagent-bridge providers:', body);
-      else console.warn(`codeagent-bridge providers: HTTP ${res.status}`, body);
+      const list = await source.list();
+      console.log('codeagent-bridge providers:', list);
     } catch (err) {
-      console.warn('codeagent-bridge providers: the bridge is not reachable', err);
+      console.warn(`codeagent-bridge providers: ${(err as Error).message}`);
     }
   },
 };

@@ -2,13 +2,10 @@
 // prebuilt extension, a real Python kernel, and Debian's Chromium driven by playwright-core.
 // The code agent is a fake that always proposes FIXED_SOURCE. Needs `node extensions/build.mjs`
 // (run by `npm test`) and the Debian packages of .ci/system-deps; it fails, never skips, without them.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
@@ -17,6 +14,7 @@ import { buildBackendApp, ensureBootstrapAdmin } from '@codeagent/backend';
 import { buildGatewayApp } from '@codeagent/gateway';
 import { buildBridgeApp } from '@codeagent/bridge';
 import { LocalObjectStore } from '@codeagent/storage';
+import { assertLabPrerequisites, CHROMIUM, CHROMIUM_ARGS, freePort, notebook, root, startJupyter, type LabProcess } from './lab';
 import { FIXED_SOURCE, startFakeCodeAgent, type FakeCodeAgent } from './stand-ins';
 
 /** The real bridge server part, recording the `/edit` bodies the extension sends. */
@@ -63,62 +61,12 @@ async function startBridge(database: Database, upstream: string, workdir: string
   };
 }
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const root = resolve(here, '../../..');
-const labextensions = resolve(root, 'extensions/jupyterlab-codeagent-bridge/labextension');
 const shots = resolve(root, '.test-results/screenshots');
-const CHROMIUM = '/usr/bin/chromium';
 const JWT_SECRET = 'e2e-secret-that-is-long-enough-for-hs256-0123456789';
 const ADMIN = { email: 'admin@localhost', password: 'e2e-admin-password' };
 const JUPYTER_TOKEN = 'e2e-jupyter-token-never-shown-to-users';
 const USER_SETTINGS = { codeagentModel: 'fake-1', requestTimeoutSeconds: 30 };
 const BROKEN_SOURCE = 'values = [1, 2, 3]\nprint("mean", sum(values) / 0)';
-
-function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
-
-function notebook(source: string): string {
-  return JSON.stringify({
-    cells: [{ cell_type: 'code', execution_count: null, id: 'cell-1', metadata: {}, outputs: [], source: source.split(/(?<=\n)/) }],
-    metadata: { kernelspec: { display_name: 'Python 3', language: 'python', name: 'python3' } },
-    nbformat: 4,
-    nbformat_minor: 5,
-  });
-}
-
-/**
- * The JupyterLab host as the platform runs it: `codeagent jupyterlab`, whose server and kernels run
- * inside the kernel sandbox behind a token-checking proxy on `port` (notebooks in DATA_DIR/notebooks).
- */
-async function startJupyter(port: number, dataDir: string): Promise<{ child: ChildProcess; log: () => string }> {
-  const child = spawn(process.execPath, [resolve(root, 'cli/dist/index.js'), 'jupyterlab'], {
-    env: { ...process.env, DATA_DIR: dataDir, JUPYTERLAB_PORT: String(port), JUPYTERLAB_TOKEN: JUPYTER_TOKEN, LOG_LEVEL: 'warn', PYDEVD_DISABLE_FILE_VALIDATION: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the JupyterLab host exited:\n${out}`);
-    if (Date.now() > deadline) throw new Error(`the JupyterLab host did not start in 30 s:\n${out}`);
-    try {
-      const r = await fetch(`http://127.0.0.1:${port}/jupyter/api/status`, { headers: { authorization: `token ${JUPYTER_TOKEN}` } });
-      if (r.ok) break;
-    } catch {
-      /* not up yet */
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return { child, log: () => out };
-}
 
 describe('JupyterLab bridge extension in Chromium, through the platform gateway', () => {
   let agent: FakeCodeAgent;
@@ -127,21 +75,14 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
   let database: Database;
   let backend: FastifyInstance;
   let gateway: FastifyInstance;
-  let jupyter: { child: ChildProcess; log: () => string } | undefined;
+  let jupyter: LabProcess | undefined;
   let browser: Browser | undefined;
   let page: Page;
   let base: string;
   const consoleLines: string[] = [];
 
   beforeAll(async () => {
-    // Fail with the reason rather than skip: CI must run this test.
-    const missing = [
-      [resolve(root, 'extensions/lab-host/build/static/index.html'), 'the lab host is not built: run `node extensions/build.mjs`'],
-      [join(labextensions, 'jupyterlab-codeagent-bridge/package.json'), 'the extension is not built: run `node extensions/build.mjs`'],
-      [CHROMIUM, 'Debian chromium is missing: run .ci/system-deps'],
-      ['/usr/lib/python3/dist-packages/jupyterlab_server', 'python3-jupyterlab-server is missing: run .ci/system-deps'],
-    ].filter(([p]) => !existsSync(p!));
-    if (missing.length > 0) throw new Error(missing.map(([, why]) => why).join('\n'));
+    assertLabPrerequisites();
 
     const work = mkdtempSync(join(tmpdir(), 'codeagent-lab-e2e-'));
     const rootDir = join(work, 'notebooks');
@@ -168,14 +109,14 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     });
     const backendUrl = await backend.listen({ host: '127.0.0.1', port: 0 });
     const jupyterPort = await freePort();
-    jupyter = await startJupyter(jupyterPort, work);
+    jupyter = await startJupyter(jupyterPort, work, JUPYTER_TOKEN);
     gateway = await buildGatewayApp({
       upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: bridge.url },
       jupyter: { url: `http://127.0.0.1:${jupyterPort}`, token: JUPYTER_TOKEN },
     });
     base = await gateway.listen({ host: '127.0.0.1', port: 0 });
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     const context = await browser.newContext({ viewport: { width: 1280, height: 760 } });
     page = await context.newPage();
     page.on('console', (m) => consoleLines.push(m.text()));

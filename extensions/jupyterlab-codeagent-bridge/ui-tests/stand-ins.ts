@@ -3,6 +3,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/** The API key in the fake provider list: the bridge must never pass it on (SPEC §9.4). */
+export const FAKE_API_KEY = 'sk-fake-provider-key-never-shown';
+
 export const FIXED_SOURCE = "values = [1, 2, 3]\nprint('mean', sum(values) / len(values))";
 
 function listen(server: Server): Promise<string> {
@@ -23,6 +26,8 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 export interface FakeCodeAgent {
   url: string;
   prompts: string[];
+  /** The `model` of each prompt (`{providerID, modelID}`), null where the bridge sent none. */
+  models: unknown[];
   /** How long each prompt takes (a slow model); 0 by default. */
   delayMs: number;
   close(): Promise<void>;
@@ -31,19 +36,27 @@ export interface FakeCodeAgent {
 /** Answers every prompt with the same fenced block, like a model that always proposes FIXED_SOURCE. */
 export async function startFakeCodeAgent(): Promise<FakeCodeAgent> {
   const prompts: string[] = [];
+  const models: unknown[] = [];
   let sessions = 0;
   const state = { delayMs: 0 };
   const server = createServer((req, res) => {
     void (async () => {
-      const body = (await readJson(req)) as { parts?: { text?: string }[] } | null;
+      const body = (await readJson(req)) as { parts?: { text?: string }[]; model?: unknown } | null;
       const path = (req.url ?? '').split('?')[0]!;
       if (req.method === 'GET' && path === '/config/providers') {
-        return send(res, 200, { providers: [{ id: 'fake', name: 'Fake', models: { 'fake-1': { id: 'fake-1', name: 'Fake One' } }, options: { apiKey: 'secret' } }], default: { fake: 'fake-1' } });
+        return send(res, 200, {
+          providers: [
+            { id: 'fake', name: 'Fake', models: { 'fake-1': { id: 'fake-1', name: 'Fake One' } }, options: { apiKey: FAKE_API_KEY } },
+            { id: 'other', name: 'Other Labs', models: { 'other-1': { id: 'other-1', name: 'Other One' }, 'other-2': { id: 'other-2', name: 'Other Two' } }, options: {} },
+          ],
+          default: { fake: 'fake-1', other: 'other-2' },
+        });
       }
       if (req.method === 'POST' && path === '/session') return send(res, 200, { id: `ses_${++sessions}` });
       const m = /^\/session\/([^/]+)\/message$/.exec(path);
       if (req.method === 'POST' && m) {
         prompts.push(body?.parts?.map((p) => p.text ?? '').join('\n') ?? '');
+        models.push(body?.model ?? null);
         if (state.delayMs > 0) await new Promise((r) => setTimeout(r, state.delayMs));
         if (res.destroyed) return;
         return send(res, 200, {
@@ -58,6 +71,7 @@ export async function startFakeCodeAgent(): Promise<FakeCodeAgent> {
   return {
     url,
     prompts,
+    models,
     get delayMs() {
       return state.delayMs;
     },

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { BridgeRequestError, bridgeUrl, buildEditRequest, compactOutputs, describeHttpFailure, MAX_OUTPUT_TEXT, requestEdit, type Send } from './request';
+import { BridgeRequestError, bridgeUrl, buildEditRequest, compactOutputs, describeHttpFailure, MAX_OUTPUT_TEXT, requestEdit, SETTINGS_PLACE, type Send } from './request';
 
 const cell = {
   id: 'c1',
@@ -135,5 +135,17 @@ describe('requestEdit', () => {
 describe('describeHttpFailure', () => {
   it('keeps the HTTP status', () => {
     expect(describeHttpFailure(418, null, 10).status).toBe(418);
+  });
+});
+
+describe('every fix that sends the user to the settings names a place that exists', () => {
+  it('says Settings › Settings Editor › Code agent bridge (the lab host has that menu, editor and entry)', () => {
+    expect(SETTINGS_PLACE).toBe('Settings › Settings Editor › Code agent bridge');
+    const fixes = ['upstream_unreachable', 'upstream_timeout', 'upstream_auth_failed', 'upstream_error', 'invalid_request'].map(
+      (error) => describeHttpFailure(502, { error, status: 500 }, 30).fix,
+    );
+    fixes.push(describeHttpFailure(504, null, 30).fix);
+    for (const fix of fixes) expect(fix).toContain(SETTINGS_PLACE);
+    expect(fixes.join('\n')).not.toMatch(/in the settings|in Settings › Code agent bridge/);
   });
 });

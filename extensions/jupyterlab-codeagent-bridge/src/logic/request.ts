@@ -98,6 +98,12 @@ export function bridgeUrl(baseUrl: string, route: 'edit' | 'providers'): string 
   return `${baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`}codeagent-bridge/${route}`;
 }
 
+/**
+ * Where the user changes the extension's settings, as the menus of the lab host name it
+ * (the Settings menu opens the Settings Editor, whose list names the schema's title).
+ */
+export const SETTINGS_PLACE = 'Settings › Settings Editor › Code agent bridge';
+
 /** A failed request, with what went wrong and what the user can do about it. */
 export class BridgeRequestError extends Error {
   constructor(
@@ -119,15 +125,15 @@ export function describeHttpFailure(status: number, body: unknown, timeoutS: num
   const e = (cause: string, fix: string) => new BridgeRequestError('http', cause, fix, status);
   switch (code) {
     case 'upstream_unreachable':
-      return e('The code-agent server is not reachable.', 'Start it (`opencode serve`) or correct "Code-agent server URL" in Settings › Code agent bridge.');
+      return e('The code-agent server is not reachable.', `Start it (\`opencode serve\`) or correct "Code-agent server URL" in ${SETTINGS_PLACE}.`);
     case 'upstream_timeout':
-      return e(`The code-agent server did not answer within ${timeoutS} s.`, 'Try again, or raise "Request time-out (seconds)" in the settings.');
+      return e(`The code-agent server did not answer within ${timeoutS} s.`, `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
     case 'upstream_auth_failed':
-      return e('The code-agent server refused the credentials.', 'Check CODEAGENT_BRIDGE_PASSWORD or "Code-agent server password" in the settings.');
+      return e('The code-agent server refused the credentials.', `Check CODEAGENT_BRIDGE_PASSWORD or "Code-agent server password" in ${SETTINGS_PLACE}.`);
     case 'upstream_error':
-      return e(`The code-agent server failed${typeof b.status === 'number' ? ` (HTTP ${b.status})` : ''}${msg}.`, 'Check its log, the provider and the model, then try again.');
+      return e(`The code-agent server failed${typeof b.status === 'number' ? ` (HTTP ${b.status})` : ''}${msg}.`, `Check its log, and the provider and model (the model picker in the notebook toolbar, or ${SETTINGS_PLACE}), then try again.`);
     case 'invalid_request':
-      return e(`The bridge refused the request${msg}.`, 'Check the settings of Code agent bridge (URL must be a local http(s) address, time-out 5–600 s).');
+      return e(`The bridge refused the request${msg}.`, `Check ${SETTINGS_PLACE} (URL must be a local http(s) address, time-out 5–600 s).`);
     default:
       break;
   }
@@ -135,7 +141,7 @@ export function describeHttpFailure(status: number, body: unknown, timeoutS: num
   if (status === 403) return e('The platform refused the request.', 'Reload the page; if it persists, log in again.');
   if (status === 404) return e('The bridge is not available at this address.', 'Check that the codeagent bridge component is running behind the gateway.');
   if (status === 502 || status === 503) return e('The bridge is not reachable.', 'Start the bridge (`codeagent bridge`) and try again.');
-  if (status === 504) return e('The bridge did not answer in time.', 'Try again, or raise "Request time-out (seconds)".');
+  if (status === 504) return e('The bridge did not answer in time.', `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
   return e(`The bridge answered HTTP ${status}${msg}.`, 'Try again; if it persists, look at the bridge log.');
 }
 
@@ -179,7 +185,7 @@ export async function requestEdit(send: Send, url: string, req: EditRequest, tim
         signal: controller.signal,
       });
     } catch (err) {
-      if (timedOut) throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, 'Try again, or raise "Request time-out (seconds)" in Settings › Code agent bridge.');
+      if (timedOut) throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
       if (signal?.aborted) throw new BridgeRequestError('cancelled', 'Cancelled.', '');
       throw new BridgeRequestError('network', `The platform could not be reached (${(err as Error).message}).`, 'Check the connection and that the platform is running.');
     }
@@ -193,7 +199,7 @@ export async function requestEdit(send: Send, url: string, req: EditRequest, tim
     return parseEditResponse(body);
   } catch (err) {
     if (err instanceof BridgeRequestError) throw err;
-    if (timedOut) throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, 'Try again, or raise "Request time-out (seconds)".');
+    if (timedOut) throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
     if (signal?.aborted) throw new BridgeRequestError('cancelled', 'Cancelled.', '');
     throw err;
   } finally {

@@ -33,11 +33,12 @@ describe('schema/plugin.json equals SEED §2.1', () => {
       });
     }
   });
-  it('accepts no other property, declares no shortcuts, and the Cell toolbar item', () => {
+  it('accepts no other property, declares no shortcuts, the Cell toolbar item and the Notebook toolbar model picker', () => {
     expect(schema.type).toBe('object');
     expect(schema.additionalProperties).toBe(false);
     expect(schema['jupyter.lab.shortcuts']).toEqual([]);
     expect(schema['jupyter.lab.toolbars'].Cell).toEqual([{ name: 'codeagent-cell-actions', rank: 100 }]);
+    expect(schema['jupyter.lab.toolbars'].Notebook).toEqual([{ name: 'codeagent-model', rank: 990 }]);
   });
   it('agrees with the defaults the code uses', () => {
     for (const [name, value] of Object.entries(SETTING_DEFAULTS)) expect(schema.properties[name]!.default).toEqual(value);

@@ -7,12 +7,18 @@ describe('explicitSettings (only what the user set is sent)', () => {
     expect(explicitSettings(null)).toEqual({});
     expect(explicitSettings(undefined)).toEqual({});
   });
-  it('keeps explicitly set values, including ones equal to a default or empty', () => {
-    expect(explicitSettings({ codeagentModel: 'gpt-x', codeagentServerUser: 'codeagent', codeagentServerPassword: '' })).toEqual({
+  it('keeps explicitly set values that differ from their defaults', () => {
+    expect(explicitSettings({ codeagentModel: 'gpt-x', codeagentServerUser: 'me', codeagentServerPassword: 'pw', requestTimeoutSeconds: 30 })).toEqual({
       codeagentModel: 'gpt-x',
-      codeagentServerUser: 'codeagent',
-      codeagentServerPassword: '',
+      codeagentServerUser: 'me',
+      codeagentServerPassword: 'pw',
+      requestTimeoutSeconds: 30,
     });
+  });
+  it('drops values equal to their defaults: the Settings Editor saves every field it shows', () => {
+    // What the Settings Editor writes after the user changed only the time-out.
+    expect(explicitSettings({ ...SETTING_DEFAULTS, requestTimeoutSeconds: 45 })).toEqual({ requestTimeoutSeconds: 45 });
+    expect(explicitSettings({ ...SETTING_DEFAULTS })).toEqual({});
   });
   it('drops unknown keys, wrong types and out-of-range time-outs', () => {
     expect(

@@ -26,17 +26,19 @@ const STRING_FIELDS = ['codeagentServerUrl', 'codeagentServerUser', 'codeagentSe
  * The settings the user set explicitly (the "user" layer of JupyterLab's settings, not the
  * defaults), limited to the six known fields with the right types. Only these are sent to the
  * bridge, so that the server's own environment (e.g. CODEAGENT_BRIDGE_URL) still applies
- * where the user set nothing.
+ * where the user set nothing. A value equal to its default counts as not set: the Settings
+ * Editor writes every field it shows into the user layer when any one is edited, and sending
+ * the default URL would override the server's CODEAGENT_BRIDGE_URL (and be refused).
  */
 export function explicitSettings(user: Readonly<Record<string, unknown>> | null | undefined): Partial<BridgeSettings> {
   const out: Partial<BridgeSettings> = {};
   if (!user) return out;
   for (const key of STRING_FIELDS) {
     const v = user[key];
-    if (typeof v === 'string') out[key] = v;
+    if (typeof v === 'string' && v !== SETTING_DEFAULTS[key]) out[key] = v;
   }
   const t = user.requestTimeoutSeconds;
-  if (typeof t === 'number' && Number.isInteger(t) && t >= TIMEOUT_MIN_SECONDS && t <= TIMEOUT_MAX_SECONDS) {
+  if (typeof t === 'number' && Number.isInteger(t) && t >= TIMEOUT_MIN_SECONDS && t <= TIMEOUT_MAX_SECONDS && t !== SETTING_DEFAULTS.requestTimeoutSeconds) {
     out.requestTimeoutSeconds = t;
   }
   return out;
