@@ -6,6 +6,7 @@ import type { Kysely } from 'kysely';
 import type { DB, Database } from '@codeagent/db';
 import { WEBDAV_EXTRA_METHODS, requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import { userAuth } from '@codeagent/service-kit';
+import { SESSION_COOKIE } from '@codeagent/auth';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';
@@ -66,7 +67,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-          cookie: { type: 'apiKey', in: 'cookie', name: 'codeagent_session' },
+          cookie: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE },
         },
       },
       security: [{ bearer: [] }, { cookie: [] }],
