@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import multipart from '@fastify/multipart';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { BadRequestError, ListQuery, PayloadTooLargeError, listResponse, requestBody } from '@codeagent/service-kit';
+import { BadRequestError, ListQuery, PayloadTooLargeError, RangeNotSatisfiableError, listResponse, requestBody } from '@codeagent/service-kit';
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
 import { requireWorkspaceAccess } from '../domain/workspaces.js';
@@ -185,7 +185,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       const object = await files.stat(req.params.ws, path);
       const range = parseRange(req.headers.range, object.size);
       if (range === 'unsatisfiable') {
-        return reply.code(416).header('content-range', `bytes */${object.size}`).send({ error: 'range_not_satisfiable', message: `the object has ${object.size} bytes` });
+        throw new RangeNotSatisfiableError(object.size);
       }
       objectHeaders(reply, object);
       if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
