@@ -26,6 +26,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.post(
     '/auth/login',
     {
+      config: { access: 'public' },
       schema: {
         tags: ['auth'],
         summary: 'Log in with email and password',
@@ -68,7 +69,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
 
   app.post(
     '/auth/logout',
-    { onRequest: app.requireUser, schema: { tags: ['auth'], summary: 'Log out: revoke the token, clear the cookie', response: { 204: Type.Null(), ...errors(401) } } },
+    { config: { access: 'user' }, schema: { tags: ['auth'], summary: 'Log out: revoke the token, clear the cookie', response: { 204: Type.Null(), ...errors(401) } } },
     async (req, reply) => {
       await revokeToken(opts.db, req.user.id, req.tokenClaims.jti, new Date(req.tokenClaims.exp * 1000));
       await app.userChanged(req.user.id);
@@ -84,7 +85,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.get(
     '/auth/session',
     {
-      onRequest: app.requireUser,
+      config: { access: 'user' },
       schema: {
         tags: ['auth'],
         summary: 'Check a session: 200 with the user id and whether a system administrator, or 401',
@@ -108,7 +109,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.post(
     '/auth/password',
     {
-      onRequest: app.requireUser,
+      config: { access: 'user' },
       schema: {
         tags: ['auth'],
         summary: 'Change your own password; every other session of yours ends',
@@ -137,7 +138,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.get(
     '/auth/me',
     {
-      onRequest: app.requireUser,
+      config: { access: 'user' },
       schema: {
         tags: ['auth'],
         summary: 'The logged-in user and their workspaces',

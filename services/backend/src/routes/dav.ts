@@ -77,7 +77,6 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
   // Bodies reach the handlers as the untouched request stream (PUT streams it to storage).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, _payload, done) => done(null));
-  app.addHook('onRequest', app.requireUserOrBasic);
   // Mount clients ask for credentials only when challenged.
   app.addHook('onSend', async (_req, reply, payload) => {
     if (reply.statusCode === 401) reply.header('www-authenticate', `Basic realm="${DAV_REALM}", charset="UTF-8"`);
@@ -289,7 +288,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     }
   };
 
-  const route = { method: [...DAV_METHODS, ...DAV_REFUSED_METHODS], handler, exposeHeadRoute: false, schema: { hide: true } };
+  const route = { method: [...DAV_METHODS, ...DAV_REFUSED_METHODS], handler, exposeHeadRoute: false, schema: { hide: true }, config: { access: 'dav' as const } };
   app.route({ ...route, url: '/:ws' });
   app.route({ ...route, url: '/:ws/*' });
 };
