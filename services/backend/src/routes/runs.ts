@@ -20,6 +20,7 @@ import {
 } from '../domain/runs.js';
 import type { WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
+import { Run, RunStatus, Schedule } from '../domain/schemas.js';
 
 /** Reads a run log from the run_log area; undefined when there is none (yet). */
 export type RunLogReader = (logKey: string) => Promise<NodeJS.ReadableStream | undefined>;
@@ -30,41 +31,6 @@ export interface RunsRoutesOptions {
   readRunLog: RunLogReader;
   limits?: RunLimits;
 }
-
-const Time = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
-const RunStatus = Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')]);
-export const Run = Type.Object(
-  {
-    id: Type.String({ format: 'uuid' }),
-    workspace_id: Type.String({ format: 'uuid' }),
-    schedule_id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
-    notebook_path: Type.String(),
-    parameters: Type.Record(Type.String(), Type.Unknown()),
-    status: RunStatus,
-    created_at: Type.String({ format: 'date-time' }),
-    started_at: Time,
-    finished_at: Time,
-    error: Type.Union([Type.String(), Type.Null()]),
-    log_key: Type.Union([Type.String(), Type.Null()]),
-    output_path: Type.Union([Type.String(), Type.Null()]),
-  },
-  { $id: 'Run' },
-);
-export const Schedule = Type.Object(
-  {
-    id: Type.String({ format: 'uuid' }),
-    workspace_id: Type.String({ format: 'uuid' }),
-    notebook_path: Type.String(),
-    cron: Type.String(),
-    timezone: Type.String(),
-    enabled: Type.Boolean(),
-    next_run_at: Time,
-    last_run_at: Time,
-    created_at: Type.String({ format: 'date-time' }),
-    updated_at: Type.String({ format: 'date-time' }),
-  },
-  { $id: 'Schedule' },
-);
 
 const NotebookPath = Type.String({ minLength: 1, maxLength: 1024, pattern: '\\.ipynb$' });
 const Ws = Type.Object({ ws: Type.String({ maxLength: 64 }) });
