@@ -6,3 +6,15 @@ export type { HashingLimits } from './hashing-gate.js';
 export { issueUserToken, verifyUserToken, InvalidTokenError } from './jwt.js';
 export type { UserTokenClaims, IssuedToken } from './jwt.js';
 export { INTERNAL_TOKEN_HEADER } from './internal-token.js';
+export {
+  SESSION_COOKIE,
+  SAFE_METHODS,
+  sessionCookieOptions,
+  readCookie,
+  withoutCookie,
+  requestCredential,
+  isSameOrigin,
+  isCrossSiteBrowserRequest,
+  refusedCrossSite,
+} from './session-cookie.js';
+export type { Credential, CredentialSource } from './session-cookie.js';

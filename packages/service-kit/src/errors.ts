@@ -1,8 +1,11 @@
 /**
- * One error type per failure kind; `plugin.ts` maps them to HTTP in one place.
- * `code` is the `error` field of SPEC §3 bodies; `message` is for people.
+ * One error type per failure kind; `plugin.ts` maps them to HTTP in one place (decision 0121).
+ * `code` is the `error` field of SPEC §3 bodies (SPEC §8's own strings, `"not found"` and
+ * `"validation failed"`, are passed as `code` by the cluster service); `message` is for people;
+ * `extra` joins the body; `headers` go on the answer (Retry-After, Content-Range).
  */
 export class AppError extends Error {
+  readonly headers: Record<string, string> = {};
   constructor(
     readonly statusCode: number,
     readonly code: string,
@@ -15,8 +18,8 @@ export class AppError extends Error {
 }
 
 export class BadRequestError extends AppError {
-  constructor(message: string, fields?: Record<string, string>) {
-    super(400, 'invalid_request', message, fields ? { fields } : {});
+  constructor(message: string, fields?: Record<string, string>, code = 'invalid_request') {
+    super(400, code, message, fields ? { fields } : {});
   }
 }
 
@@ -33,14 +36,36 @@ export class ForbiddenError extends AppError {
 }
 
 export class NotFoundError extends AppError {
-  constructor(message = 'not found') {
-    super(404, 'not_found', message);
+  constructor(message = 'not found', code = 'not_found') {
+    super(404, code, message);
   }
 }
 
 export class ConflictError extends AppError {
   constructor(message: string, code = 'conflict') {
     super(409, code, message);
+  }
+}
+
+/** 412: a condition of the request (WebDAV `Overwrite: F`) does not hold; nothing changed. */
+export class PreconditionFailedError extends AppError {
+  constructor(message: string) {
+    super(412, 'precondition_failed', message);
+  }
+}
+
+/** 415: the request carries a body of a kind this route does not take. */
+export class UnsupportedMediaTypeError extends AppError {
+  constructor(message: string) {
+    super(415, 'unsupported_media_type', message);
+  }
+}
+
+/** 416: the Range asked for lies beyond an object of `size` bytes (answers `Content-Range: bytes *\/size`). */
+export class RangeNotSatisfiableError extends AppError {
+  constructor(size: number) {
+    super(416, 'range_not_satisfiable', `the object has ${size} bytes`);
+    this.headers['content-range'] = `bytes */${size}`;
   }
 }
 
@@ -59,6 +84,7 @@ export class TooManyRequestsError extends AppError {
   constructor(message: string, retryAfterSeconds?: number) {
     super(429, 'too_many_requests', message);
     this.retryAfterSeconds = retryAfterSeconds === undefined ? undefined : Math.max(1, Math.ceil(retryAfterSeconds));
+    if (this.retryAfterSeconds !== undefined) this.headers['retry-after'] = String(this.retryAfterSeconds);
   }
 }
 

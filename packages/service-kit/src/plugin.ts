@@ -5,7 +5,7 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { lingerOnEarlyAnswers } from './linger.js';
 import { HashingBusyError } from '@codeagent/auth';
-import { AppError, BadRequestError, TooManyRequestsError } from './errors.js';
+import { AppError, BadRequestError } from './errors.js';
 import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request-guards.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -112,8 +112,7 @@ export const serviceKit = fp<ServiceKitOptions>(
 
     app.setErrorHandler(async (err: FastifyError, req, reply) => {
       if (err instanceof AppError) {
-        if (err instanceof TooManyRequestsError && err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
-        return reply.code(err.statusCode).send({ error: err.code, message: err.message, ...err.extra });
+        return reply.code(err.statusCode).headers(err.headers).send({ error: err.code, message: err.message, ...err.extra });
       }
       if (err instanceof HashingBusyError) {
         // Password hashing is at its cap (admission control): refuse at once, never queue.

@@ -1,12 +1,9 @@
-import '@fastify/cookie';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import { USERS_CHANNEL, findActiveTokenUser, isSystemAdmin, type DB, type Database, type Listener, type UserRow } from '@codeagent/db';
-import { parseBasicPassword, parseBearer, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
+import { refusedCrossSite, requestCredential, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
 import { ForbiddenError, UnauthorizedError } from './errors.js';
-
-export const SESSION_COOKIE = 'codeagent_session';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -31,39 +28,13 @@ declare module 'fastify' {
   }
 }
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
 /**
- * A write authenticated by the session cookie alone must come from our own origin
- * (SPEC §4.1): browsers send Sec-Fetch-Site, older ones at least Origin.
+ * The host the client addressed, for the origin rule of `@codeagent/auth`: the gateway in front
+ * forwards it as X-Forwarded-Host (a browser cannot set that header on a cross-site request
+ * without a preflight, which nothing here answers).
  */
-function isSameOrigin(req: FastifyRequest): boolean {
-  const site = req.headers['sec-fetch-site'];
-  if (typeof site === 'string') return site === 'same-origin' || site === 'none';
-  const origin = req.headers.origin;
-  if (typeof origin !== 'string') return false;
-  return originIsOurs(req, origin);
-}
-
-function originIsOurs(req: FastifyRequest, origin: string): boolean {
-  try {
-    const host = (req.headers['x-forwarded-host'] as string | undefined) ?? req.headers.host;
-    return new URL(origin).host === host;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A browser that says the request comes from another site. Browsers keep Basic credentials
- * and send them on their own, like a cookie; clients that are not browsers (mounts) send
- * neither header and are not refused for it.
- */
-function isCrossSiteBrowserRequest(req: FastifyRequest): boolean {
-  const site = req.headers['sec-fetch-site'];
-  if (typeof site === 'string') return !(site === 'same-origin' || site === 'none');
-  const origin = req.headers.origin;
-  return typeof origin === 'string' && !originIsOurs(req, origin);
+function addressedHost(req: FastifyRequest): string | undefined {
+  return (req.headers['x-forwarded-host'] as string | undefined) ?? req.headers.host;
 }
 
 export interface UserAuthOptions {
@@ -170,7 +141,7 @@ class TokenCheckCache {
  * session cookie holding the same token; signature, expiry, revocation (logout, every session of
  * the user revoked, the user disabled) and the user's existence are checked in one query, whose
  * answer is cached per token while a LISTEN connection announces every change of users (see
- * UserAuthOptions.listen). Register @fastify/cookie first.
+ * UserAuthOptions.listen). The credential and cross-site rules are `@codeagent/auth`'s (decision 0120).
  */
 export const userAuth = fp<UserAuthOptions>(
   async (app, opts) => {
@@ -187,11 +158,8 @@ export const userAuth = fp<UserAuthOptions>(
     });
 
     const authenticate = async (req: FastifyRequest, allowBasic: boolean): Promise<void> => {
-      const bearer = parseBearer(req.headers.authorization);
-      const basic = allowBasic && bearer === '' ? parseBasicPassword(req.headers.authorization) : '';
-      const cookie = req.cookies[SESSION_COOKIE] ?? '';
-      const token = bearer !== '' ? bearer : basic !== '' ? basic : cookie;
-      if (token === '') {
+      const credential = requestCredential(req.headers, { basic: allowBasic });
+      if (!credential) {
         throw new UnauthorizedError(
           allowBasic
             ? 'log in first: send your token as Authorization: Bearer <token>, or as the password of HTTP Basic (any user name)'
@@ -200,7 +168,7 @@ export const userAuth = fp<UserAuthOptions>(
       }
       let claims: UserTokenClaims;
       try {
-        claims = await verifyUserToken(token, opts.jwtSecret);
+        claims = await verifyUserToken(credential.token, opts.jwtSecret);
       } catch (err) {
         if (err instanceof InvalidTokenError) throw new UnauthorizedError(`${err.message}; log in again`);
         throw err;
@@ -212,11 +180,10 @@ export const userAuth = fp<UserAuthOptions>(
         if (!user) throw new UnauthorizedError('token is no longer valid; log in again');
         cache?.set(claims.jti, user, stamp);
       }
-      // Basic credentials a browser keeps go along even with another site's <script src> or
-      // <img>, which SameSite keeps the cookie from: refuse them cross-site for every method.
-      const crossSite =
-        bearer !== '' ? false : basic !== '' ? isCrossSiteBrowserRequest(req) : !SAFE_METHODS.has(req.method) && !isSameOrigin(req);
-      if (crossSite) throw new ForbiddenError('cross-site request refused: send the token in the Authorization header');
+      // Checked after the token so that a stale token says "log in again" first, as before.
+      if (refusedCrossSite(credential.source, req.method, req.headers, addressedHost(req))) {
+        throw new ForbiddenError('cross-site request refused: send the token in the Authorization header');
+      }
       req.user = user;
       req.tokenClaims = claims;
     };
@@ -229,5 +196,5 @@ export const userAuth = fp<UserAuthOptions>(
       if (!isSystemAdmin(req.user)) throw new ForbiddenError('only system administrators may use the platform administration');
     });
   },
-  { name: 'user-auth', dependencies: ['@fastify/cookie'] },
+  { name: 'user-auth' },
 );

@@ -1,3 +1,4 @@
+// The typings of s3rver (a test dependency, no types of its own); cli/tsconfig.json includes this file too.
 declare module 's3rver' {
   interface S3rverOptions {
     port?: number;

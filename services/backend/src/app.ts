@@ -6,6 +6,8 @@ import type { Kysely } from 'kysely';
 import type { DB, Database } from '@codeagent/db';
 import { WEBDAV_EXTRA_METHODS, requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import { userAuth } from '@codeagent/service-kit';
+import { SESSION_COOKIE } from '@codeagent/auth';
+import { routeAccess } from './routes/access.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';
@@ -66,7 +68,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-          cookie: { type: 'apiKey', in: 'cookie', name: 'codeagent_session' },
+          cookie: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE },
         },
       },
       security: [{ bearer: [] }, { cookie: [] }],
@@ -77,6 +79,8 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
   });
   app.addSchema(ErrorBody);
   await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret, listen: opts.listen });
+  // Every public route declares who may call it (config.access); one hook enforces it (decision 0122).
+  await app.register(routeAccess, { db: opts.db, prefix: PUBLIC_PREFIX });
 
   const files = new WorkspaceFiles(opts.db, opts.store, app.log, { quotaBytes: opts.workspaceQuotaBytes });
   const throttle = new LoginThrottle(opts.db, { ...DEFAULT_LOGIN_THROTTLE, ...opts.loginThrottle });
@@ -92,7 +96,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       await api.register(runsRoutes, { db: opts.db, files, readRunLog, limits: opts.runLimits ?? DEFAULT_RUN_LIMITS, prefix: '/workspaces' });
       await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
       await api.register(davRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/dav' });
-      api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+      api.get('/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/api/v1' },
   );

@@ -5,7 +5,6 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
@@ -13,6 +12,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
+import { listenOn, upgrade } from '@codeagent/gateway/upstream-testing';
 import { LocalObjectStore } from '@codeagent/storage';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
 
@@ -21,34 +21,6 @@ const CURL = '/usr/bin/curl';
 const MiB = 1024 * 1024;
 const MAX_UPLOAD = 128 * MiB;
 const JUPYTER_TOKEN = 'jupyter-token-only-the-gateway-knows';
-
-function listenOn(server: Server): Promise<string> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
-}
-
-/** Opens a websocket handshake; resolves with 101 or the refusal's status. */
-function upgrade(base: string, path: string, headers: Record<string, string>): Promise<number> {
-  const url = new URL(path, base);
-  return new Promise((resolve, reject) => {
-    const req = request({
-      host: url.hostname,
-      port: url.port,
-      path: url.pathname,
-      agent: false,
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
-    });
-    req.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      resolve(101);
-    });
-    req.on('response', (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;

@@ -2,9 +2,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { matchesAny, parseBearer, safeEqual, tokenFingerprint } from '@codeagent/auth';
-import { UnauthorizedError, requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import { BadRequestError, UnauthorizedError, requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import type { OutboundClient } from '@codeagent/safe-fetch';
-import { ClusterError, ClusterService, SecretBox, validateCluster, type BetweenChangeAndAudit } from './domain/clusters.js';
+import { ClusterService, SecretBox, VALIDATION_FAILED, validateCluster, type BetweenChangeAndAudit } from './domain/clusters.js';
 import { DatabaseRateLimiter } from './domain/rate-limit.js';
 import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { McpEvents, buildMcpServer } from './mcp.js';
@@ -96,7 +96,7 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
         const q = req.query;
         const limit = q.limit === undefined ? 100 : Number(q.limit);
         if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-          throw new ClusterError(400, 'validation failed', 'limit must be 1–1000', { fields: { limit: 'an integer from 1 to 1000' } });
+          throw new BadRequestError('limit must be 1–1000', { limit: 'an integer from 1 to 1000' }, VALIDATION_FAILED);
         }
         return clusters.auditLog({ targetId: q.target_id, action: q.action, limit, cursor: q.cursor });
       });

@@ -1,7 +1,8 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { OutboundError, type OutboundClient } from '@codeagent/safe-fetch';
-import { ClusterError, toClusterDto, type ClusterService } from './domain/clusters.js';
+import { NotFoundError } from '@codeagent/service-kit';
+import { toClusterDto, type ClusterService } from './domain/clusters.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import { RequestRefusedError, clusterRequestUrl } from './domain/request-url.js';
 import { redactBaseUrl } from './domain/base-url.js';
@@ -39,7 +40,7 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
       try {
         return text(toClusterDto(await clusters.row(cluster)));
       } catch (err) {
-        if (err instanceof ClusterError) return failure(`cluster ${cluster} not found`);
+        if (err instanceof NotFoundError) return failure(`cluster ${cluster} not found`);
         throw err;
       }
     },
@@ -65,7 +66,7 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
       try {
         row = await clusters.row(cluster);
       } catch (err) {
-        if (err instanceof ClusterError) return failure(`cluster ${cluster} not found`);
+        if (err instanceof NotFoundError) return failure(`cluster ${cluster} not found`);
         throw err;
       }
       let url: URL;

@@ -1,59 +1,14 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
-import { parseBearer } from '@codeagent/auth';
+import { refusedCrossSite, requestCredential } from '@codeagent/auth';
 import { MESSAGES } from './routes.js';
 
-export const SESSION_COOKIE = 'codeagent_session';
+// The cookie's name and the cookie/origin rule are the platform's one copy in @codeagent/auth
+// (decision 0120); re-exported for app.ts and nginx.ts.
+export { SESSION_COOKIE, withoutCookie } from '@codeagent/auth';
 
 /** The backend route that answers who a session is (SPEC §4.1 addition), or 401. */
 export const SESSION_CHECK_PATH = '/api/v1/auth/session';
-
-/** The value of one cookie of a Cookie header (first occurrence), or ''. */
-export function readCookie(header: string | undefined, name: string): string {
-  if (!header) return '';
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq === -1) continue;
-    if (part.slice(0, eq).trim() === name) {
-      const raw = part.slice(eq + 1).trim();
-      try {
-        return decodeURIComponent(raw);
-      } catch {
-        return raw;
-      }
-    }
-  }
-  return '';
-}
-
-/** The Cookie header without the platform's session cookie (Jupyter never needs it). */
-export function withoutCookie(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
-  const kept = header
-    .split(';')
-    .map((p) => p.trim())
-    .filter((p) => p !== '' && p.split('=')[0]!.trim() !== name);
-  return kept.length > 0 ? kept.join('; ') : undefined;
-}
-
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/**
- * A request authenticated by the cookie alone must come from our own origin when it changes
- * something or opens a websocket (kernels execute code): Sec-Fetch-Site, else Origin against
- * the host the client addressed (`host`: Host, or a trusted proxy's X-Forwarded-Host).
- */
-export function isSameOrigin(headers: IncomingHttpHeaders, host: string): boolean {
-  const site = headers['sec-fetch-site'];
-  if (typeof site === 'string') return site === 'same-origin' || site === 'none';
-  const origin = headers.origin;
-  if (typeof origin !== 'string') return false;
-  try {
-    return new URL(origin).host === host;
-  } catch {
-    return false;
-  }
-}
 
 /** What the backend says about a session token. */
 export type SessionAnswer =
@@ -127,14 +82,12 @@ const LOG_IN = MESSAGES.jupyterLogIn;
  * administrator: the shared server runs every user's code as one user, with all files.
  */
 export async function checkJupyterAccess(method: string, headers: IncomingHttpHeaders, host: string, requestId: string, sessions: SessionChecker): Promise<JupyterAccess> {
-  const bearer = parseBearer(headers.authorization);
-  const token = bearer !== '' ? bearer : readCookie(headers.cookie, SESSION_COOKIE);
-  if (token === '') return { ok: false, status: 401, error: 'unauthorized', message: LOG_IN };
-  const upgrade = String(headers.upgrade ?? '').toLowerCase() === 'websocket';
-  if (bearer === '' && (upgrade || !SAFE_METHODS.has(method)) && !isSameOrigin(headers, host)) {
+  const credential = requestCredential(headers);
+  if (!credential) return { ok: false, status: 401, error: 'unauthorized', message: LOG_IN };
+  if (refusedCrossSite(credential.source, method, headers, host)) {
     return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterCrossSite };
   }
-  const answer = await sessions.check(token, requestId);
+  const answer = await sessions.check(credential.token, requestId);
   switch (answer.kind) {
     case 'invalid':
       return { ok: false, status: 401, error: 'unauthorized', message: answer.message };

@@ -1,15 +1,10 @@
-import { createHash } from 'node:crypto';
-import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
+import { acceptWebsocket, listenOn, upgrade } from './upstream-testing.js';
 
 const JUPYTER_TOKEN = 'the-jupyter-servers-own-token';
-
-function listenOn(server: Server): Promise<string> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
-}
 
 interface Seen {
   url: string;
@@ -31,35 +26,9 @@ function recordingServer(seen: Seen[]): Server {
   });
   server.on('upgrade', (req, socket) => {
     seen.push({ url: req.url ?? '', method: 'UPGRADE', headers: req.headers });
-    const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-    upgradedSockets.add(socket);
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+    acceptWebsocket(req, socket, upgradedSockets);
   });
   return server;
-}
-
-/** Opens a websocket handshake through the gateway; resolves with 101 or the refusal's status. */
-function upgrade(base: string, path: string, headers: Record<string, string>): Promise<number> {
-  const url = new URL(path, base);
-  return new Promise((resolve, reject) => {
-    const req = request({
-      host: url.hostname,
-      port: url.port,
-      path: url.pathname + url.search,
-      agent: false, // a refused handshake closes its socket: never reuse one
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
-    });
-    req.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      resolve(101);
-    });
-    req.on('response', (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 /**

@@ -1,20 +1,15 @@
 // Several instances of a component behind one ingress (issue 18): balanced, a dead instance
 // skipped, one user kept on one Jupyter instance over HTTP and websockets. Through the gateway
 // and through nginx with the rendered configuration.
-import { createHash } from 'node:crypto';
-import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
 import { UpstreamPool } from './upstream-pool.js';
+import { acceptWebsocket, listenOn, stopServer as stop, upgrade } from './upstream-testing.js';
 
 const JUPYTER_TOKEN = 'replica-jupyter-token';
 const sockets = new Set<Duplex>();
-
-function listenOn(server: Server, port = 0): Promise<string> {
-  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
-}
 
 /** An instance that names itself in every answer (and accepts websockets). */
 function instance(name: string, seen: string[]): Server {
@@ -33,9 +28,7 @@ function instance(name: string, seen: string[]): Server {
   });
   server.on('upgrade', (req, socket) => {
     seen.push(`${name} UPGRADE ${req.url}`);
-    sockets.add(socket);
-    const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+    acceptWebsocket(req, socket, sockets);
   });
   return server;
 }
@@ -51,34 +44,6 @@ function sessionBackend(): Server {
     res.writeHead(req.url === '/readyz' ? 200 : 401, { 'content-type': 'application/json' });
     res.end('{}');
   });
-}
-
-function upgrade(base: string, path: string, headers: Record<string, string>): Promise<number> {
-  const url = new URL(path, base);
-  return new Promise((resolve, reject) => {
-    const req = request({
-      host: url.hostname,
-      port: url.port,
-      path: url.pathname,
-      agent: false,
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
-    });
-    req.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      resolve(101);
-    });
-    req.on('response', (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-async function stop(server: Server): Promise<void> {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
 }
 
 describe.each(INGRESSES)('replicas behind %s', (kind) => {

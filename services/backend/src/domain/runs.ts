@@ -4,6 +4,7 @@ import { QueueFullError, cancelQueuedRunsOfSchedule, cancelRun as cancelQueuedOr
 import { BadRequestError, ConflictError, NotFoundError, TooManyRequestsError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
 import type { WorkspaceFiles } from '@codeagent/files';
+import type { RunDto, ScheduleDto } from './schemas.js';
 
 /** Run flood limits of SPEC §4.5 (settings SCHEDULE_MIN_INTERVAL_SECONDS, MAX_*_PER_WORKSPACE). */
 export interface RunLimits {
@@ -14,33 +15,7 @@ export interface RunLimits {
 
 export const DEFAULT_RUN_LIMITS: RunLimits = { scheduleMinIntervalSeconds: 60, maxSchedulesPerWorkspace: 50, maxQueuedRunsPerWorkspace: 100 };
 
-export interface RunDto {
-  id: string;
-  workspace_id: string;
-  schedule_id: string | null;
-  notebook_path: string;
-  parameters: Record<string, unknown>;
-  status: RunStatus;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  error: string | null;
-  log_key: string | null;
-  output_path: string | null;
-}
-
-export interface ScheduleDto {
-  id: string;
-  workspace_id: string;
-  notebook_path: string;
-  cron: string;
-  timezone: string;
-  enabled: boolean;
-  next_run_at: string | null;
-  last_run_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
+export type { RunDto, ScheduleDto };
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 

@@ -2,20 +2,13 @@ import type { Kysely, Transaction, Updateable } from 'kysely';
 import { ADMIN_ROLE_ID, isForeignKeyViolation, notifyUserChanged, isSystemAdmin, isUniqueViolation, withRetry, type DB, type UserRow, type UsersTable } from '@codeagent/db';
 import { hashPassword, verifyPassword, equalizeTimingForUnknownUser } from '@codeagent/auth';
 import { BadRequestError, ConflictError, NotFoundError, decodeCursor, isUuid, keysetPage } from '@codeagent/service-kit';
+import type { UserDto } from './schemas.js';
 
 export { isSystemAdmin };
 
 export const DEFAULT_ROLE_ID = 'user';
 
-export interface UserDto {
-  id: string;
-  email: string;
-  name: string;
-  platform_role_id: string;
-  is_system_admin: boolean;
-  created_at: string;
-  disabled_at: string | null;
-}
+export type { UserDto };
 
 export function toUserDto(user: UserRow): UserDto {
   return {
@@ -117,7 +110,6 @@ export async function revokeToken(db: Kysely<DB>, userId: string, jti: string, e
   });
   await db.deleteFrom('revoked_tokens').where('expires_at', '<', new Date()).execute();
 }
-
 
 /** Who performs an administrative change on a user, and with which token. */
 export interface UserActor {

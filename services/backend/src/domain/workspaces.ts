@@ -1,27 +1,9 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { isForeignKeyViolation, isUniqueViolation, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
 import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
+import type { MemberDto, WorkspaceDto } from './schemas.js';
 
-
-export interface WorkspaceDto {
-  id: string;
-  name: string;
-  description: string;
-  created_at: string;
-  updated_at: string;
-  deleted_at: string | null;
-  member_count: number;
-}
-
-export interface MemberDto {
-  workspace_id: string;
-  user_id: string;
-  email: string;
-  name: string;
-  role: MemberRole;
-  created_at: string;
-  updated_at: string;
-}
+export type { MemberDto, WorkspaceDto };
 
 /** Who performs a change; the self-removal rule needs to know. */
 export interface Actor {

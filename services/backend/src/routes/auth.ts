@@ -3,12 +3,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { admitPasswordCheck, issueUserToken } from '@codeagent/auth';
+import { SESSION_COOKIE, admitPasswordCheck, issueUserToken, sessionCookieOptions } from '@codeagent/auth';
 import { ForbiddenError, UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
 import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
 import { workspacesOfUser } from '../domain/workspaces.js';
-import { SESSION_COOKIE } from '@codeagent/service-kit';
 import { MemberRole, Password, User, errors } from './schemas.js';
 
 export interface AuthRoutesOptions {
@@ -27,6 +26,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.post(
     '/auth/login',
     {
+      config: { access: 'public' },
       schema: {
         tags: ['auth'],
         summary: 'Log in with email and password',
@@ -56,13 +56,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       });
       if (!user) throw new UnauthorizedError('email or password is wrong', 'invalid_credentials');
       const issued = await issueUserToken(user.id, opts.jwtSecret, opts.jwtTtlSeconds);
-      reply.setCookie(SESSION_COOKIE, issued.token, {
-        httpOnly: true,
-        sameSite: 'lax',
-        path: '/',
-        secure: secureCookie(req),
-        maxAge: opts.jwtTtlSeconds,
-      });
+      reply.setCookie(SESSION_COOKIE, issued.token, { ...sessionCookieOptions(secureCookie(req)), maxAge: opts.jwtTtlSeconds });
       return {
         access_token: issued.token,
         token_type: 'Bearer' as const,
@@ -75,11 +69,11 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
 
   app.post(
     '/auth/logout',
-    { onRequest: app.requireUser, schema: { tags: ['auth'], summary: 'Log out: revoke the token, clear the cookie', response: { 204: Type.Null(), ...errors(401) } } },
+    { config: { access: 'user' }, schema: { tags: ['auth'], summary: 'Log out: revoke the token, clear the cookie', response: { 204: Type.Null(), ...errors(401) } } },
     async (req, reply) => {
       await revokeToken(opts.db, req.user.id, req.tokenClaims.jti, new Date(req.tokenClaims.exp * 1000));
       await app.userChanged(req.user.id);
-      reply.clearCookie(SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'lax', secure: secureCookie(req) });
+      reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(secureCookie(req)));
       return reply.code(204).send(null);
     },
   );
@@ -91,7 +85,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.get(
     '/auth/session',
     {
-      onRequest: app.requireUser,
+      config: { access: 'user' },
       schema: {
         tags: ['auth'],
         summary: 'Check a session: 200 with the user id and whether a system administrator, or 401',
@@ -115,7 +109,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.post(
     '/auth/password',
     {
-      onRequest: app.requireUser,
+      config: { access: 'user' },
       schema: {
         tags: ['auth'],
         summary: 'Change your own password; every other session of yours ends',
@@ -144,7 +138,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   app.get(
     '/auth/me',
     {
-      onRequest: app.requireUser,
+      config: { access: 'user' },
       schema: {
         tags: ['auth'],
         summary: 'The logged-in user and their workspaces',

@@ -4,10 +4,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import multipart from '@fastify/multipart';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { BadRequestError, ListQuery, PayloadTooLargeError, listResponse, requestBody } from '@codeagent/service-kit';
+import { BadRequestError, ListQuery, PayloadTooLargeError, RangeNotSatisfiableError, listResponse, requestBody } from '@codeagent/service-kit';
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
-import { requireWorkspaceAccess } from '../domain/workspaces.js';
 import { errors } from './schemas.js';
 import { objectContentHeaders } from './object-headers.js';
 
@@ -91,8 +90,7 @@ export function checkDeclaredLength(req: FastifyRequest, max: number): void {
  * Data resources (SPEC §4.3). Content streams from the request to storage and from storage to
  * the response, never whole in memory.
  */
-export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions> = async (app, { db, files, maxUploadBytes }) => {
-  app.addHook('onRequest', app.requireUser);
+export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions> = async (app, { files, maxUploadBytes }) => {
   const tags = ['data-resources'];
 
   // Raw uploads: every content type reaches the handler as the untouched request stream.
@@ -104,6 +102,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     raw.put(
       '/:ws/objects/*',
       {
+        config: { access: 'workspace-editor' },
         schema: {
           tags,
           summary: 'Store the raw request body at the path (201 new, 200 replaced; the replaced content becomes a version)',
@@ -113,7 +112,6 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       },
       async (req, reply) => {
         const path = pathOf(req.params);
-        await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
         checkDeclaredLength(req, maxUploadBytes);
         const { object, created } = await files.put(req.params.ws, path, requestBody(req.raw), {
           contentType: req.headers['content-type'],
@@ -131,6 +129,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     form.post(
       '/:ws/uploads',
       {
+        config: { access: 'workspace-editor' },
         schema: {
           tags,
           summary: 'Upload a file as multipart/form-data: field `path`, then field `file`',
@@ -140,7 +139,6 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         },
       },
       async (req, reply) => {
-        await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
         checkDeclaredLength(req, maxUploadBytes + 64 * 1024);
         if (!req.isMultipart()) throw new BadRequestError('send multipart/form-data with a field `path` and then a field `file`', { file: 'missing' });
         let path: string | undefined;
@@ -171,6 +169,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
   app.get(
     '/:ws/objects/*',
     {
+      config: { access: 'workspace-viewer' },
       schema: {
         tags,
         summary: 'Read an object (Range → 206)',
@@ -181,11 +180,10 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
     async (req, reply) => {
       const path = pathOf(req.params);
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       const object = await files.stat(req.params.ws, path);
       const range = parseRange(req.headers.range, object.size);
       if (range === 'unsatisfiable') {
-        return reply.code(416).header('content-range', `bytes */${object.size}`).send({ error: 'range_not_satisfiable', message: `the object has ${object.size} bytes` });
+        throw new RangeNotSatisfiableError(object.size);
       }
       objectHeaders(reply, object);
       if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
@@ -199,9 +197,8 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
   );
 
-  app.head('/:ws/objects/*', { schema: { tags, summary: 'Headers of an object', params: WsPath } }, async (req, reply) => {
+  app.head('/:ws/objects/*', { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Headers of an object', params: WsPath } }, async (req, reply) => {
     const path = pathOf(req.params);
-    await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
     const object = await files.stat(req.params.ws, path);
     objectHeaders(reply, object);
     return reply.header('content-length', object.size).send();
@@ -210,6 +207,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
   app.get(
     '/:ws/objects',
     {
+      config: { access: 'workspace-viewer' },
       schema: {
         tags,
         summary: 'List objects by prefix',
@@ -219,7 +217,6 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       },
     },
     async (req) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       try {
         return await files.list(req.params.ws, req.query.prefix ?? '', req.query.limit ?? 100, req.query.cursor);
       } catch (err) {
@@ -231,10 +228,9 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
 
   app.delete(
     '/:ws/objects/*',
-    { schema: { tags, summary: 'Move an object to the trash', params: WsPath, response: { 204: Type.Null(), ...errors(400, 401, 403, 404) } } },
+    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Move an object to the trash', params: WsPath, response: { 204: Type.Null(), ...errors(400, 401, 403, 404) } } },
     async (req, reply) => {
       const path = pathOf(req.params);
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       await files.remove(req.params.ws, path, req.user.id);
       return reply.code(204).send(null);
     },
@@ -243,6 +239,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
   app.get(
     '/:ws/versions/*',
     {
+      config: { access: 'workspace-viewer' },
       schema: {
         tags,
         summary: 'List the versions of a path, newest first; with version_id, that version’s content',
@@ -252,7 +249,6 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
     async (req, reply) => {
       const path = pathOf(req.params);
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       if (req.query.version_id === undefined) return { items: await files.versions(req.params.ws, path) };
       const { version, body } = await files.openVersion(req.params.ws, path, req.query.version_id);
       reply
@@ -267,6 +263,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
   app.post(
     '/:ws/versions/*',
     {
+      config: { access: 'workspace-editor' },
       schema: {
         tags,
         summary: 'Restore a version (POST …/versions/{path}/restore); the current content becomes a version',
@@ -279,34 +276,30 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       const raw = req.params['*'];
       if (!raw.endsWith('/restore')) throw new BadRequestError('POST …/versions/{path}/restore restores a version', { path: 'must end with /restore' });
       const path = pathOf({ '*': raw.slice(0, -'/restore'.length) });
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       return files.restoreVersion(req.params.ws, path, req.body.version_id, req.user.id);
     },
   );
 
   app.get(
     '/:ws/trash',
-    { schema: { tags, summary: 'List the trash, newest first', params: Ws, querystring: ListQuery, response: { 200: listResponse(TrashSchema), ...errors(400, 401, 404) } } },
+    { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'List the trash, newest first', params: Ws, querystring: ListQuery, response: { 200: listResponse(TrashSchema), ...errors(400, 401, 404) } } },
     async (req) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       return files.trash(req.params.ws, req.query.limit ?? 100, req.query.cursor);
     },
   );
 
   app.post(
     '/:ws/trash/:id/restore',
-    { schema: { tags, summary: 'Restore a trashed object to its path (409 if the path is live)', params: WsId, response: { 200: ObjectSchema, ...errors(401, 403, 404, 409) } } },
+    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Restore a trashed object to its path (409 if the path is live)', params: WsId, response: { 200: ObjectSchema, ...errors(401, 403, 404, 409) } } },
     async (req) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       return files.restoreTrash(req.params.ws, req.params.id, req.user.id);
     },
   );
 
   app.delete(
     '/:ws/trash/:id',
-    { schema: { tags, summary: 'Purge a trash item for good', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
+    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Purge a trash item for good', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
     async (req, reply) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       await files.purgeTrash(req.params.ws, req.params.id);
       return reply.code(204).send(null);
     },

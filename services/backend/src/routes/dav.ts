@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { AppError, BadRequestError, ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError, requestBody } from '@codeagent/service-kit';
+import { AppError, BadRequestError, ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError, PreconditionFailedError, RangeNotSatisfiableError, UnsupportedMediaTypeError, requestBody } from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
 import { requireWorkspaceAccess } from '../domain/workspaces.js';
@@ -77,7 +77,6 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
   // Bodies reach the handlers as the untouched request stream (PUT streams it to storage).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, _payload, done) => done(null));
-  app.addHook('onRequest', app.requireUserOrBasic);
   // Mount clients ask for credentials only when challenged.
   app.addHook('onSend', async (_req, reply, payload) => {
     if (reply.statusCode === 401) reply.header('www-authenticate', `Basic realm="${DAV_REALM}", charset="UTF-8"`);
@@ -147,7 +146,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (req.method === 'HEAD') return reply.header('content-length', object.size).send();
     const range = parseRange(req.headers.range, object.size);
     if (range === 'unsatisfiable') {
-      return reply.code(416).header('content-range', `bytes */${object.size}`).send({ error: 'range_not_satisfiable', message: `the object has ${object.size} bytes` });
+      throw new RangeNotSatisfiableError(object.size);
     }
     if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
     const opened = await files.open(t.workspace, t.path, range);
@@ -199,7 +198,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
   };
 
   const mkcol = async (req: FastifyRequest, reply: FastifyReply, t: DavTarget) => {
-    if (hasBody(req)) return reply.code(415).send({ error: 'unsupported_media_type', message: 'MKCOL takes no body' });
+    if (hasBody(req)) throw new UnsupportedMediaTypeError('MKCOL takes no body');
     if (t.path === '' || (await files.kindOf(t.workspace, t.path)) !== undefined) {
       throw new AppError(405, 'method_not_allowed', `${t.path || 'the root'} exists already`);
     }
@@ -234,7 +233,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     await refuseUnderObject(dest);
     const existing = await files.pathsAt(dest.workspace, dest.path);
     if (existing.length > 0 && !overwrite) {
-      return reply.code(412).send({ error: 'precondition_failed', message: `${dest.path} exists and Overwrite is F` });
+      throw new PreconditionFailedError(`${dest.path} exists and Overwrite is F`);
     }
     // A folder COPY with Depth 0 copies the folder alone (an empty folder).
     const depth = req.headers.depth ?? 'infinity';
@@ -289,7 +288,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     }
   };
 
-  const route = { method: [...DAV_METHODS, ...DAV_REFUSED_METHODS], handler, exposeHeadRoute: false, schema: { hide: true } };
+  const route = { method: [...DAV_METHODS, ...DAV_REFUSED_METHODS], handler, exposeHeadRoute: false, schema: { hide: true }, config: { access: 'dav' as const } };
   app.route({ ...route, url: '/:ws' });
   app.route({ ...route, url: '/:ws/*' });
 };

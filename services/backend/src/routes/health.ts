@@ -38,7 +38,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
   });
   app.get(
     '/health',
-    { schema: { tags: ['health'], summary: 'Health of the backend and what it depends on', response: { 200: Body, 503: Body } } },
+    { config: { access: 'public' }, schema: { tags: ['health'], summary: 'Health of the backend and what it depends on', response: { 200: Body, 503: Body } } },
     async (req, reply) => {
       const [database, storage, runtime] = await Promise.all([
         settle(async () => {

@@ -31,12 +31,12 @@ const Description = Type.String({ maxLength: 10_000 });
 
 /** Platform administration (SPEC §4.2): system administrators only. */
 export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = async (app, { db, throttle }) => {
-  app.addHook('onRequest', app.requireSystemAdmin);
   const tags = ['platform'];
 
   app.post(
     '/users',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Create a user',
@@ -49,7 +49,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
 
   app.get(
     '/users',
-    { schema: { tags, summary: 'List users', querystring: ListQuery, response: { 200: listResponse(User), ...errors(400, 401, 403) } } },
+    { config: { access: 'system-admin' }, schema: { tags, summary: 'List users', querystring: ListQuery, response: { 200: listResponse(User), ...errors(400, 401, 403) } } },
     async (req) => listUsers(db, req.query.limit ?? 100, req.query.cursor),
   );
 
@@ -58,6 +58,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.patch(
     '/users/:id',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Change a user: name, platform role, disabled (disabling ends their sessions at once)',
@@ -80,6 +81,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.post(
     '/users/:id/password',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: "Set a user's password; their sessions end at once",
@@ -101,6 +103,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.delete(
     '/users/:id',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Delete a user and their memberships (not yourself, not the last admin of a workspace or of the platform)',
@@ -119,6 +122,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.post(
     '/workspaces',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Create a workspace; its first member (the caller by default) becomes its admin',
@@ -138,6 +142,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.get(
     '/workspaces',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'List workspaces (soft-deleted ones only with include_deleted=true)',
@@ -150,13 +155,14 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
 
   app.get(
     '/workspaces/:id',
-    { schema: { tags, summary: 'Read a workspace', params: WorkspaceParams, response: { 200: Workspace, ...errors(401, 403, 404) } } },
+    { config: { access: 'system-admin' }, schema: { tags, summary: 'Read a workspace', params: WorkspaceParams, response: { 200: Workspace, ...errors(401, 403, 404) } } },
     async (req) => getWorkspace(db, req.params.id),
   );
 
   app.patch(
     '/workspaces/:id',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Change a workspace',
@@ -171,6 +177,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.delete(
     '/workspaces/:id',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Soft-delete a workspace and its members',
@@ -187,6 +194,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.post(
     '/workspaces/:id/members',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Add a member',
@@ -201,6 +209,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.get(
     '/workspaces/:id/members',
     {
+      config: { access: 'system-admin' },
       schema: { tags, summary: 'List members', params: WorkspaceParams, querystring: ListQuery, response: { 200: listResponse(Member), ...errors(400, 401, 403, 404) } },
     },
     async (req) => listMembers(db, req.params.id, req.query.limit ?? 100, req.query.cursor),
@@ -209,6 +218,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.patch(
     '/workspaces/:id/members/:user_id',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: "Change a member's role (the last admin cannot be demoted)",
@@ -223,6 +233,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
   app.delete(
     '/workspaces/:id/members/:user_id',
     {
+      config: { access: 'system-admin' },
       schema: {
         tags,
         summary: 'Remove a member (not the last admin, not yourself)',

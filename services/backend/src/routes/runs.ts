@@ -18,9 +18,9 @@ import {
   updateSchedule,
   type RunLimits,
 } from '../domain/runs.js';
-import { requireWorkspaceAccess } from '../domain/workspaces.js';
 import type { WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
+import { Run, RunStatus, Schedule } from '../domain/schemas.js';
 
 /** Reads a run log from the run_log area; undefined when there is none (yet). */
 export type RunLogReader = (logKey: string) => Promise<NodeJS.ReadableStream | undefined>;
@@ -32,41 +32,6 @@ export interface RunsRoutesOptions {
   limits?: RunLimits;
 }
 
-const Time = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
-const RunStatus = Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')]);
-export const Run = Type.Object(
-  {
-    id: Type.String({ format: 'uuid' }),
-    workspace_id: Type.String({ format: 'uuid' }),
-    schedule_id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
-    notebook_path: Type.String(),
-    parameters: Type.Record(Type.String(), Type.Unknown()),
-    status: RunStatus,
-    created_at: Type.String({ format: 'date-time' }),
-    started_at: Time,
-    finished_at: Time,
-    error: Type.Union([Type.String(), Type.Null()]),
-    log_key: Type.Union([Type.String(), Type.Null()]),
-    output_path: Type.Union([Type.String(), Type.Null()]),
-  },
-  { $id: 'Run' },
-);
-export const Schedule = Type.Object(
-  {
-    id: Type.String({ format: 'uuid' }),
-    workspace_id: Type.String({ format: 'uuid' }),
-    notebook_path: Type.String(),
-    cron: Type.String(),
-    timezone: Type.String(),
-    enabled: Type.Boolean(),
-    next_run_at: Time,
-    last_run_at: Time,
-    created_at: Type.String({ format: 'date-time' }),
-    updated_at: Type.String({ format: 'date-time' }),
-  },
-  { $id: 'Schedule' },
-);
-
 const NotebookPath = Type.String({ minLength: 1, maxLength: 1024, pattern: '\\.ipynb$' });
 const Ws = Type.Object({ ws: Type.String({ maxLength: 64 }) });
 const WsId = Type.Object({ ws: Type.String({ maxLength: 64 }), id: Type.String({ maxLength: 64 }) });
@@ -75,12 +40,12 @@ const Zone = Type.String({ minLength: 1, maxLength: 100 });
 
 /** Notebook runs and schedules of a workspace (SPEC §4.4): members read, editors and admins write. */
 export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, files, readRunLog, limits = DEFAULT_RUN_LIMITS }) => {
-  app.addHook('onRequest', app.requireUser);
   const tags = ['runs'];
 
   app.post(
     '/:ws/runs',
     {
+      config: { access: 'workspace-editor' },
       schema: {
         tags,
         summary: "Run a workspace notebook now (queued for a worker, executed on the runtime)",
@@ -90,7 +55,6 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
       },
     },
     async (req, reply) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       await requireNotebook(files, req.params.ws, req.body.notebook_path);
       const run = await createRun(db, req.params.ws, { notebookPath: req.body.notebook_path, parameters: req.body.parameters, createdBy: req.user.id }, limits.maxQueuedRunsPerWorkspace);
       return reply.code(202).send(run);
@@ -100,6 +64,7 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
   app.post(
     '/:ws/runs/:id/cancel',
     {
+      config: { access: 'workspace-editor' },
       schema: {
         tags,
         summary: 'Cancel a queued or running run (a running run’s kernel is stopped); a finished run is 409',
@@ -108,7 +73,6 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
       },
     },
     async (req) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       return cancelRun(db, req.params.ws, req.params.id);
     },
   );
@@ -116,6 +80,7 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
   app.get(
     '/:ws/runs',
     {
+      config: { access: 'workspace-viewer' },
       schema: {
         tags,
         summary: 'List runs, newest first',
@@ -125,22 +90,19 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
       },
     },
     async (req) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       const q = req.query;
       return listRuns(db, req.params.ws, { scheduleId: q.schedule_id, status: q.status, limit: q.limit ?? 100, cursor: q.cursor });
     },
   );
 
-  app.get('/:ws/runs/:id', { schema: { tags, summary: 'Read a run', params: WsId, response: { 200: Run, ...errors(401, 404) } } }, async (req) => {
-    await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+  app.get('/:ws/runs/:id', { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Read a run', params: WsId, response: { 200: Run, ...errors(401, 404) } } }, async (req) => {
     return toRunDto(await getRun(db, req.params.ws, req.params.id));
   });
 
   app.get(
     '/:ws/runs/:id/log',
-    { schema: { tags, summary: "The run's log: JSON lines of timestamped events", params: WsId } },
+    { config: { access: 'workspace-viewer' }, schema: { tags, summary: "The run's log: JSON lines of timestamped events", params: WsId } },
     async (req, reply) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       const run = await getRun(db, req.params.ws, req.params.id);
       const stream = run.log_key ? await readRunLog(run.log_key) : undefined;
       if (!stream) throw new NotFoundError(`run ${run.id} has no log yet (status ${run.status})`);
@@ -151,6 +113,7 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
   app.post(
     '/:ws/schedules',
     {
+      config: { access: 'workspace-editor' },
       schema: {
         tags,
         summary: 'Schedule a notebook (cron with 5 fields, or 6 with leading seconds; IANA time zone)',
@@ -160,7 +123,6 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
       },
     },
     async (req, reply) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       const b = req.body;
       await requireNotebook(files, req.params.ws, b.notebook_path);
       const schedule = await createSchedule(db, req.params.ws, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled, createdBy: req.user.id }, limits);
@@ -170,21 +132,20 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
 
   app.get(
     '/:ws/schedules',
-    { schema: { tags, summary: 'List schedules', params: Ws, querystring: ListQuery, response: { 200: listResponse(Schedule), ...errors(400, 401, 404) } } },
+    { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'List schedules', params: Ws, querystring: ListQuery, response: { 200: listResponse(Schedule), ...errors(400, 401, 404) } } },
     async (req) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
       return listSchedules(db, req.params.ws, req.query.limit ?? 100, req.query.cursor);
     },
   );
 
-  app.get('/:ws/schedules/:id', { schema: { tags, summary: 'Read a schedule', params: WsId, response: { 200: Schedule, ...errors(401, 404) } } }, async (req) => {
-    await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'read');
+  app.get('/:ws/schedules/:id', { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Read a schedule', params: WsId, response: { 200: Schedule, ...errors(401, 404) } } }, async (req) => {
     return getSchedule(db, req.params.ws, req.params.id);
   });
 
   app.patch(
     '/:ws/schedules/:id',
     {
+      config: { access: 'workspace-editor' },
       schema: {
         tags,
         summary: 'Change a schedule',
@@ -194,7 +155,6 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
       },
     },
     async (req) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       const b = req.body;
       if (b.notebook_path !== undefined) await requireNotebook(files, req.params.ws, b.notebook_path);
       return updateSchedule(db, req.params.ws, req.params.id, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled }, limits.scheduleMinIntervalSeconds);
@@ -203,9 +163,8 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
 
   app.delete(
     '/:ws/schedules/:id',
-    { schema: { tags, summary: 'Delete a schedule (its queued runs are cancelled; other runs stay)', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
+    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Delete a schedule (its queued runs are cancelled; other runs stay)', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
     async (req, reply) => {
-      await requireWorkspaceAccess(db, req.params.ws, req.user.id, 'write');
       await deleteSchedule(db, req.params.ws, req.params.id);
       return reply.code(204).send(null);
     },

@@ -1,17 +1,14 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type ClusterRow, type DB } from '@codeagent/db';
-import { AppError, decodeCursor, encodeCursor, isUuid } from '@codeagent/service-kit';
+import { BadRequestError, ConflictError, NotFoundError, decodeCursor, encodeCursor, isUuid } from '@codeagent/service-kit';
 import { baseUrlProblem, redactBaseUrl, sameOrigin } from './base-url.js';
 
-/** The error bodies of SPEC §8 (they differ from §3: `"not found"`, `"validation failed"`). */
-export class ClusterError extends AppError {
-  constructor(statusCode: number, error: string, message: string, extra: Record<string, unknown> = {}) {
-    super(statusCode, error, message, extra);
-  }
-}
+/** The `error` strings of SPEC §8, which differ from §3's codes; the kit's error classes carry them. */
+export const NOT_FOUND = 'not found';
+export const VALIDATION_FAILED = 'validation failed';
 
-export const notFound = () => new ClusterError(404, 'not found', 'no such cluster');
+export const notFound = () => new NotFoundError('no such cluster', NOT_FOUND);
 
 export interface ClusterDto {
   id: string;
@@ -110,7 +107,7 @@ export function validateCluster(body: unknown): ClusterInput {
   const description = b.description;
   if (description !== undefined && description !== null && typeof description !== 'string') fields.description = 'must be a string';
 
-  if (Object.keys(fields).length > 0) throw new ClusterError(400, 'validation failed', 'the cluster record is invalid', { fields });
+  if (Object.keys(fields).length > 0) throw new BadRequestError('the cluster record is invalid', fields, VALIDATION_FAILED);
   return {
     name: (name as string).trim(),
     base_url: baseUrl as string,
@@ -174,7 +171,7 @@ export class ClusterService {
   }
 
   private conflict(err: unknown): never {
-    if (isUniqueViolation(err)) throw new ClusterError(409, 'conflict', 'a cluster with this name exists');
+    if (isUniqueViolation(err)) throw new ConflictError('a cluster with this name exists');
     throw err;
   }
 
@@ -235,9 +232,11 @@ export class ClusterService {
           if (!before) throw notFound();
           // SPEC §8.2: a stored password never follows the record to another host.
           if (before.password_enc !== null && input.password === undefined && !sameOrigin(before.base_url, input.base_url)) {
-            throw new ClusterError(400, 'validation failed', "base_url's origin changes: send the password for the new host in AuthPassword", {
-              fields: { AuthPassword: "required when base_url's origin changes: the stored password is not sent to another host" },
-            });
+            throw new BadRequestError(
+              "base_url's origin changes: send the password for the new host in AuthPassword",
+              { AuthPassword: "required when base_url's origin changes: the stored password is not sent to another host" },
+              VALIDATION_FAILED,
+            );
           }
           let passwordEnc = before.password_enc;
           let passwordChanged = false;
@@ -284,7 +283,7 @@ export class ClusterService {
     try {
       after = decodeCursor(opts.cursor, ['time', 'uuid']);
     } catch {
-      throw new ClusterError(400, 'validation failed', 'invalid cursor', { fields: { cursor: 'invalid cursor' } });
+      throw new BadRequestError('invalid cursor', { cursor: 'invalid cursor' }, VALIDATION_FAILED);
     }
     let q = this.db.selectFrom('audit_entries').selectAll().orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
     if (opts.targetId !== undefined) {

@@ -1,0 +1,97 @@
+import type { Server } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
+import { requireWorkspaceAccess } from '../domain/workspaces.js';
+
+/**
+ * Who may call a route, declared on the route as `config: { access }` (decision 0122):
+ * - `public`: anyone, no token (login, health, the OpenAPI document);
+ * - `user`: any signed-in user (Bearer or the session cookie);
+ * - `system-admin`: a system administrator (SPEC §4.2);
+ * - `workspace-viewer`: any member of the route's `:ws` workspace (a non-member: 404);
+ * - `workspace-editor`: an editor or admin of `:ws` (a viewer: 403, a non-member: 404);
+ * - `dav`: a signed-in user, the token also as the password of HTTP Basic; the WebDAV handler
+ *   applies the workspace rule itself, reading or writing by method, after refusing the
+ *   methods it does not offer (routes/dav.ts).
+ */
+export type RouteAccess = 'public' | 'user' | 'system-admin' | 'workspace-viewer' | 'workspace-editor' | 'dav';
+
+export const ROUTE_ACCESS: readonly RouteAccess[] = ['public', 'user', 'system-admin', 'workspace-viewer', 'workspace-editor', 'dav'];
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Who may call the route; every route below the prefix of `routeAccess` must say. */
+    access?: RouteAccess;
+  }
+}
+
+export interface DeclaredRoute {
+  method: string;
+  url: string;
+  /** Undefined only outside the prefix (the `/internal/v1` routes guard themselves with the internal token). */
+  access: RouteAccess | undefined;
+}
+
+/** The routes each app registered, by its server (shared by every encapsulated scope of one app). */
+const declared = new WeakMap<Server, DeclaredRoute[]>();
+
+/** Every route registered after `routeAccess`, one entry per method, with its declared access (tests enumerate them). */
+export function declaredRoutes(app: FastifyInstance): readonly DeclaredRoute[] {
+  return declared.get(app.server) ?? [];
+}
+
+export interface RouteAccessOptions {
+  db: Kysely<DB>;
+  /** Routes whose URL starts with this must declare `config.access` (registration fails otherwise). */
+  prefix: string;
+}
+
+/**
+ * Enforces each route's declared access in one place: the identity in `onRequest` (so a missing
+ * or bad token is 401 before the request is validated or its body read), the workspace role in
+ * `preHandler` (after validation, before the handler, as the hand-written calls did). A route
+ * below `prefix` without a valid `config.access` stops the app from starting: no route can be
+ * open by omission. Register it on the root, after `userAuth` and before any route, so that it
+ * sees every route of the app.
+ */
+export const routeAccess = fp<RouteAccessOptions>(
+  async (app, { db, prefix }) => {
+    app.addHook('onRoute', (route) => {
+      const access = (route.config as { access?: unknown } | undefined)?.access;
+      if (route.url.startsWith(prefix) && !ROUTE_ACCESS.includes(access as RouteAccess)) {
+        const methods = [route.method].flat().join(',');
+        throw new Error(`route ${methods} ${route.url} declares no access rule: add config: { access: ${ROUTE_ACCESS.map((a) => `'${a}'`).join(' | ')} } (docs/decisions/0122-route-access.md)`);
+      }
+      const list = declared.get(app.server) ?? [];
+      for (const method of [route.method].flat()) list.push({ method, url: route.url, access: access as RouteAccess | undefined });
+      declared.set(app.server, list);
+    });
+
+    app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+      switch (req.routeOptions.config.access) {
+        case 'user':
+        case 'workspace-viewer':
+        case 'workspace-editor':
+          return app.requireUser(req, reply);
+        case 'dav':
+          return app.requireUserOrBasic(req, reply);
+        case 'system-admin':
+          return app.requireSystemAdmin(req, reply);
+        default:
+          // 'public', and the not-found handler (no route, no access)
+          return undefined;
+      }
+    });
+
+    app.addHook('preHandler', async (req: FastifyRequest) => {
+      const access = req.routeOptions.config.access;
+      if (access !== 'workspace-viewer' && access !== 'workspace-editor') return;
+      const { ws } = req.params as { ws?: string };
+      if (ws === undefined) throw new Error(`route ${req.routeOptions.url ?? req.url} declares ${access} but has no :ws parameter`);
+      await requireWorkspaceAccess(db, ws, req.user.id, access === 'workspace-editor' ? 'write' : 'read');
+    });
+  },
+  { name: 'route-access', dependencies: ['user-auth'] },
+);

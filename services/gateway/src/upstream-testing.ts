@@ -1,0 +1,56 @@
+import { createHash } from 'node:crypto';
+import { request, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+
+/**
+ * Test helpers for the servers that stand behind an ingress in tests (a Jupyter server, a
+ * backend's session route, replicas) and the websocket handshakes sent through it. One copy for
+ * the gateway's tests and the backend's test through the gateway
+ * (`@codeagent/gateway/upstream-testing`).
+ */
+
+/** Listens on 127.0.0.1 (any free port unless one is given); resolves with the base URL. */
+export function listenOn(server: Server, port = 0): Promise<string> {
+  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+}
+
+/** Closes the server and every connection it still holds. */
+export async function stopServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+}
+
+/**
+ * Completes a websocket handshake on an upgraded socket (RFC 6455 accept key); the socket is
+ * added to `open` so that the test can destroy it at the end.
+ */
+export function acceptWebsocket(req: IncomingMessage, socket: Duplex, open?: Set<Duplex>): void {
+  open?.add(socket);
+  const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+}
+
+/** Opens a websocket handshake (path and query) at `base`; resolves with 101 or the refusal's status. */
+export function upgrade(base: string, path: string, headers: Record<string, string>): Promise<number> {
+  const url = new URL(path, base);
+  return new Promise((resolve, reject) => {
+    const req = request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname + url.search,
+      agent: false, // a refused handshake closes its socket: never reuse one
+      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      resolve(101);
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
