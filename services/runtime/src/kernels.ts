@@ -5,6 +5,7 @@ import { Contents, FilesLimitError, SandboxFilesError, isSafeRelativePath, type 
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
+import { WarmKernelPool, type WarmKernelSource, type WarmPoolOptions } from './warm-pool.js';
 
 /** nbformat v4 output. */
 export type Output =
@@ -175,7 +176,9 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
  * mid-execution (OOM killer, a limit, its server stopped) fails that execution with a clear
  * error instead of leaving it waiting.
  */
-export class KernelService {
+export class KernelService implements WarmKernelSource {
+  /** Warm kernels per workspace for runs (KERNEL_POOL_SIZE); absent: every run starts its kernel. */
+  readonly warm: WarmKernelPool | undefined;
   private readonly owners = new Map<string, JupyterServerRef>();
   private readonly connections = new Map<string, KernelConnection>();
   private readonly queues = new KeyedLock();
@@ -188,9 +191,13 @@ export class KernelService {
       filesMaxBytes?: number;
       /** How long a run waits for a new kernel to answer kernel_info before starting another. */
       startTimeoutMs?: number;
-      log?: Pick<FastifyBaseLogger, 'warn'>;
+      log?: Pick<FastifyBaseLogger, 'warn' | 'info'>;
+      /** Warm kernels for runs (docs/decisions/0125-warm-kernel-pool.md). */
+      warmPool?: Omit<WarmPoolOptions, 'log'>;
     } = {},
-  ) {}
+  ) {
+    if (opts.warmPool && opts.warmPool.size > 0) this.warm = new WarmKernelPool(this, { ...opts.warmPool, log: opts.log });
+  }
 
   private get log(): Pick<FastifyBaseLogger, 'warn'> | undefined {
     return this.opts.log;
@@ -443,7 +450,7 @@ export class KernelService {
    * KERNEL_START_TIMEOUT_MS (a start that hangs) is shut down and started once more, so that a
    * run never holds its worker's slot on a kernel that will never run a cell.
    */
-  private async startReadyKernel(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
+  async startReadyKernel(kernelName: string, workspaceId: string | undefined, cwd?: string, signal?: AbortSignal): Promise<string> {
     for (let attempt = 1; ; attempt++) {
       const kernelId = await this.startKernel(kernelName, workspaceId, cwd);
       const conn = await this.connection(kernelId);
@@ -467,6 +474,52 @@ export class KernelService {
         throw new KernelUnavailableError(`the ${kernelName} kernel did not answer within ${Math.round(this.startTimeoutMs / 1000)} s of its start, twice; see the runtime's log`);
       }
       this.log?.warn({ kernel_id: kernelId, workspace_id: workspaceId ?? null }, 'a kernel did not answer after its start: shut down, starting another');
+    }
+  }
+
+  /** A kernel that can be handed to a run now: known, its server running, connected and idle. */
+  isReady(kernelId: string): boolean {
+    const server = this.owners.get(kernelId);
+    const conn = this.connections.get(kernelId);
+    return !!server?.running && !!conn && !conn.isDisposed && conn.connectionStatus === 'connected' && conn.status === 'idle';
+  }
+
+  /**
+   * The kernel of one run: a warm one of the workspace's pool when there is one (moved into the
+   * run's directory), else one started for the run. Either way it has executed nothing before.
+   */
+  private async kernelForRun(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
+    const warm = this.warm?.take(workspaceId, kernelName);
+    if (warm !== undefined) {
+      try {
+        if (cwd) await this.changeDirectory(warm, cwd);
+        return warm;
+      } catch (err) {
+        this.log?.warn({ err, kernel_id: warm }, 'a warm kernel could not enter the run\'s directory: starting a new one');
+        await this.shutdown(warm).catch(() => undefined);
+      }
+    }
+    return this.startReadyKernel(kernelName, workspaceId, cwd, signal);
+  }
+
+  /**
+   * Moves a fresh kernel into `dir` (relative to its server's root, where it started) the way a
+   * kernel started there would be: silent, outside the history and the execution count, and
+   * binding no name in the user's namespace.
+   */
+  private async changeDirectory(kernelId: string, dir: string): Promise<void> {
+    const conn = await this.connection(kernelId);
+    const future = conn.requestExecute({ code: `__import__('os').chdir(${JSON.stringify(dir)})`, silent: true, store_history: false, allow_stdin: false, stop_on_error: true });
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const reply = await Promise.race([
+        future.done,
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer within 30 s')), 30_000))),
+      ]);
+      if (reply.content.status !== 'ok') throw new Error(`chdir failed: ${reply.content.status}`);
+    } finally {
+      clearTimeout(timer);
+      future.dispose();
     }
   }
 
@@ -500,7 +553,7 @@ export class KernelService {
     if (cwd && notebookDir) await contents.mkdirs(cwd, new Set());
     let status: 'ok' | 'error' = 'ok';
     try {
-      const kernelId = await this.startReadyKernel(executed.metadata.kernelspec?.name ?? 'python3', opts.workspaceId, cwd, opts.signal);
+      const kernelId = await this.kernelForRun(executed.metadata.kernelspec?.name ?? 'python3', opts.workspaceId, cwd, opts.signal);
       try {
         for (const cell of executed.cells) {
           if (cell.cell_type !== 'code') continue;
@@ -540,6 +593,7 @@ export class KernelService {
   }
 
   async close(): Promise<void> {
+    await this.warm?.close();
     for (const conn of this.connections.values()) conn.dispose();
     this.connections.clear();
   }
