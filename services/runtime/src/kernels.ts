@@ -231,7 +231,8 @@ export class KernelService implements WarmKernelSource {
 
   private owner(kernelId: string): JupyterServerRef {
     const server = this.owners.get(kernelId);
-    if (!server || !server.running) throw new UnknownKernelError(kernelId);
+    // A warm kernel is nobody's until a run takes it: acting on it would hand that run a used kernel.
+    if (!server || !server.running || this.warm?.holds(kernelId)) throw new UnknownKernelError(kernelId);
     server.touch();
     return server;
   }
@@ -430,7 +431,10 @@ export class KernelService implements WarmKernelSource {
     const all: KernelInfo[] = [];
     for (const server of this.pool.running()) {
       try {
-        for (const model of await KernelAPI.listRunning(server.settings)) all.push(this.withOwnState(toInfo(model, server.workspaceId)));
+        for (const model of await KernelAPI.listRunning(server.settings)) {
+          // Warm kernels are not listed: no caller can act on them (see owner()).
+          if (!this.warm?.holds(model.id)) all.push(this.withOwnState(toInfo(model, server.workspaceId)));
+        }
       } catch {
         // a server that stopped meanwhile has no kernels
       }
@@ -478,10 +482,14 @@ export class KernelService implements WarmKernelSource {
   }
 
   /** A kernel that can be handed to a run now: known, its server running, connected and idle. */
-  isReady(kernelId: string): boolean {
+  async isReady(kernelId: string): Promise<boolean> {
     const server = this.owners.get(kernelId);
     const conn = this.connections.get(kernelId);
-    return !!server?.running && !!conn && !conn.isDisposed && conn.connectionStatus === 'connected' && conn.status === 'idle';
+    if (!server?.running || !conn || conn.isDisposed || conn.connectionStatus !== 'connected' || conn.status !== 'idle') return false;
+    // The server's word too (one request on its socket): a kernel deleted there a moment ago
+    // (Jupyter's culler) may not have closed its websocket here yet.
+    const model = await KernelAPI.getKernelModel(kernelId, server.settings);
+    return model !== undefined && model.execution_state !== 'dead';
   }
 
   /**
@@ -489,7 +497,7 @@ export class KernelService implements WarmKernelSource {
    * run's directory), else one started for the run. Either way it has executed nothing before.
    */
   private async kernelForRun(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
-    const warm = this.warm?.take(workspaceId, kernelName);
+    const warm = await this.warm?.take(workspaceId, kernelName);
     if (warm !== undefined) {
       try {
         if (cwd) await this.changeDirectory(warm, cwd);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
+import { KernelAPI } from '@jupyterlab/services';
 import { buildRuntimeApp } from './app.js';
 import type { Kernels } from './kernels-factory.js';
 import type { WarmKernelPool } from './warm-pool.js';
@@ -38,7 +39,13 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
     const body = res.json() as { status: string; notebook: { cells: Cell[] } };
     return { status: body.status, cells: body.notebook.cells, out: textOf(body.notebook.cells) };
   };
-  const liveKernels = async () => (await k.kernels.list()).map((i) => ({ id: i.kernel_id, ws: i.workspace_id }));
+  const act = (body: Record<string, unknown>) => app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: body });
+  /** Every kernel the workspaces' Jupyter servers run, asked of the servers themselves (warm ones included). */
+  const liveKernels = async () => {
+    const all: { id: string; ws: string | undefined }[] = [];
+    for (const server of k.pool.running()) for (const m of await KernelAPI.listRunning(server.settings)) all.push({ id: m.id, ws: server.workspaceId });
+    return all;
+  };
 
   beforeAll(async () => {
     k = await startTestKernels({ log: pino({ level: 'silent' }), sandbox: { maxServers: 6 }, warmPool: { size: 1, max: 2, idleSeconds: 600 } });
@@ -131,6 +138,30 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
     const live = (await liveKernels()).map((l) => l.id).sort();
     expect(live).toEqual([WS_A, WS_B, WS_C].flatMap((ws) => warm.readyKernels(ws)).sort());
   }, 240_000);
+
+  it('keeps warm kernels out of reach of kernel actions and list_kernels', async () => {
+    await warm.settled();
+    const [warmC] = warm.readyKernels(WS_C).length ? warm.readyKernels(WS_C) : warm.readyKernels(WS_B).length ? warm.readyKernels(WS_B) : warm.readyKernels(WS_A);
+    expect(warmC).toBeDefined();
+    for (const action of ['execute', 'interrupt', 'restart', 'shutdown']) {
+      const res = await act({ action, kernel_id: warmC, ...(action === 'execute' ? { code: 'planted = 1' } : {}) });
+      expect(res.statusCode, `${action}: ${res.body}`).toBe(404);
+    }
+    const listed = (await act({ action: 'list_kernels' })).json() as { kernels: { kernel_id: string }[] };
+    expect(listed.kernels.map((x) => x.kernel_id)).not.toContain(warmC);
+    expect((await liveKernels()).map((l) => l.id)).toContain(warmC);
+  }, 60_000);
+
+  it('never hands out a warm kernel that died: the run starts its own', async () => {
+    await warm.settled();
+    const [warmA] = warm.readyKernels(WS_A).length ? warm.readyKernels(WS_A) : (await runNotebook(WS_A, ['1']), await warm.settled(), warm.readyKernels(WS_A));
+    expect(warmA).toBeDefined();
+    const server = k.pool.running().find((s) => s.workspaceId === WS_A)!;
+    await KernelAPI.shutdownKernel(warmA!, server.settings);
+    const run = await runNotebook(WS_A, [WHO]);
+    expect(run.status, run.out).toBe('ok');
+    expect(kernelOf(run.out)).not.toBe(warmA);
+  }, 120_000);
 
   it('empties the pool of a workspace with no run for KERNEL_POOL_IDLE_SECONDS', async () => {
     await warm.settled();

@@ -5,8 +5,8 @@ export interface WarmKernelSource {
   /** Starts a kernel in the workspace's sandbox (the scratch sandbox for `undefined`) and waits until it answers kernel_info. */
   startReadyKernel(kernelName: string, workspaceId: string | undefined): Promise<string>;
   shutdown(kernelId: string): Promise<void>;
-  /** True while the kernel can be handed to a run: its server runs, its connection is up, it is idle. */
-  isReady(kernelId: string): boolean;
+  /** True while the kernel can be handed to a run: its server runs and still has it, its connection is up, it is idle. */
+  isReady(kernelId: string): Promise<boolean>;
 }
 
 export interface WarmPoolOptions {
@@ -62,7 +62,7 @@ export class WarmKernelPool {
    * A warm kernel of this workspace for one run, or undefined (the run starts its own). Either
    * way the workspace's pool is filled again in the background: the next run finds one.
    */
-  take(workspaceId: string | undefined, kernelName: string, now = Date.now()): string | undefined {
+  async take(workspaceId: string | undefined, kernelName: string, now = Date.now()): Promise<string | undefined> {
     if (this.closed || this.opts.size <= 0) return undefined;
     const key = WarmKernelPool.key(workspaceId, kernelName);
     let slot = this.slots.get(key);
@@ -73,12 +73,18 @@ export class WarmKernelPool {
     slot.lastUsed = now;
     let kernelId: string | undefined;
     while ((kernelId = slot.ready.shift()) !== undefined) {
-      if (this.source.isReady(kernelId)) break;
+      if (await this.source.isReady(kernelId).catch(() => false)) break;
       // Culled by Jupyter, its server stopped, or it died: never hand it out.
       this.discard(kernelId);
     }
-    this.refill(key, slot);
+    if (this.slots.get(key) === slot) this.refill(key, slot);
     return kernelId;
+  }
+
+  /** True for a kernel waiting in a pool: no caller may act on it (it must reach its run untouched). */
+  holds(kernelId: string): boolean {
+    for (const s of this.slots.values()) if (s.ready.includes(kernelId)) return true;
+    return false;
   }
 
   /** Warm kernels held and being started, in all and for one workspace. */
