@@ -73,6 +73,8 @@ export async function measureRunLatency() {
     const workspace = async (name) => {
       const id = (await (await fetch(`${url}/api/v1/platform/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name }) })).json()).id;
       await fetch(`${url}/api/v1/platform/workspaces/${id}/members`, { method: 'POST', headers, body: JSON.stringify({ user_id: editor.id, role: 'editor' }) });
+      const put = await fetch(`${url}/api/v1/data-resources/${id}/objects/nb.ipynb`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' }, body: JSON.stringify(NOTEBOOK) });
+      if (!put.ok) throw new Error(`PUT nb.ipynb answered ${put.status}`);
       return id;
     };
     const wsWarm = await workspace('bench-warm');

@@ -182,6 +182,8 @@ export class KernelService implements WarmKernelSource {
   private readonly owners = new Map<string, JupyterServerRef>();
   private readonly connections = new Map<string, KernelConnection>();
   private readonly queues = new KeyedLock();
+  /** Jupyter shutdowns of run kernels already killed (endRunKernel), still under way. */
+  private readonly ending = new Set<Promise<void>>();
   /** Who waits for each server's stop: one reaction per server, not one per execution (they would pile up on a promise that may never settle). */
   private readonly stopWatchers = new WeakMap<JupyterServerRef, Set<(reason: string) => void>>();
 
@@ -481,6 +483,44 @@ export class KernelService implements WarmKernelSource {
     }
   }
 
+  /**
+   * Ends a run's kernel before the run's files are collected and the run answers. Jupyter's
+   * graceful shutdown (IPython's exit, jupyter_client polling for it) took 0.6–3 s of a one-cell
+   * run here and gives a throw-away kernel nothing: once the server has begun the shutdown (the
+   * kernel reports the shutdown_request on IOPub; the server has stopped its restarter by then,
+   * so it will not start the kernel again), the kernel's cgroup is killed, with everything the
+   * kernel started, and Jupyter finishes its bookkeeping in the background. Without a cgroup
+   * the shutdown is awaited as before.
+   */
+  private async endRunKernel(kernelId: string): Promise<void> {
+    const server = this.owners.get(kernelId);
+    const conn = this.connections.get(kernelId);
+    let onIOPub: ((_: unknown, msg: KernelMessage.IIOPubMessage) => void) | undefined;
+    const begun = new Promise<void>((resolve) => {
+      onIOPub = (_, msg) => {
+        if ((msg.parent_header as { msg_type?: string } | undefined)?.msg_type === 'shutdown_request') resolve();
+      };
+      conn?.iopubMessage.connect(onIOPub);
+    });
+    const deleting = this.shutdown(kernelId).catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([begun, deleting, new Promise((r) => (timer = setTimeout(r, 2000)))]);
+    clearTimeout(timer);
+    if (onIOPub && conn && !conn.isDisposed) conn.iopubMessage.disconnect(onIOPub);
+    const killed = server?.running ? await server.kernelGone(kernelId).catch(() => false) : false;
+    if (!killed) {
+      await deleting;
+      return;
+    }
+    const forgotten: Promise<void> = deleting.finally(() => this.ending.delete(forgotten));
+    this.ending.add(forgotten);
+  }
+
+  /** Resolves when every run's kernel has been shut down in Jupyter too (tests, close). */
+  async kernelsEnded(): Promise<void> {
+    while (this.ending.size > 0) await Promise.allSettled([...this.ending]);
+  }
+
   /** A kernel that can be handed to a run now: known, its server running, connected and idle. */
   async isReady(kernelId: string): Promise<boolean> {
     const server = this.owners.get(kernelId);
@@ -581,7 +621,7 @@ export class KernelService implements WarmKernelSource {
           }
         }
       } finally {
-        await this.shutdown(kernelId).catch(() => undefined);
+        await this.endRunKernel(kernelId);
       }
       const result: RunNotebookResult = { status, notebook: executed, duration_ms: Date.now() - started };
       if (runDir) {
@@ -602,6 +642,7 @@ export class KernelService implements WarmKernelSource {
 
   async close(): Promise<void> {
     await this.warm?.close();
+    await this.kernelsEnded();
     for (const conn of this.connections.values()) conn.dispose();
     this.connections.clear();
   }

@@ -42,6 +42,7 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
   const act = (body: Record<string, unknown>) => app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: body });
   /** Every kernel the workspaces' Jupyter servers run, asked of the servers themselves (warm ones included). */
   const liveKernels = async () => {
+    await k.kernels.kernelsEnded();
     const all: { id: string; ws: string | undefined }[] = [];
     for (const server of k.pool.running()) for (const m of await KernelAPI.listRunning(server.settings)) all.push({ id: m.id, ws: server.workspaceId });
     return all;
