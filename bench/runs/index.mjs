@@ -5,7 +5,8 @@
 // - a small write with WORKSPACE_QUOTA_BYTES set (lock + sum of objects, versions, trash over
 //   10 000 objects and 10 000 versions) vs the same write without a quota;
 // - the SCHEDULE_MIN_INTERVAL_SECONDS check of a 6-field cron in a DST zone vs cron parsing alone;
-// - POST run → running, woken by NOTIFY vs polling (start.mjs).
+// - POST run → running, woken by NOTIFY vs polling (start.mjs);
+// - POST run → finished on real kernels, warm pool vs none vs `jupyter nbconvert --execute` (finish.mjs).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { LocalObjectStore } from '@codeagent/storage';
 import { WorkspaceFiles } from '@codeagent/files';
 import { table } from '../lib.mjs';
 import { measureStartLatency } from './start.mjs';
+import { measureRunLatency } from './finish.mjs';
 
 process.env.CODEAGENT_TEST_DB = 'postgres';
 const WORKSPACES = Number(process.env.BENCH_WORKSPACES ?? 100);
@@ -106,4 +108,7 @@ try {
 
 console.log('\nbench/runs: POST run → running (notebook handed to the runtime), PostgreSQL, issue 17');
 console.log(table(await measureStartLatency()));
+console.log('\nbench/runs: POST run → running → finished, one-cell notebook, real sandboxed kernels (warm pool vs none vs nbconvert)');
+const finish = await measureRunLatency();
+console.log(table(finish.rows));
 process.exit(0);

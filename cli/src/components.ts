@@ -29,7 +29,7 @@ export const components = {
   },
   runtime: {
     description: 'kernel actions on real Jupyter kernels (127.0.0.1:RUNTIME_PORT)',
-    settings: ['COMPONENT_HOST', 'RUNTIME_PORT', 'INTERNAL_SERVICE_TOKEN', 'KERNEL_SANDBOX', ...SANDBOX_SETTINGS, 'JUPYTER_URL', 'JUPYTER_TOKEN', 'JUPYTER_PYTHON', 'KERNEL_CULL_IDLE_SECONDS'],
+    settings: ['COMPONENT_HOST', 'RUNTIME_PORT', 'INTERNAL_SERVICE_TOKEN', 'KERNEL_SANDBOX', ...SANDBOX_SETTINGS, 'JUPYTER_URL', 'JUPYTER_TOKEN', 'JUPYTER_PYTHON', 'KERNEL_CULL_IDLE_SECONDS', 'KERNEL_POOL_SIZE', 'KERNEL_POOL_MAX', 'KERNEL_POOL_IDLE_SECONDS'],
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/runtime')).startRuntime(config),
   },

@@ -221,3 +221,12 @@ describe('kernel sandbox settings (issue 13)', () => {
     expect(problemsOf({ ...PROD_SECRETS, JUPYTER_URL: 'http://127.0.0.1:8888', KERNEL_SANDBOX: 'off' })).toEqual([]);
   });
 });
+
+describe('warm kernel pool settings (issue 17)', () => {
+  it('default to one warm kernel per workspace, four in all, emptied after 600 s; 0 turns the pool off; nonsense is refused', () => {
+    expect(loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() }).jupyter).toMatchObject({ poolSize: 1, poolMax: 4, poolIdleSeconds: 600 });
+    expect(loadConfig({ env: { ...PROD_SECRETS, KERNEL_POOL_SIZE: '0' }, cwd: tmp() }).jupyter.poolSize).toBe(0);
+    expect(problemsOf({ ...PROD_SECRETS, KERNEL_POOL_SIZE: '-1' }).join('\n')).toMatch(/KERNEL_POOL_SIZE/);
+    expect(problemsOf({ ...PROD_SECRETS, KERNEL_POOL_IDLE_SECONDS: '0' }).join('\n')).toMatch(/KERNEL_POOL_IDLE_SECONDS/);
+  });
+});

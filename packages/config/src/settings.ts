@@ -85,6 +85,10 @@ export interface Config {
     token: string | undefined;
     python: string;
     cullIdleSeconds: number;
+    /** Warm kernels for runs (decision 0125): per workspace, over all, and how long an unused pool lives. */
+    poolSize: number;
+    poolMax: number;
+    poolIdleSeconds: number;
   };
   /** The kernel sandbox (issue 13): how user code is confined and limited. */
   sandbox: {
@@ -483,6 +487,9 @@ export function loadConfig(options: LoadOptions = {}): Config {
       token: str('JUPYTER_TOKEN'),
       python: str('JUPYTER_PYTHON') ?? '/usr/bin/python3',
       cullIdleSeconds: int('KERNEL_CULL_IDLE_SECONDS', 3600, 0),
+      poolSize: int('KERNEL_POOL_SIZE', 1, 0, 16),
+      poolMax: int('KERNEL_POOL_MAX', 4, 0, 1000),
+      poolIdleSeconds: int('KERNEL_POOL_IDLE_SECONDS', 600, 1, 7 * 24 * 3600),
     },
     sandbox: {
       enabled: sandboxEnabled,

@@ -8,6 +8,8 @@ export interface KernelsOptions {
   sandbox: Config['sandbox'];
   python: string;
   cullIdleSeconds: number;
+  /** Warm kernels for runs (KERNEL_POOL_SIZE, KERNEL_POOL_MAX, KERNEL_POOL_IDLE_SECONDS); none without it. */
+  warmPool?: { size: number; max: number; idleSeconds: number } | undefined;
   log: FastifyBaseLogger;
   /** Per-workspace uids; chosen once the mode is known (root: from the database). */
   uids?: (prepared: PreparedSandbox) => Promise<UidAllocator | undefined>;
@@ -65,7 +67,7 @@ export async function createKernels(opts: KernelsOptions): Promise<Kernels> {
       ...(opts.startTimeoutMs ? { startTimeoutMs: opts.startTimeoutMs } : {}),
     });
   }
-  const kernels = new KernelService(pool, { filesMaxBytes: sandbox.filesMaxBytes, log });
+  const kernels = new KernelService(pool, { filesMaxBytes: sandbox.filesMaxBytes, log, ...(opts.warmPool ? { warmPool: opts.warmPool } : {}) });
   return {
     kernels,
     pool,

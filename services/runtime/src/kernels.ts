@@ -5,6 +5,7 @@ import { Contents, FilesLimitError, SandboxFilesError, isSafeRelativePath, type 
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
+import { WarmKernelPool, type WarmKernelSource, type WarmPoolOptions } from './warm-pool.js';
 
 /** nbformat v4 output. */
 export type Output =
@@ -175,10 +176,14 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
  * mid-execution (OOM killer, a limit, its server stopped) fails that execution with a clear
  * error instead of leaving it waiting.
  */
-export class KernelService {
+export class KernelService implements WarmKernelSource {
+  /** Warm kernels per workspace for runs (KERNEL_POOL_SIZE); absent: every run starts its kernel. */
+  readonly warm: WarmKernelPool | undefined;
   private readonly owners = new Map<string, JupyterServerRef>();
   private readonly connections = new Map<string, KernelConnection>();
   private readonly queues = new KeyedLock();
+  /** Jupyter shutdowns of run kernels already killed (endRunKernel), still under way. */
+  private readonly ending = new Set<Promise<void>>();
   /** Who waits for each server's stop: one reaction per server, not one per execution (they would pile up on a promise that may never settle). */
   private readonly stopWatchers = new WeakMap<JupyterServerRef, Set<(reason: string) => void>>();
 
@@ -188,9 +193,13 @@ export class KernelService {
       filesMaxBytes?: number;
       /** How long a run waits for a new kernel to answer kernel_info before starting another. */
       startTimeoutMs?: number;
-      log?: Pick<FastifyBaseLogger, 'warn'>;
+      log?: Pick<FastifyBaseLogger, 'warn' | 'info'>;
+      /** Warm kernels for runs (docs/decisions/0125-warm-kernel-pool.md). */
+      warmPool?: Omit<WarmPoolOptions, 'log'>;
     } = {},
-  ) {}
+  ) {
+    if (opts.warmPool && opts.warmPool.size > 0) this.warm = new WarmKernelPool(this, { ...opts.warmPool, log: opts.log });
+  }
 
   private get log(): Pick<FastifyBaseLogger, 'warn'> | undefined {
     return this.opts.log;
@@ -224,7 +233,8 @@ export class KernelService {
 
   private owner(kernelId: string): JupyterServerRef {
     const server = this.owners.get(kernelId);
-    if (!server || !server.running) throw new UnknownKernelError(kernelId);
+    // A warm kernel is nobody's until a run takes it: acting on it would hand that run a used kernel.
+    if (!server || !server.running || this.warm?.holds(kernelId)) throw new UnknownKernelError(kernelId);
     server.touch();
     return server;
   }
@@ -423,7 +433,10 @@ export class KernelService {
     const all: KernelInfo[] = [];
     for (const server of this.pool.running()) {
       try {
-        for (const model of await KernelAPI.listRunning(server.settings)) all.push(this.withOwnState(toInfo(model, server.workspaceId)));
+        for (const model of await KernelAPI.listRunning(server.settings)) {
+          // Warm kernels are not listed: no caller can act on them (see owner()).
+          if (!this.warm?.holds(model.id)) all.push(this.withOwnState(toInfo(model, server.workspaceId)));
+        }
       } catch {
         // a server that stopped meanwhile has no kernels
       }
@@ -443,7 +456,7 @@ export class KernelService {
    * KERNEL_START_TIMEOUT_MS (a start that hangs) is shut down and started once more, so that a
    * run never holds its worker's slot on a kernel that will never run a cell.
    */
-  private async startReadyKernel(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
+  async startReadyKernel(kernelName: string, workspaceId: string | undefined, cwd?: string, signal?: AbortSignal): Promise<string> {
     for (let attempt = 1; ; attempt++) {
       const kernelId = await this.startKernel(kernelName, workspaceId, cwd);
       const conn = await this.connection(kernelId);
@@ -467,6 +480,94 @@ export class KernelService {
         throw new KernelUnavailableError(`the ${kernelName} kernel did not answer within ${Math.round(this.startTimeoutMs / 1000)} s of its start, twice; see the runtime's log`);
       }
       this.log?.warn({ kernel_id: kernelId, workspace_id: workspaceId ?? null }, 'a kernel did not answer after its start: shut down, starting another');
+    }
+  }
+
+  /**
+   * Ends a run's kernel before the run's files are collected and the run answers. Jupyter's
+   * graceful shutdown (IPython's exit, jupyter_client polling for it) took 0.6–3 s of a one-cell
+   * run here and gives a throw-away kernel nothing: once the server has begun the shutdown (the
+   * kernel reports the shutdown_request on IOPub; the server has stopped its restarter by then,
+   * so it will not start the kernel again), the kernel's cgroup is killed, with everything the
+   * kernel started, and Jupyter finishes its bookkeeping in the background. Without a cgroup
+   * the shutdown is awaited as before.
+   */
+  private async endRunKernel(kernelId: string): Promise<void> {
+    const server = this.owners.get(kernelId);
+    const conn = this.connections.get(kernelId);
+    let onIOPub: ((_: unknown, msg: KernelMessage.IIOPubMessage) => void) | undefined;
+    const begun = new Promise<void>((resolve) => {
+      onIOPub = (_, msg) => {
+        if ((msg.parent_header as { msg_type?: string } | undefined)?.msg_type === 'shutdown_request') resolve();
+      };
+      conn?.iopubMessage.connect(onIOPub);
+    });
+    const deleting = this.shutdown(kernelId).catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([begun, deleting, new Promise((r) => (timer = setTimeout(r, 2000)))]);
+    clearTimeout(timer);
+    if (onIOPub && conn && !conn.isDisposed) conn.iopubMessage.disconnect(onIOPub);
+    const killed = server?.running ? await server.kernelGone(kernelId).catch(() => false) : false;
+    if (!killed) {
+      await deleting;
+      return;
+    }
+    const forgotten: Promise<void> = deleting.finally(() => this.ending.delete(forgotten));
+    this.ending.add(forgotten);
+  }
+
+  /** Resolves when every run's kernel has been shut down in Jupyter too (tests, close). */
+  async kernelsEnded(): Promise<void> {
+    while (this.ending.size > 0) await Promise.allSettled([...this.ending]);
+  }
+
+  /** A kernel that can be handed to a run now: known, its server running, connected and idle. */
+  async isReady(kernelId: string): Promise<boolean> {
+    const server = this.owners.get(kernelId);
+    const conn = this.connections.get(kernelId);
+    if (!server?.running || !conn || conn.isDisposed || conn.connectionStatus !== 'connected' || conn.status !== 'idle') return false;
+    // The server's word too (one request on its socket): a kernel deleted there a moment ago
+    // (Jupyter's culler) may not have closed its websocket here yet.
+    const model = await KernelAPI.getKernelModel(kernelId, server.settings);
+    return model !== undefined && model.execution_state !== 'dead';
+  }
+
+  /**
+   * The kernel of one run: a warm one of the workspace's pool when there is one (moved into the
+   * run's directory), else one started for the run. Either way it has executed nothing before.
+   */
+  private async kernelForRun(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
+    const warm = await this.warm?.take(workspaceId, kernelName);
+    if (warm !== undefined) {
+      try {
+        if (cwd) await this.changeDirectory(warm, cwd);
+        return warm;
+      } catch (err) {
+        this.log?.warn({ err, kernel_id: warm }, 'a warm kernel could not enter the run\'s directory: starting a new one');
+        await this.shutdown(warm).catch(() => undefined);
+      }
+    }
+    return this.startReadyKernel(kernelName, workspaceId, cwd, signal);
+  }
+
+  /**
+   * Moves a fresh kernel into `dir` (relative to its server's root, where it started) the way a
+   * kernel started there would be: silent, outside the history and the execution count, and
+   * binding no name in the user's namespace.
+   */
+  private async changeDirectory(kernelId: string, dir: string): Promise<void> {
+    const conn = await this.connection(kernelId);
+    const future = conn.requestExecute({ code: `__import__('os').chdir(${JSON.stringify(dir)})`, silent: true, store_history: false, allow_stdin: false, stop_on_error: true });
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const reply = await Promise.race([
+        future.done,
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer within 30 s')), 30_000))),
+      ]);
+      if (reply.content.status !== 'ok') throw new Error(`chdir failed: ${reply.content.status}`);
+    } finally {
+      clearTimeout(timer);
+      future.dispose();
     }
   }
 
@@ -500,7 +601,7 @@ export class KernelService {
     if (cwd && notebookDir) await contents.mkdirs(cwd, new Set());
     let status: 'ok' | 'error' = 'ok';
     try {
-      const kernelId = await this.startReadyKernel(executed.metadata.kernelspec?.name ?? 'python3', opts.workspaceId, cwd, opts.signal);
+      const kernelId = await this.kernelForRun(executed.metadata.kernelspec?.name ?? 'python3', opts.workspaceId, cwd, opts.signal);
       try {
         for (const cell of executed.cells) {
           if (cell.cell_type !== 'code') continue;
@@ -520,7 +621,7 @@ export class KernelService {
           }
         }
       } finally {
-        await this.shutdown(kernelId).catch(() => undefined);
+        await this.endRunKernel(kernelId);
       }
       const result: RunNotebookResult = { status, notebook: executed, duration_ms: Date.now() - started };
       if (runDir) {
@@ -540,6 +641,8 @@ export class KernelService {
   }
 
   async close(): Promise<void> {
+    await this.warm?.close();
+    await this.kernelsEnded();
     for (const conn of this.connections.values()) conn.dispose();
     this.connections.clear();
   }

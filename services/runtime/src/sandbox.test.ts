@@ -223,6 +223,8 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
 
   it('stops idle servers, and makes room under SANDBOX_MAX_SERVERS by stopping an idle one', async () => {
     const pool = k.pool as SandboxedServers;
+    // The earlier runs' kernels are dead; Jupyter may still be forgetting them (decision 0125).
+    await k.kernels.kernelsEnded();
     await pool.cullIdle(Date.now() + 3600_000);
     expect(pool.running()).toHaveLength(0);
     const a = await start(WS_A);

@@ -13,6 +13,7 @@ export async function startRuntime(config: Config): Promise<void> {
     sandbox: config.sandbox,
     python: config.jupyter.python,
     cullIdleSeconds: config.jupyter.cullIdleSeconds,
+    warmPool: { size: config.jupyter.poolSize, max: config.jupyter.poolMax, idleSeconds: config.jupyter.poolIdleSeconds },
     log,
     external: config.jupyter.url !== undefined ? { url: config.jupyter.url, token: config.jupyter.token ?? '' } : undefined,
     // As root every workspace gets its own uid, allocated once and kept in the database (the
@@ -31,6 +32,7 @@ export async function startRuntime(config: Config): Promise<void> {
   // Metrics and probes on the internal port (issue 18). A scrape never starts a Jupyter server.
   const metrics = new Metrics('runtime');
   metrics.gauge('codeagent_runtime_jupyter_servers_running', 'Per-workspace Jupyter servers this runtime runs', [], (g) => g.set(kernels.pool.running().length));
+  metrics.gauge('codeagent_runtime_warm_kernels', 'Warm kernels waiting for a run (KERNEL_POOL_SIZE)', [], (g) => g.set(kernels.kernels.warm?.stats(null).ready ?? 0));
   metrics.gauge('codeagent_runtime_kernels_running', 'Kernels running on this runtime', [], async (g) => g.set((await kernels.kernels.list().catch(() => [])).length));
   await app.register(opsRoutes, {
     metrics,

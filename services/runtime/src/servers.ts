@@ -20,7 +20,8 @@ export interface JupyterServerRef {
   touch(): void;
   /** Puts a new (or restarted) kernel's process into its own cgroup with the kernel limits. */
   kernelStarted(kernelId: string): void;
-  kernelGone(kernelId: string): Promise<void>;
+  /** Kills whatever is left in the kernel's cgroup and removes it; true when there was one (its processes are gone now). */
+  kernelGone(kernelId: string): Promise<boolean>;
   /** Why a kernel of this server may have died: cgroup counters (OOM kills, refused forks). */
   kernelEvents(kernelId: string): { oomKills: number; pidsLimitHits: number };
   /** Text for messages: the limits that apply. */
@@ -136,11 +137,12 @@ class SandboxedServer implements JupyterServerRef {
     this.kernels.set(kernelId, group);
   }
 
-  async kernelGone(kernelId: string): Promise<void> {
+  async kernelGone(kernelId: string): Promise<boolean> {
     const group = this.kernels.get(kernelId);
     this.kernels.delete(kernelId);
     // Whatever the kernel left behind (a fork bomb's children in a new session) dies with its cgroup.
     await group?.destroy();
+    return group !== undefined;
   }
 
   kernelEvents(kernelId: string): { oomKills: number; pidsLimitHits: number } {
@@ -321,7 +323,7 @@ export function externalServer(url: string, token: string): JupyterPool {
     running: true,
     touch: () => undefined,
     kernelStarted: () => undefined,
-    kernelGone: async () => undefined,
+    kernelGone: async () => false,
     kernelEvents: () => ({ oomKills: 0, pidsLimitHits: 0 }),
     limitsText: '',
   };

@@ -30,7 +30,7 @@ export function testSandboxSettings(over: Partial<Config['sandbox']> = {}): Conf
  * Kernels in real sandboxes, as the runtime starts them (tests only). Uids come from `uids`
  * (default: in memory), so no database is needed.
  */
-export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox']>; python?: string; uids?: UidAllocator; log?: FastifyBaseLogger; tools?: Tools } = {}): Promise<Kernels> {
+export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox']>; python?: string; uids?: UidAllocator; log?: FastifyBaseLogger; tools?: Tools; warmPool?: { size: number; max: number; idleSeconds: number } } = {}): Promise<Kernels> {
   const sandbox = testSandboxSettings(opts.sandbox);
   return createKernels({
     sandbox,
@@ -39,5 +39,6 @@ export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox
     log: opts.log ?? pino({ level: 'silent' }),
     uids: async () => opts.uids ?? memoryUidAllocator(sandbox.uidBase),
     ...(opts.tools ? { tools: opts.tools } : {}),
+    ...(opts.warmPool ? { warmPool: opts.warmPool } : {}),
   });
 }
