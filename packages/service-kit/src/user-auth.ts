@@ -53,6 +53,9 @@ export interface UserAuthOptions {
 }
 
 /** Token checks by token id, trusted only while the listening connection is up. */
+/** How long a change waits, after its own notification is back, for the other instances to read theirs. */
+const SETTLE_MS = 25;
+
 class TokenCheckCache {
   private readonly entries = new Map<string, { user: UserRow; until: number }>();
   private readonly waiters = new Map<string, (() => void)[]>();
@@ -116,13 +119,15 @@ class TokenCheckCache {
     this.generation++;
     for (const [jti, e] of this.entries) if (e.user.id === userId) this.entries.delete(jti);
     if (!this.listener?.connected) return;
-    // The NOTIFY went out at commit; once it is back here, PostgreSQL has handed it to every listener.
+    // The NOTIFY went out at commit; once it is back here, PostgreSQL has handed it to every
+    // listener. Each listener is its own server process, so the others' copies may trail ours by
+    // a moment: a short settle (a change of sessions or roles is rare) lets them be read too.
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 1000);
+      const timer = setTimeout(resolve, 2000);
       const list = this.waiters.get(userId) ?? [];
       list.push(() => {
         clearTimeout(timer);
-        resolve();
+        setTimeout(resolve, SETTLE_MS);
       });
       this.waiters.set(userId, list);
     });
