@@ -98,7 +98,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       handle.done.then(
         ({ status, body }) => {
           if (status === 200 || status === 201) {
-            patch({ state: 'done', loaded: file.size, total: file.size });
+            // The bar shows what XMLHttpRequest reported; its last progress event is the whole body.
+            patch({ state: 'done' });
             void load();
           } else {
             let message = `The server answered ${status}.`;
