@@ -6,7 +6,7 @@
 // `?next=` never leaves the platform; axe-core finds no serious or critical violation.
 // Needs /usr/bin/chromium (.ci/system-deps); it fails, never skips, without it.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,16 @@ const axeSource = (createRequire(import.meta.url)('axe-core') as { source: strin
 const USER = { email: 'ada@example.com', name: 'Ada', password: 'ada-password-123' };
 const MiB = 1024 * 1024;
 const UI_WAIT = { timeout: 20_000 };
+const shots = resolve(web, '../.test-results/screenshots/web');
+const docImages = resolve(web, '../docs/images');
+
+/** A screenshot of each screen in .test-results; with CODEAGENT_UPDATE_SCREENSHOTS=1 also into docs/images (the README shows them). */
+async function shot(page: Page, name: string): Promise<void> {
+  mkdirSync(shots, { recursive: true });
+  const file = join(shots, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  if (process.env.CODEAGENT_UPDATE_SCREENSHOTS === '1') copyFileSync(file, join(docImages, `web-${name}.png`));
+}
 
 interface AxeResult {
   violations: { id: string; impact: string | null; help: string; nodes: { target: unknown[] }[] }[];
@@ -80,10 +90,12 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     const page = await newPage();
     await logIn(page, base, ADMIN_EMAIL, ADMIN_PASSWORD);
     await expect.poll(() => page.url(), UI_WAIT).toBe(`${base}/`);
+    await page.getByRole('heading', { name: 'My workspaces' }).waitFor(UI_WAIT);
     // No token in script-readable storage: the session is the HttpOnly cookie.
     expect(await page.evaluate('JSON.stringify([Object.keys(localStorage), Object.keys(sessionStorage), document.cookie])')).toBe('[[],[],""]');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Administration' }).click();
     await page.getByRole('heading', { name: 'Administration' }).waitFor(UI_WAIT);
+    await page.getByRole('heading', { name: 'Users' }).waitFor(UI_WAIT);
 
     const userForm = page.getByRole('form', { name: 'Create user' });
     await userForm.getByLabel('Email').fill(USER.email);
@@ -108,6 +120,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByLabel(`Role of ${ADMIN_EMAIL}`).selectOption('viewer');
     await page.getByText('Refused: this is the last admin of the workspace').waitFor(UI_WAIT);
     expect(await page.getByLabel(`Role of ${ADMIN_EMAIL}`).inputValue()).toBe('admin');
+    await shot(page, 'administration');
 
     expect(await seriousViolations(page)).toEqual([]);
     const list = await fetch(`${base}/api/v1/platform/workspaces`, { headers: bearer(b.adminToken) });
@@ -121,12 +134,19 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.goto(`${base}/workspaces/${ws}/files/`);
     await expect.poll(() => new URL(page.url()).pathname, UI_WAIT).toBe('/login');
     expect(new URL(page.url()).searchParams.get('next')).toBe(`/workspaces/${ws}/files/`);
+    await page.getByRole('heading', { name: 'Log in to codeagent' }).waitFor(UI_WAIT);
+    await shot(page, 'login');
     await page.getByLabel('Email').fill(USER.email);
     await page.getByLabel('Password').fill(USER.password);
     await page.getByRole('button', { name: 'Log in' }).click();
     await expect.poll(() => new URL(page.url()).pathname, UI_WAIT).toBe(`/workspaces/${ws}/files/`);
     await page.getByText('No files here yet').waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Workspaces' }).click();
+    await page.getByRole('heading', { name: 'My workspaces' }).waitFor(UI_WAIT);
+    await shot(page, 'home');
+    await page.getByRole('link', { name: 'Research' }).click();
+    await page.getByText('No files here yet').waitFor(UI_WAIT);
 
     const big = join(files, 'measurements.bin');
     writeFileSync(big, Buffer.alloc(20 * MiB, 7));
@@ -138,16 +158,41 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await row.locator('progress').getAttribute('value')).toBe('100');
     await page.getByRole('link', { name: 'measurements.bin' }).first().waitFor(UI_WAIT);
     await page.getByRole('cell', { name: '20 MB' }).waitFor(UI_WAIT);
+    await shot(page, 'files-upload');
     const stored = await fetch(`${base}/api/v1/data-resources/${ws}/objects?prefix=`, { headers: bearer(b.adminToken) });
     expect(((await stored.json()) as { items: { path: string; size: number }[] }).items).toEqual([expect.objectContaining({ path: 'measurements.bin', size: 20 * MiB })]);
 
     await page.getByRole('button', { name: 'Delete measurements.bin' }).click();
     await page.getByText('No files here yet').waitFor(UI_WAIT);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Trash' }).click();
+    await shot(page, 'trash');
     await page.getByRole('button', { name: 'Restore measurements.bin' }).click();
     await page.getByText('The trash is empty').waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Files' }).click();
+    await page.getByRole('link', { name: 'measurements.bin' }).first().waitFor(UI_WAIT);
+
+    // A file in a folder, replaced once: the folder, its breadcrumbs, the versions, a restore.
+    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email, password: USER.password }) });
+    const token = ((await login.json()) as { access_token: string }).access_token;
+    for (const text of ['first draft', 'second draft']) {
+      const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/reports/2026 q1/notes.txt`, { method: 'PUT', headers: { ...bearer(token), 'content-type': 'text/plain' }, body: text });
+      expect(put.status).toBeLessThan(300);
+    }
+    await page.reload();
+    await page.getByRole('link', { name: 'reports/' }).click();
+    await page.getByRole('link', { name: '2026 q1/' }).click();
+    await page.getByRole('link', { name: 'notes.txt' }).first().waitFor(UI_WAIT);
+    const crumbs = page.getByRole('navigation', { name: 'Breadcrumbs' });
+    expect(await crumbs.getByRole('link').allTextContents()).toEqual(['All files', 'reports', '2026 q1']);
+    await page.getByRole('button', { name: 'Versions of notes.txt' }).click();
+    const panel = page.getByRole('complementary', { name: 'Versions of reports/2026 q1/notes.txt' });
+    await panel.getByRole('button', { name: 'Restore' }).waitFor(UI_WAIT);
+    await shot(page, 'versions');
+    await panel.getByRole('button', { name: 'Restore' }).click();
+    await expect.poll(async () => (await fetch(`${base}/api/v1/data-resources/${ws}/objects/reports/2026%20q1/notes.txt`, { headers: bearer(token) })).text(), UI_WAIT).toBe('first draft');
+    expect(await seriousViolations(page)).toEqual([]);
+    await crumbs.getByRole('link', { name: 'All files' }).click();
     await page.getByRole('link', { name: 'measurements.bin' }).first().waitFor(UI_WAIT);
 
     // Logging out ends the session: the app sends the visitor to the login page again.
@@ -169,6 +214,10 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await page.getByRole('button', { name: /^Delete/ }).count()).toBe(0);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Trash' }).click();
     await page.getByText('The trash is empty').waitFor(UI_WAIT);
+    await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Runs' }).click();
+    await page.getByText('No runs yet.').waitFor(UI_WAIT);
+    expect(await page.getByRole('button', { name: 'Run now' }).count()).toBe(0);
+    await shot(page, 'runs');
     // Nor the administration, which is for system administrators only.
     expect(await page.getByRole('link', { name: 'Administration' }).count()).toBe(0);
   }, 60_000);
