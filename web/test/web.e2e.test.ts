@@ -159,6 +159,19 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('link', { name: 'measurements.bin' }).first().waitFor(UI_WAIT);
     await page.getByRole('cell', { name: '20 MB' }).waitFor(UI_WAIT);
     await shot(page, 'files-upload');
+
+    // Drag and drop: a file dropped on the page is uploaded into the folder shown.
+    const dropped = await page.evaluateHandle(() => {
+      const dt = new DataTransfer();
+      dt.items.add(new File(['dropped by drag and drop'], 'dropped.txt', { type: 'text/plain' }));
+      return dt;
+    });
+    await page.dispatchEvent('section.files', 'drop', { dataTransfer: dropped });
+    await page.locator('.upload').filter({ hasText: 'dropped.txt' }).getByText('Uploaded').waitFor(UI_WAIT);
+    const droppedRes = await fetch(`${base}/api/v1/data-resources/${ws}/objects/dropped.txt`, { headers: bearer(b.adminToken) });
+    expect(await droppedRes.text()).toBe('dropped by drag and drop');
+    await page.getByRole('button', { name: 'Delete dropped.txt' }).click();
+    await page.getByRole('button', { name: 'Delete dropped.txt' }).waitFor({ state: 'detached', ...UI_WAIT });
     const stored = await fetch(`${base}/api/v1/data-resources/${ws}/objects?prefix=`, { headers: bearer(b.adminToken) });
     expect(((await stored.json()) as { items: { path: string; size: number }[] }).items).toEqual([expect.objectContaining({ path: 'measurements.bin', size: 20 * MiB })]);
 
@@ -167,6 +180,10 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Trash' }).click();
     await shot(page, 'trash');
     await page.getByRole('button', { name: 'Restore measurements.bin' }).click();
+    await page.getByRole('button', { name: 'Restore measurements.bin' }).waitFor({ state: 'detached', ...UI_WAIT });
+    // Purge for good (after a confirmation): the trash is empty.
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Delete dropped.txt for good' }).click();
     await page.getByText('The trash is empty').waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Files' }).click();
