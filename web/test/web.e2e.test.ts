@@ -219,6 +219,32 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await expect.poll(() => new URL(page.url()).pathname, UI_WAIT).toBe('/login');
   }, 120_000);
 
+  it('an editor runs a notebook now and sees its status change without reloading', async () => {
+    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email, password: USER.password }) });
+    const token = ((await login.json()) as { access_token: string }).access_token;
+    const notebook = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [{ cell_type: 'code', id: 'c1', metadata: {}, source: 'print(1)', outputs: [], execution_count: null }] };
+    const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/analysis.ipynb`, { method: 'PUT', headers: { ...bearer(token), 'content-type': 'application/x-ipynb+json' }, body: JSON.stringify(notebook) });
+    expect(put.status).toBe(201);
+
+    const page = await newPage();
+    await logIn(page, base, USER.email, USER.password, `/login?next=${encodeURIComponent(`/workspaces/${ws}/runs`)}`);
+    await page.getByLabel('Notebook').waitFor(UI_WAIT);
+    expect(await page.getByLabel('Notebook').inputValue()).toBe('analysis.ipynb');
+    await page.getByRole('button', { name: 'Run now' }).click();
+    const row = page.getByRole('row').filter({ hasText: 'analysis.ipynb' });
+    await row.locator('.status-queued').waitFor(UI_WAIT);
+    // No worker runs in this test: the run is cancelled through the API, and the page, which
+    // polls while a run is queued or running, shows it without a reload.
+    const runs = await fetch(`${base}/api/v1/workspaces/${ws}/runs`, { headers: bearer(token) });
+    const run = ((await runs.json()) as { items: { id: string }[] }).items[0]!;
+    const cancel = await fetch(`${base}/api/v1/workspaces/${ws}/runs/${run.id}/cancel`, { method: 'POST', headers: bearer(token) });
+    expect(cancel.status).toBe(200);
+    await row.locator('.status-cancelled').waitFor(UI_WAIT);
+    await row.getByRole('button', { name: 'Log' }).click();
+    await page.getByRole('complementary', { name: 'Run log' }).waitFor(UI_WAIT);
+    expect(await seriousViolations(page)).toEqual([]);
+  }, 60_000);
+
   it('a viewer sees the files but no upload or delete control', async () => {
     const viewer = await createAndLogin(b, 'viewer@example.com');
     const added = await fetch(`${base}/api/v1/platform/workspaces/${ws}/members`, { method: 'POST', headers: { ...bearer(b.adminToken), 'content-type': 'application/json' }, body: JSON.stringify({ user_id: viewer.id, role: 'viewer' }) });
@@ -232,7 +258,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Trash' }).click();
     await page.getByText('The trash is empty').waitFor(UI_WAIT);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Runs' }).click();
-    await page.getByText('No runs yet.').waitFor(UI_WAIT);
+    await page.getByRole('row').filter({ hasText: 'analysis.ipynb' }).locator('.status-cancelled').waitFor(UI_WAIT);
     expect(await page.getByRole('button', { name: 'Run now' }).count()).toBe(0);
     await shot(page, 'runs');
     // Nor the administration, which is for system administrators only.

@@ -96,7 +96,7 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
                 <td>{r.notebook_path}</td>
                 <td>
                   <span className={`status status-${r.status}`}>{r.status}</span>
-                  {r.error ? <div className="error">{r.error}</div> : null}
+                  {r.error && r.error !== r.status ? <div className="error">{r.error}</div> : null}
                 </td>
                 <td>{formatTime(r.started_at)}</td>
                 <td>{formatTime(r.finished_at)}</td>
