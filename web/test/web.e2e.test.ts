@@ -261,8 +261,19 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('row').filter({ hasText: 'analysis.ipynb' }).locator('.status-cancelled').waitFor(UI_WAIT);
     expect(await page.getByRole('button', { name: 'Run now' }).count()).toBe(0);
     await shot(page, 'runs');
-    // Nor the administration, which is for system administrators only.
+    // Nor the administration, which is for system administrators only (its address shows nothing).
     expect(await page.getByRole('link', { name: 'Administration' }).count()).toBe(0);
+    await page.goto(`${base}/manage`);
+    await page.getByRole('heading', { name: 'Page not found' }).waitFor(UI_WAIT);
+    expect(await page.getByRole('form', { name: 'Create user' }).count()).toBe(0);
+    // A workspace the viewer is not a member of: no files, and words that say why.
+    const other = await fetch(`${base}/api/v1/platform/workspaces`, { method: 'POST', headers: { ...bearer(b.adminToken), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Secret' }) });
+    const otherId = ((await other.json()) as { id: string }).id;
+    await fetch(`${base}/api/v1/data-resources/${otherId}/objects/secret.txt`, { method: 'PUT', headers: bearer(b.adminToken), body: 'secret' });
+    await page.goto(`${base}/workspaces/${otherId}/files/`);
+    await page.getByText('You are not a member of this workspace').waitFor(UI_WAIT);
+    await page.getByText('Not found: it may have been deleted or moved.').waitFor(UI_WAIT);
+    expect(await page.getByText('secret.txt').count()).toBe(0);
   }, 60_000);
 
   it('an uploaded .html file is downloaded as an attachment; its script never runs in the platform origin', async () => {
