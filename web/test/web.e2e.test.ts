@@ -102,7 +102,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await userForm.getByLabel('Name').fill(USER.name);
     await userForm.getByLabel('Password').fill(USER.password);
     await userForm.getByRole('button', { name: 'Create user' }).click();
-    await page.getByRole('cell', { name: USER.email }).waitFor(UI_WAIT);
+    await page.getByRole('button', { name: `Disable ${USER.email}` }).waitFor(UI_WAIT);
 
     const wsForm = page.getByRole('form', { name: 'Create workspace' });
     await wsForm.getByLabel('Name').fill('Research');
@@ -319,6 +319,34 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await logIn(page, base, USER.email, 'not-the-password');
     await page.getByRole('alert').filter({ hasText: 'Wrong email or password.' }).waitFor(UI_WAIT);
     expect(new URL(page.url()).pathname).toBe('/login');
+    expect(await seriousViolations(page)).toEqual([]);
+  }, 60_000);
+  it('the admin resets a password, renames and deletes a workspace (after confirming) and finds it under the deleted ones', async () => {
+    const page = await newPage();
+    await logIn(page, base, ADMIN_EMAIL, ADMIN_PASSWORD, '/login?next=%2Fmanage');
+    await page.getByRole('heading', { name: 'Administration' }).waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'Reset password of viewer@example.com' }).click();
+    const reset = page.getByRole('form', { name: 'New password for viewer@example.com' });
+    await reset.getByLabel('New password').fill('viewer-new-password-1');
+    await reset.getByRole('button', { name: 'Set password' }).click();
+    await page.getByText('New password set for viewer@example.com').waitFor(UI_WAIT);
+    const relogin = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'viewer@example.com', password: 'viewer-new-password-1' }) });
+    expect(relogin.status).toBe(200);
+
+    await page.getByRole('button', { name: 'Rename Secret' }).click();
+    const renameForm = page.getByRole('form', { name: 'Rename Secret' });
+    await renameForm.getByLabel('New name').fill('Archive');
+    await renameForm.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Delete Archive' }).waitFor(UI_WAIT);
+    // Dismissing the confirmation deletes nothing; accepting it deletes.
+    page.once('dialog', (d) => void d.dismiss());
+    await page.getByRole('button', { name: 'Delete Archive' }).click();
+    await page.getByRole('button', { name: 'Rename Archive' }).waitFor(UI_WAIT);
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Delete Archive' }).click();
+    await page.getByRole('button', { name: 'Delete Archive' }).waitFor({ state: 'detached', ...UI_WAIT });
+    await page.getByLabel('Show deleted workspaces').check();
+    await page.getByText(/Archive \(deleted/).waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
 });

@@ -11,16 +11,17 @@ export function ManagePage({ me }: { me: Me }) {
   const [workspaces, setWorkspaces] = useState<Workspace[]>([]);
   const [selected, setSelected] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [showDeleted, setShowDeleted] = useState(false);
 
   const load = useCallback(async () => {
     const [u, w] = await Promise.all([
       api.GET('/api/v1/platform/users', { params: { query: { limit: 1000 } } }),
-      api.GET('/api/v1/platform/workspaces', { params: { query: { limit: 1000 } } }),
+      api.GET('/api/v1/platform/workspaces', { params: { query: { limit: 1000, include_deleted: showDeleted } } }),
     ]);
     if (u.error || w.error) setError(describeError(u.error ?? w.error));
     setUsers(u.data?.items ?? []);
     setWorkspaces(w.data?.items ?? []);
-  }, []);
+  }, [showDeleted]);
 
   useEffect(() => void load(), [load]);
 
@@ -30,9 +31,9 @@ export function ManagePage({ me }: { me: Me }) {
       <ErrorText error={error} />
       <div className="grid2">
         <Users users={users} me={me} onChange={load} />
-        <Workspaces workspaces={workspaces} selected={selected} onSelect={setSelected} onChange={load} />
+        <Workspaces workspaces={workspaces} selected={selected} onSelect={setSelected} onChange={load} showDeleted={showDeleted} onShowDeleted={setShowDeleted} />
       </div>
-      {selected ? <Members ws={workspaces.find((w) => w.id === selected)} users={users} onChange={load} /> : null}
+      {selected ? <Members ws={workspaces.find((w) => w.id === selected && !w.deleted_at)} users={users} onChange={load} /> : null}
     </section>
   );
 }
@@ -54,6 +55,21 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
       setNotice(`Created ${form.email}.`);
       setForm({ email: '', name: '', password: '', admin: false });
       await onChange();
+    }
+  };
+
+  const [resetFor, setResetFor] = useState<string | null>(null);
+  const [newPassword, setNewPassword] = useState('');
+
+  const resetPassword = async (e: FormEvent, u: User) => {
+    e.preventDefault();
+    setError(null);
+    const { error: err } = await api.POST('/api/v1/platform/users/{id}/password', { params: { path: { id: u.id } }, body: { password: newPassword } });
+    if (err) setError(describeError(err));
+    else {
+      setNotice(`New password set for ${u.email}; their sessions were ended.`);
+      setResetFor(null);
+      setNewPassword('');
     }
   };
 
@@ -88,8 +104,17 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
               <td>{u.disabled_at ? `disabled ${formatTime(u.disabled_at)}` : 'active'}</td>
               <td className="actions">
                 {u.id === me.id ? null : (
-                  <button type="button" className="link" onClick={() => void setDisabled(u, !u.disabled_at)}>{u.disabled_at ? 'Enable' : 'Disable'}</button>
+                  <>
+                    <button type="button" className="link" onClick={() => void setDisabled(u, !u.disabled_at)} aria-label={`${u.disabled_at ? 'Enable' : 'Disable'} ${u.email}`}>{u.disabled_at ? 'Enable' : 'Disable'}</button>
+                    <button type="button" className="link" onClick={() => setResetFor(resetFor === u.id ? null : u.id)} aria-expanded={resetFor === u.id} aria-label={`Reset password of ${u.email}`}>Reset password</button>
+                  </>
                 )}
+                {resetFor === u.id ? (
+                  <form className="toolbar" onSubmit={(e) => void resetPassword(e, u)} aria-label={`New password for ${u.email}`}>
+                    <label>New password<input type="password" required minLength={8} autoComplete="new-password" value={newPassword} onChange={(e) => setNewPassword(e.target.value)} /></label>
+                    <button type="submit">Set password</button>
+                  </form>
+                ) : null}
               </td>
             </tr>
           ))}
@@ -99,9 +124,11 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
   );
 }
 
-function Workspaces({ workspaces, selected, onSelect, onChange }: { workspaces: Workspace[]; selected: string | null; onSelect: (id: string) => void; onChange: () => Promise<void> }) {
+function Workspaces({ workspaces, selected, onSelect, onChange, showDeleted, onShowDeleted }: { workspaces: Workspace[]; selected: string | null; onSelect: (id: string) => void; onChange: () => Promise<void>; showDeleted: boolean; onShowDeleted: (v: boolean) => void }) {
   const [name, setName] = useState('');
   const [error, setError] = useState<string | null>(null);
+  const [renaming, setRenaming] = useState<{ id: string; name: string } | null>(null);
+  const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
 
   const create = async (e: FormEvent) => {
     e.preventDefault();
@@ -115,6 +142,26 @@ function Workspaces({ workspaces, selected, onSelect, onChange }: { workspaces: 
     }
   };
 
+  const rename = async (e: FormEvent) => {
+    e.preventDefault();
+    if (!renaming) return;
+    setRowError(null);
+    const { error: err } = await api.PATCH('/api/v1/platform/workspaces/{id}', { params: { path: { id: renaming.id } }, body: { name: renaming.name } });
+    if (err) setRowError({ id: renaming.id, message: describeError(err) });
+    else {
+      setRenaming(null);
+      await onChange();
+    }
+  };
+
+  const remove = async (w: Workspace) => {
+    setRowError(null);
+    if (!window.confirm(`Delete the workspace ${w.name}? Its members lose access; its files stay stored.`)) return;
+    const { error: err } = await api.DELETE('/api/v1/platform/workspaces/{id}', { params: { path: { id: w.id } } });
+    if (err) setRowError({ id: w.id, message: describeError(err) });
+    await onChange();
+  };
+
   return (
     <div>
       <h2>Workspaces</h2>
@@ -123,14 +170,30 @@ function Workspaces({ workspaces, selected, onSelect, onChange }: { workspaces: 
         <ErrorText error={error} />
         <button type="submit">Create workspace</button>
       </form>
+      <label className="inline"><input type="checkbox" checked={showDeleted} onChange={(e) => onShowDeleted(e.target.checked)} /> Show deleted workspaces</label>
       {workspaces.length === 0 ? <p className="empty">No workspaces yet: create the first one above.</p> : null}
       <ul className="plain">
         {workspaces.map((w) => (
           <li key={w.id}>
-            <button type="button" className="link" aria-pressed={selected === w.id} onClick={() => onSelect(w.id)}>
-              {w.name}
-            </button>{' '}
-            <span className="muted">{w.member_count} {w.member_count === 1 ? 'member' : 'members'}</span>
+            {w.deleted_at ? (
+              <span>{w.name} <span className="muted">(deleted {formatTime(w.deleted_at)})</span></span>
+            ) : renaming?.id === w.id ? (
+              <form className="toolbar" onSubmit={(e) => void rename(e)} aria-label={`Rename ${w.name}`}>
+                <label>New name<input required value={renaming.name} onChange={(e) => setRenaming({ id: w.id, name: e.target.value })} /></label>
+                <button type="submit">Save</button>
+                <button type="button" className="secondary" onClick={() => setRenaming(null)}>Cancel</button>
+              </form>
+            ) : (
+              <>
+                <button type="button" className="link" aria-pressed={selected === w.id} onClick={() => onSelect(w.id)}>
+                  {w.name}
+                </button>{' '}
+                <span className="muted">{w.member_count} {w.member_count === 1 ? 'member' : 'members'}</span>{' '}
+                <button type="button" className="link" onClick={() => setRenaming({ id: w.id, name: w.name })} aria-label={`Rename ${w.name}`}>Rename</button>{' '}
+                <button type="button" className="link danger" onClick={() => void remove(w)} aria-label={`Delete ${w.name}`}>Delete</button>
+              </>
+            )}
+            {rowError?.id === w.id ? <ErrorText error={rowError.message} /> : null}
           </li>
         ))}
       </ul>
