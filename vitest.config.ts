@@ -13,6 +13,9 @@ const include = [
   // The JupyterLab extension: its pure logic, and the browser test (ui-tests) through the gateway.
   'extensions/*/src/**/*.test.ts',
   'extensions/*/ui-tests/**/*.test.ts',
+  // The web app: build checks and its browser test through the gateway.
+  'web/src/**/*.test.ts',
+  'web/test/**/*.test.ts',
 ];
 const dbInclude = ['{packages,services}/*/src/**/*.db.test.ts', 'cli/src/**/*.db.test.ts'];
 const withPostgres = process.env.CODEAGENT_TEST_POSTGRES !== '0';

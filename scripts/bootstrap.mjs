@@ -97,6 +97,11 @@ export async function ensureBuilt() {
     say('the build failed; the TypeScript errors are above (`npx tsc -b` shows them again)');
     process.exit(1);
   }
+  // The web app the gateway serves at `/` (Vite; skipped when its inputs did not change).
+  if ((await runStep('building the web app (Vite)', process.execPath, [join('web', 'build.mjs')])).code !== 0) {
+    say('building the web app failed (output above); `node web/build.mjs` shows it again');
+    process.exit(1);
+  }
 }
 
 /**

@@ -25,7 +25,7 @@ export async function nginxConfig(config: Config, options: NginxConfigOptions): 
     accessLog: options.accessLog === 'off' ? (false as const) : options.accessLog,
     httpOnly: options.httpOnly === true,
   };
-  const { renderNginxConfig } = await import('@codeagent/gateway');
+  const { defaultWebRoot, renderNginxConfig } = await import('@codeagent/gateway');
   const text = renderNginxConfig({
     listen: { host: config.host, port: config.port },
     upstreams: { backend: config.backendUrls, clusterAdmin: config.clusterAdminUrls, bridge: config.bridgeUrls, jupyter: config.jupyterlab.urls },
@@ -35,6 +35,8 @@ export async function nginxConfig(config: Config, options: NginxConfigOptions): 
     runDir: opts.runDir ?? resolve(config.dataDir, 'nginx'),
     ...(opts.accessLog !== undefined ? { accessLog: opts.accessLog } : {}),
     httpOnly: opts.httpOnly,
+    // The built web app of this checkout (`node web/build.mjs`), served as the gateway serves it.
+    webRoot: defaultWebRoot(),
   });
   if (opts.output) {
     writeFileSync(opts.output, text, { mode: 0o600 });

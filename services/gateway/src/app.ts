@@ -10,12 +10,12 @@ import Fastify, {
 } from 'fastify';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
 import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, redactUrl, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
-import { landingCsp, landingPage } from './landing.js';
+import { registerWebApp } from './web-app.js';
 import { backendSessionChecker, checkJupyterAccess, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
 import { MESSAGES, ROUTES, UPSTREAMS, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
-import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
+import { securityHeaders, type SecurityRouteConfig } from './security-headers.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
 const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
@@ -66,6 +66,11 @@ export interface GatewayOptions {
   metrics?: Metrics;
   /** One log line per request (method, path, status, time, request id), as nginx's access log. */
   accessLog?: boolean;
+  /**
+   * The built web app (`web/dist/app`, see web-app.ts): served at `/`, its paths and `/assets/`.
+   * Without it, or when it holds no index.html, `/` is the static start page.
+   */
+  webRoot?: string;
 }
 
 /** Error body of a failed upstream: 504 for a time-out, 502 for anything else (down, reset, garbage). */
@@ -233,7 +238,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     await app.register(httpProxy, proxyOptions as FastifyHttpProxyOptions & { websocket?: false });
   }
 
-  app.get('/', async (_req, reply) => asAppPage(reply, landingCsp).type('text/html; charset=utf-8').send(landingPage));
+  // `/`, the web app's paths and its assets (web-app.ts); the start page when none is built.
+  registerWebApp(app, opts.webRoot);
 
   return app;
 }

@@ -6,3 +6,4 @@ export type { NginxOptions } from './nginx.js';
 export { ROUTES, UPSTREAMS } from './routes.js';
 export type { Route, ProxyRoute, UpstreamName } from './routes.js';
 export { UpstreamPool } from './upstream-pool.js';
+export { APP_PATHS, defaultWebRoot } from './web-app.js';

@@ -72,6 +72,7 @@ export async function startNginx(opts: GatewayOptions): Promise<Ingress> {
       ...(opts.trustedProxies ? { trustedProxies: opts.trustedProxies } : {}),
       ...(opts.maxUploadBytes !== undefined ? { maxUploadBytes: opts.maxUploadBytes } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+      ...(opts.webRoot !== undefined ? { webRoot: opts.webRoot } : {}),
       runDir,
       accessLog: join(runDir, 'access.log'),
       workerProcesses: 1,

@@ -3,6 +3,7 @@ import { landingCsp, landingPage } from './landing.js';
 import { MESSAGES, REQUIRE_HEADER, ROUTES, UPSTREAMS, USER_ID_HEADER, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
 import { DATA_CSP, REFERRER_POLICY } from './security-headers.js';
 import { SESSION_CHECK_PATH, SESSION_COOKIE } from './jupyter-auth.js';
+import { webAppLocations } from './web-app-nginx.js';
 
 export interface NginxOptions {
   /** Where nginx listens (HOST, PORT). */
@@ -28,6 +29,8 @@ export interface NginxOptions {
   /** Only the `http` block's content, for an `include` inside an existing nginx.conf. */
   httpOnly?: boolean;
   routes?: readonly Route[];
+  /** The built web app (`web/dist/app`), served as the gateway serves it (web-app.ts); without it `/` is the start page. */
+  webRoot?: string;
 }
 
 /** A string in single quotes for nginx. `$` starts a variable there and cannot be escaped: refused unless meant. */
@@ -296,6 +299,8 @@ export function renderNginxConfig(opts: NginxOptions): string {
     } else if (route.kind === 'deny') {
       const deny = answer(404, json({ error: 'not_found' }));
       locations.push(`location = ${route.prefix} {`, ...indent(deny), '}', `location ${route.prefix}/ {`, ...indent(deny), '}');
+    } else if (opts.webRoot !== undefined) {
+      locations.push(...webAppLocations(opts.webRoot, { securityHeaders, notFound: (body) => answer(404, json(body)), q, indent }));
     } else {
       locations.push(
         `location = ${route.path} {`,

@@ -1,6 +1,7 @@
 import type { Config } from '@codeagent/config';
 import { Metrics, createLogger, listen, startOpsServer } from '@codeagent/service-kit/http';
 import { buildGatewayApp } from './app.js';
+import { defaultWebRoot } from './web-app.js';
 
 /** Starts the gateway alone (`codeagent gateway`) on HOST:PORT; metrics and probes on GATEWAY_METRICS_PORT when set. */
 export async function startGateway(config: Config): Promise<string> {
@@ -15,6 +16,7 @@ export async function startGateway(config: Config): Promise<string> {
     loggerInstance: createLogger({ level: config.logLevel, format: config.logFormat }, 'gateway'),
     metrics,
     accessLog: true,
+    webRoot: defaultWebRoot(),
     onUpstreamState: (upstream, instance, isUp) => {
       up.set({ upstream, instance }, isUp ? 1 : 0);
       if (upstream === 'backend') backendUp.set(instance, isUp);

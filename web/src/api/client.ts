@@ -1,0 +1,87 @@
+import createClient from 'openapi-fetch';
+import type { components, paths } from './schema';
+import { encodePath } from '../nav';
+
+/**
+ * The API client, typed from the backend's OpenAPI document (schema.d.ts is generated, never
+ * edited). Requests carry the HttpOnly session cookie (same origin); no token is ever kept in
+ * script-readable storage. Browsers add `Sec-Fetch-Site: same-origin`, which is what the
+ * backend's same-origin rule for cookie-authenticated writes checks.
+ */
+export const api = createClient<paths>({
+  baseUrl: '',
+  credentials: 'same-origin',
+  // `{*}` is an object path: its slashes stay separators, each segment is encoded.
+  pathSerializer: (pathname, params) =>
+    pathname.replace(/\{([^{}]+)\}/g, (match, name: string) => {
+      const value = params[name];
+      if (value === undefined || value === null) return match;
+      return name === '*' ? encodePath(String(value)) : encodeURIComponent(String(value));
+    }),
+});
+
+export type Schemas = components['schemas'];
+type Json<P extends keyof paths, M extends keyof paths[P]> = paths[P][M] extends { responses: { 200: { content: { 'application/json': infer T } } } } ? T : never;
+export type Me = Json<'/api/v1/auth/me', 'get'>;
+export type ObjectList = Json<'/api/v1/data-resources/{ws}/objects', 'get'>;
+export type StoredObject = ObjectList['items'][number];
+export type TrashList = Json<'/api/v1/data-resources/{ws}/trash', 'get'>;
+export type TrashItem = TrashList['items'][number];
+/** The versions list has no response schema in the document (the route also serves content). */
+export interface VersionItem {
+  version_id: string;
+  size: number;
+  sha256: string;
+  content_type: string;
+  created_at: string;
+  created_by: string | null;
+  current: boolean;
+}
+export type RunList = Json<'/api/v1/workspaces/{ws}/runs', 'get'>;
+export type Run = RunList['items'][number];
+export type UserList = Json<'/api/v1/platform/users', 'get'>;
+export type User = UserList['items'][number];
+export type WorkspaceList = Json<'/api/v1/platform/workspaces', 'get'>;
+export type Workspace = WorkspaceList['items'][number];
+export type MemberList = Json<'/api/v1/platform/workspaces/{id}/members', 'get'>;
+export type Member = MemberList['items'][number];
+
+/** The error body of every failure (SPEC §3). */
+export interface ApiError {
+  error: string;
+  message?: string;
+  fields?: Record<string, string>;
+}
+
+const WORDS: Record<string, string> = {
+  invalid_credentials: 'Wrong email or password.',
+  too_many_requests: 'Too many attempts. Wait a minute, then try again.',
+  unauthorized: 'Your session has ended. Log in again.',
+  forbidden: 'Your role does not allow this. Ask a workspace admin.',
+  not_found: 'Not found: it may have been deleted or moved.',
+  conflict: 'That already exists (or changed meanwhile). Reload and try again.',
+  last_admin: 'Refused: this is the last admin of the workspace. Make another member admin first.',
+  self_removal: 'Refused: you cannot remove yourself. Ask another system administrator.',
+  payload_too_large: 'The file is larger than this platform accepts (MAX_UPLOAD_BYTES).',
+  quota_exceeded: "The workspace's storage quota is full. Delete or purge files first.",
+};
+
+/** A sentence for people, naming what to do next, from an API error body (or anything thrown). */
+export function describeError(err: unknown): string {
+  if (err && typeof err === 'object' && 'error' in err) {
+    const e = err as ApiError;
+    const words = WORDS[e.error];
+    if (words && e.error !== 'invalid_request' && e.error !== 'conflict') return words;
+    if (e.message) return e.message + (e.fields ? ` (${Object.entries(e.fields).map(([k, v]) => `${k}: ${v}`).join('; ')})` : '');
+    return words ?? `The server refused: ${e.error}.`;
+  }
+  if (err instanceof Error) return err.message;
+  return 'Something went wrong. Reload the page and try again.';
+}
+
+/** The URL of an object's content (download links), or of one of its versions. */
+export function objectUrl(ws: string, path: string, versionId?: string): string {
+  const base = `/api/v1/data-resources/${encodeURIComponent(ws)}`;
+  const p = encodePath(path);
+  return versionId ? `${base}/versions/${p}?version_id=${encodeURIComponent(versionId)}` : `${base}/objects/${p}`;
+}

@@ -1,0 +1,310 @@
+import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from 'react';
+import { api, describeError, objectUrl, type Me, type StoredObject, type VersionItem } from '../api/client';
+import { ErrorText, formatBytes, formatTime, Link } from '../components';
+import { filesPath } from '../router';
+import { uploadFile, type UploadHandle } from '../upload';
+import { canWrite, roleIn, WorkspaceHeader } from './workspace';
+
+interface Upload {
+  id: number;
+  name: string;
+  path: string;
+  loaded: number;
+  total: number;
+  state: 'uploading' | 'done' | 'failed' | 'cancelled';
+  error?: string;
+  handle?: UploadHandle;
+}
+
+type SortKey = 'name' | 'size' | 'updated';
+
+/** Every object under `prefix`, following the list's cursor. */
+async function listAll(ws: string, prefix: string): Promise<StoredObject[]> {
+  const out: StoredObject[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 100; page++) {
+    const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { prefix, limit: 1000, ...(cursor ? { cursor } : {}) } } });
+    if (error) throw error;
+    out.push(...data.items);
+    if (!data.next_cursor) break;
+    cursor = data.next_cursor;
+  }
+  return out;
+}
+
+let uploadIds = 0;
+
+export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: string }) {
+  const role = roleIn(me, ws);
+  const writable = canWrite(role);
+  const [objects, setObjects] = useState<StoredObject[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [rowError, setRowError] = useState<{ path: string; message: string } | null>(null);
+  const [search, setSearch] = useState('');
+  const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: 'name', desc: false });
+  const [uploads, setUploads] = useState<Upload[]>([]);
+  const [dragging, setDragging] = useState(false);
+  const [versionsOf, setVersionsOf] = useState<string | null>(null);
+  const fileInput = useRef<HTMLInputElement>(null);
+
+  const load = useCallback(async () => {
+    try {
+      setObjects(await listAll(ws, prefix));
+      setError(null);
+    } catch (err) {
+      setError(describeError(err));
+    }
+  }, [ws, prefix]);
+
+  useEffect(() => {
+    setObjects(null);
+    setVersionsOf(null);
+    void load();
+  }, [load]);
+
+  // Folders are the first path segment below the prefix; files are the objects directly in it.
+  const { folders, files } = useMemo(() => {
+    const folderSet = new Map<string, number>();
+    const direct: StoredObject[] = [];
+    for (const o of objects ?? []) {
+      const rest = o.path.slice(prefix.length);
+      const slash = rest.indexOf('/');
+      if (slash >= 0) {
+        const name = rest.slice(0, slash);
+        folderSet.set(name, (folderSet.get(name) ?? 0) + 1);
+      } else direct.push(o);
+    }
+    const q = search.trim().toLowerCase();
+    const match = (name: string) => q === '' || name.toLowerCase().includes(q);
+    const dir = sort.desc ? -1 : 1;
+    const sorted = direct
+      .filter((o) => match(o.path.slice(prefix.length)))
+      .sort((a, b) => {
+        if (sort.key === 'size') return (a.size - b.size) * dir;
+        if (sort.key === 'updated') return a.updated_at.localeCompare(b.updated_at) * dir;
+        return a.path.localeCompare(b.path) * dir;
+      });
+    const folderList = [...folderSet.entries()].filter(([n]) => match(n)).sort(([a], [b]) => a.localeCompare(b) * (sort.key === 'name' ? dir : 1));
+    return { folders: folderList, files: sorted };
+  }, [objects, prefix, search, sort]);
+
+  const startUploads = (list: FileList | File[]) => {
+    for (const file of Array.from(list)) {
+      const id = ++uploadIds;
+      const path = prefix + file.name;
+      const patch = (p: Partial<Upload>) => setUploads((all) => all.map((u) => (u.id === id ? { ...u, ...p } : u)));
+      const handle = uploadFile(ws, path, file, (loaded, total) => patch({ loaded, total }));
+      setUploads((all) => [...all, { id, name: file.name, path, loaded: 0, total: file.size, state: 'uploading', handle }]);
+      handle.done.then(
+        ({ status, body }) => {
+          if (status === 200 || status === 201) {
+            // The bar shows what XMLHttpRequest reported; its last progress event is the whole body.
+            patch({ state: 'done' });
+            void load();
+          } else {
+            let message = `The server answered ${status}.`;
+            try {
+              message = describeError(JSON.parse(body));
+            } catch {
+              /* not JSON: keep the status */
+            }
+            patch({ state: 'failed', error: message });
+          }
+        },
+        (err: unknown) => patch({ state: 'cancelled', error: describeError(err) }),
+      );
+    }
+  };
+
+  const remove = async (path: string) => {
+    setRowError(null);
+    const { error: err } = await api.DELETE('/api/v1/data-resources/{ws}/objects/{*}', { params: { path: { ws, '*': path } } });
+    if (err) setRowError({ path, message: describeError(err) });
+    else {
+      if (versionsOf === path) setVersionsOf(null);
+      await load();
+    }
+  };
+
+  const onDrop = (e: DragEvent) => {
+    e.preventDefault();
+    setDragging(false);
+    if (writable && e.dataTransfer.files.length > 0) startUploads(e.dataTransfer.files);
+  };
+
+  const crumbs = prefix.split('/').filter(Boolean);
+  const sortButton = (key: SortKey, label: string) => (
+    <button type="button" className="link" onClick={() => setSort((s) => ({ key, desc: s.key === key ? !s.desc : false }))}>
+      {label}
+      {sort.key === key ? (sort.desc ? ' ▼' : ' ▲') : ''}
+    </button>
+  );
+  const ariaSort = (key: SortKey) => (sort.key === key ? (sort.desc ? 'descending' : 'ascending') : 'none');
+
+  return (
+    <section
+      className={`files${dragging ? ' dragging' : ''}`}
+      onDragOver={(e) => {
+        if (!writable) return;
+        e.preventDefault();
+        setDragging(true);
+      }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={onDrop}
+    >
+      <WorkspaceHeader me={me} ws={ws} current="files" />
+      <nav aria-label="Breadcrumbs" className="crumbs">
+        <ol>
+          <li>
+            <Link to={filesPath(ws)} aria-current={crumbs.length === 0 ? 'page' : undefined}>All files</Link>
+          </li>
+          {crumbs.map((c, i) => (
+            <li key={i}>
+              <Link to={filesPath(ws, crumbs.slice(0, i + 1).join('/'))} aria-current={i === crumbs.length - 1 ? 'page' : undefined}>{c}</Link>
+            </li>
+          ))}
+        </ol>
+      </nav>
+      <div className="toolbar">
+        <label className="search">
+          Search
+          <input type="search" value={search} onChange={(e) => setSearch(e.target.value)} placeholder="Filter by name" />
+        </label>
+        {writable ? (
+          <>
+            <input ref={fileInput} type="file" multiple hidden aria-hidden="true" tabIndex={-1} data-testid="file-input" onChange={(e) => {
+              if (e.target.files) startUploads(e.target.files);
+              e.target.value = '';
+            }} />
+            <button type="button" onClick={() => fileInput.current?.click()}>Upload files</button>
+            <span className="muted">or drop files here</span>
+          </>
+        ) : (
+          <span className="muted">Viewers can read and download; ask a workspace admin for the editor role to upload.</span>
+        )}
+      </div>
+      {uploads.length > 0 ? (
+        <ul className="uploads" aria-label="Uploads">
+          {uploads.map((u) => {
+            const pct = u.total > 0 ? Math.floor((u.loaded / u.total) * 100) : 0;
+            return (
+              <li key={u.id} className={`upload upload-${u.state}`}>
+                <span className="name">{u.name}</span>
+                <progress max={100} value={pct} aria-label={`Upload of ${u.name}`}>{pct} %</progress>
+                <span className="pct" data-testid="upload-percent">{pct} %</span>
+                {u.state === 'uploading' ? (
+                  <button type="button" className="secondary" onClick={() => u.handle?.cancel()} aria-label={`Cancel upload of ${u.name}`}>Cancel</button>
+                ) : (
+                  <span role="status">{u.state === 'done' ? 'Uploaded' : u.error}</span>
+                )}
+              </li>
+            );
+          })}
+        </ul>
+      ) : null}
+      <ErrorText error={error} />
+      {objects === null && !error ? <p aria-busy="true">Loading files…</p> : null}
+      {objects !== null && folders.length === 0 && files.length === 0 ? (
+        <p className="empty">
+          {search ? 'No file matches this search.' : writable ? 'No files here yet. Upload one with the button above, or drop files on this page.' : 'No files here yet.'}
+        </p>
+      ) : null}
+      {objects !== null && (folders.length > 0 || files.length > 0) ? (
+        <table className="listing">
+          <caption className="visually-hidden">Files in {prefix || 'the workspace root'}</caption>
+          <thead>
+            <tr>
+              <th scope="col" aria-sort={ariaSort('name')}>{sortButton('name', 'Name')}</th>
+              <th scope="col" aria-sort={ariaSort('size')}>{sortButton('size', 'Size')}</th>
+              <th scope="col" aria-sort={ariaSort('updated')}>{sortButton('updated', 'Modified')}</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {folders.map(([name, count]) => (
+              <tr key={`d:${name}`}>
+                <td>
+                  <Link to={filesPath(ws, prefix + name)}>📁 {name}/</Link>
+                </td>
+                <td>{count} {count === 1 ? 'file' : 'files'}</td>
+                <td />
+                <td />
+              </tr>
+            ))}
+            {files.map((o) => {
+              const name = o.path.slice(prefix.length);
+              return (
+                <tr key={o.path}>
+                  <td>
+                    <a href={objectUrl(ws, o.path)} download={name}>{name}</a>
+                    {rowError?.path === o.path ? <ErrorText error={rowError.message} /> : null}
+                  </td>
+                  <td>{formatBytes(o.size)}</td>
+                  <td>{formatTime(o.updated_at)}</td>
+                  <td className="actions">
+                    <a href={objectUrl(ws, o.path)} download={name} aria-label={`Download ${name}`}>Download</a>
+                    <button type="button" className="link" onClick={() => setVersionsOf(o.path)} aria-label={`Versions of ${name}`}>Versions</button>
+                    {writable ? (
+                      <button type="button" className="link danger" onClick={() => void remove(o.path)} aria-label={`Delete ${name}`}>Delete</button>
+                    ) : null}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      ) : null}
+      {versionsOf ? <Versions ws={ws} path={versionsOf} writable={writable} onClose={() => setVersionsOf(null)} onRestored={load} /> : null}
+    </section>
+  );
+}
+
+function Versions({ ws, path, writable, onClose, onRestored }: { ws: string; path: string; writable: boolean; onClose: () => void; onRestored: () => Promise<void> }) {
+  const [items, setItems] = useState<VersionItem[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const heading = useRef<HTMLHeadingElement>(null);
+
+  const load = useCallback(async () => {
+    const { data, error: err } = await api.GET('/api/v1/data-resources/{ws}/versions/{*}', { params: { path: { ws, '*': path } }, parseAs: 'json' });
+    if (err) setError(describeError(err));
+    else setItems((data as unknown as { items: VersionItem[] }).items);
+  }, [ws, path]);
+
+  useEffect(() => {
+    void load();
+    heading.current?.focus();
+  }, [load]);
+
+  const restore = async (versionId: string) => {
+    setError(null);
+    const { error: err } = await api.POST('/api/v1/data-resources/{ws}/versions/{*}', { params: { path: { ws, '*': `${path}/restore` } }, body: { version_id: versionId } });
+    if (err) setError(describeError(err));
+    else {
+      await load();
+      await onRestored();
+    }
+  };
+
+  return (
+    <aside className="panel" aria-labelledby="versions-heading">
+      <h2 id="versions-heading" ref={heading} tabIndex={-1}>Versions of {path}</h2>
+      <ErrorText error={error} />
+      {items === null && !error ? <p aria-busy="true">Loading…</p> : null}
+      {items?.length === 0 ? <p className="empty">No versions yet: replacing the file keeps the old content here.</p> : null}
+      {items && items.length > 0 ? (
+        <ol className="versions">
+          {items.map((v) => (
+            <li key={v.version_id}>
+              <span>{formatTime(v.created_at)}</span> <span>{formatBytes(v.size)}</span> {v.current ? <strong>current</strong> : null}{' '}
+              <a href={objectUrl(ws, path, v.version_id)} download>Download</a>{' '}
+              {writable && !v.current ? (
+                <button type="button" className="link" onClick={() => void restore(v.version_id)}>Restore</button>
+              ) : null}
+            </li>
+          ))}
+        </ol>
+      ) : null}
+      <button type="button" className="secondary" onClick={onClose}>Close</button>
+    </aside>
+  );
+}

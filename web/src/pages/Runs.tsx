@@ -1,0 +1,120 @@
+import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import { api, describeError, type Me, type Run } from '../api/client';
+import { ErrorText, formatTime } from '../components';
+import { canWrite, roleIn, WorkspaceHeader } from './workspace';
+
+const ACTIVE = new Set(['queued', 'running']);
+const POLL_MS = 2000;
+
+export function RunsPage({ me, ws }: { me: Me; ws: string }) {
+  const writable = canWrite(roleIn(me, ws));
+  const [runs, setRuns] = useState<Run[] | null>(null);
+  const [notebooks, setNotebooks] = useState<string[]>([]);
+  const [notebook, setNotebook] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const [startError, setStartError] = useState<string | null>(null);
+  const [logOf, setLogOf] = useState<{ id: string; text: string } | null>(null);
+
+  const load = useCallback(async () => {
+    const { data, error: err } = await api.GET('/api/v1/workspaces/{ws}/runs', { params: { path: { ws }, query: { limit: 100 } } });
+    if (err) setError(describeError(err));
+    else {
+      setRuns(data.items);
+      setError(null);
+    }
+  }, [ws]);
+
+  useEffect(() => {
+    void load();
+    void api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { limit: 1000 } } }).then(({ data }) => {
+      const nbs = (data?.items ?? []).map((o) => o.path).filter((p) => p.endsWith('.ipynb') && !/\.runs\//.test(p));
+      setNotebooks(nbs);
+      setNotebook((cur) => cur || nbs[0] || '');
+    });
+  }, [load]);
+
+  // Live status: poll while a run is queued or running.
+  const active = runs?.some((r) => ACTIVE.has(r.status)) ?? false;
+  useEffect(() => {
+    if (!active) return;
+    const timer = setInterval(() => void load(), POLL_MS);
+    return () => clearInterval(timer);
+  }, [active, load]);
+
+  const start = async (e: FormEvent) => {
+    e.preventDefault();
+    setStartError(null);
+    const { error: err } = await api.POST('/api/v1/workspaces/{ws}/runs', { params: { path: { ws } }, body: { notebook_path: notebook } });
+    if (err) setStartError(describeError(err));
+    else await load();
+  };
+
+  const showLog = async (id: string) => {
+    const { data, error: err } = await api.GET('/api/v1/workspaces/{ws}/runs/{id}/log', { params: { path: { ws, id } }, parseAs: 'text' });
+    setLogOf({ id, text: err ? describeError(err) : (data ?? '') });
+  };
+
+  return (
+    <section>
+      <WorkspaceHeader me={me} ws={ws} current="runs" />
+      <h2>Runs</h2>
+      {writable ? (
+        notebooks.length > 0 ? (
+          <form className="toolbar" onSubmit={(e) => void start(e)}>
+            <label>
+              Notebook
+              <select value={notebook} onChange={(e) => setNotebook(e.target.value)}>
+                {notebooks.map((n) => (
+                  <option key={n} value={n}>{n}</option>
+                ))}
+              </select>
+            </label>
+            <button type="submit">Run now</button>
+            <ErrorText error={startError} />
+          </form>
+        ) : (
+          <p className="empty">No notebook in this workspace yet: upload an .ipynb file under Files, then run it here.</p>
+        )
+      ) : null}
+      <ErrorText error={error} />
+      {runs?.length === 0 ? <p className="empty">No runs yet.</p> : null}
+      {runs && runs.length > 0 ? (
+        <table className="listing">
+          <caption className="visually-hidden">Runs, newest first</caption>
+          <thead>
+            <tr>
+              <th scope="col">Notebook</th>
+              <th scope="col">Status</th>
+              <th scope="col">Started</th>
+              <th scope="col">Finished</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {runs.map((r) => (
+              <tr key={r.id}>
+                <td>{r.notebook_path}</td>
+                <td>
+                  <span className={`status status-${r.status}`}>{r.status}</span>
+                  {r.error && r.error !== r.status ? <div className="error">{r.error}</div> : null}
+                </td>
+                <td>{formatTime(r.started_at)}</td>
+                <td>{formatTime(r.finished_at)}</td>
+                <td className="actions">
+                  <button type="button" className="link" onClick={() => void showLog(r.id)}>Log</button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {logOf ? (
+        <aside className="panel" aria-label="Run log">
+          <h3>Log of run {logOf.id}</h3>
+          <pre className="log">{logOf.text || '(empty)'}</pre>
+          <button type="button" className="secondary" onClick={() => setLogOf(null)}>Close</button>
+        </aside>
+      ) : null}
+    </section>
+  );
+}

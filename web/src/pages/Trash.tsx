@@ -1,0 +1,75 @@
+import { useCallback, useEffect, useState } from 'react';
+import { api, describeError, type Me, type TrashItem } from '../api/client';
+import { ErrorText, formatBytes, formatTime } from '../components';
+import { canWrite, roleIn, WorkspaceHeader } from './workspace';
+
+export function TrashPage({ me, ws }: { me: Me; ws: string }) {
+  const writable = canWrite(roleIn(me, ws));
+  const [items, setItems] = useState<TrashItem[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
+
+  const load = useCallback(async () => {
+    const { data, error: err } = await api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: { limit: 1000 } } });
+    if (err) setError(describeError(err));
+    else setItems(data.items);
+  }, [ws]);
+
+  useEffect(() => void load(), [load]);
+
+  const act = async (item: TrashItem, action: 'restore' | 'purge') => {
+    setRowError(null);
+    if (action === 'purge' && !window.confirm(`Delete ${item.path} for good? This cannot be undone.`)) return;
+    const { error: err } =
+      action === 'restore'
+        ? await api.POST('/api/v1/data-resources/{ws}/trash/{id}/restore', { params: { path: { ws, id: item.id } } })
+        : await api.DELETE('/api/v1/data-resources/{ws}/trash/{id}', { params: { path: { ws, id: item.id } } });
+    if (err) {
+      const e = err as { error?: string };
+      setRowError({ id: item.id, message: e.error === 'conflict' ? 'A file already exists at this path: rename or delete it first, then restore.' : describeError(err) });
+    } else await load();
+  };
+
+  return (
+    <section>
+      <WorkspaceHeader me={me} ws={ws} current="trash" />
+      <h2>Trash</h2>
+      <ErrorText error={error} />
+      {items === null && !error ? <p aria-busy="true">Loading…</p> : null}
+      {items?.length === 0 ? <p className="empty">The trash is empty. Deleted files land here and can be restored.</p> : null}
+      {items && items.length > 0 ? (
+        <table className="listing">
+          <caption className="visually-hidden">Deleted files</caption>
+          <thead>
+            <tr>
+              <th scope="col">Path</th>
+              <th scope="col">Size</th>
+              <th scope="col">Deleted</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {items.map((t) => (
+              <tr key={t.id}>
+                <td>
+                  {t.path}
+                  {rowError?.id === t.id ? <ErrorText error={rowError.message} /> : null}
+                </td>
+                <td>{formatBytes(t.size)}</td>
+                <td>{formatTime(t.deleted_at)}</td>
+                <td className="actions">
+                  {writable ? (
+                    <>
+                      <button type="button" className="link" onClick={() => void act(t, 'restore')} aria-label={`Restore ${t.path}`}>Restore</button>
+                      <button type="button" className="link danger" onClick={() => void act(t, 'purge')} aria-label={`Delete ${t.path} for good`}>Delete for good</button>
+                    </>
+                  ) : null}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+    </section>
+  );
+}
