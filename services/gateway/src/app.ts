@@ -11,7 +11,7 @@ import Fastify, {
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
 import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, redactUrl, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
 import { landingCsp, landingPage } from './landing.js';
-import { backendSessionChecker, checkJupyterAccess, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
+import { backendSessionChecker, checkJupyterAccess, checkWorkspaceLabAccess, isPageRequest, loginRedirect, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
 import { MESSAGES, ROUTES, UPSTREAMS, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
@@ -35,6 +35,12 @@ export interface JupyterUpstream {
   url: Addresses;
   /** The Jupyter server's token: injected by the gateway, never shown to users. */
   token: string;
+  /**
+   * `url` is the runtime, which serves each workspace's JupyterLab at `/jupyter/<workspace id>/`
+   * (issue 15): members only, viewers read only. Otherwise (JUPYTERLAB_URL set) `url` is the one
+   * shared developer server of `codeagent jupyterlab`, for system administrators only.
+   */
+  perWorkspace?: boolean;
 }
 
 /** Room for multipart framing around a file of MAX_UPLOAD_BYTES (the backend allows as much). */
@@ -153,7 +159,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   const pools = new Map<UpstreamName, UpstreamPool>();
   for (const [name, urls] of Object.entries(addresses) as [UpstreamName, Addresses][]) {
     const spec = UPSTREAMS[name];
-    pools.set(name, new UpstreamPool({ name, urls: [urls].flat(), healthPath: spec.healthPath, connections: spec.connections, timeoutMs: timeout, log: app.log, ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}) }));
+    const healthPath = name === 'jupyter' && opts.jupyter?.perWorkspace !== true ? '/jupyter/api' : spec.healthPath;
+    pools.set(name, new UpstreamPool({ name, urls: [urls].flat(), healthPath, connections: spec.connections, timeoutMs: timeout, log: app.log, ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}) }));
   }
   app.addHook('onClose', async () => void (await Promise.all([...pools.values()].map((p) => p.close()))));
 
@@ -161,6 +168,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   const sessions: SessionChecker = backendSessionChecker(pools.get('backend')!);
   app.addHook('onClose', async () => sessions.close());
   const jupyterToken = opts.jupyter?.token ?? '';
+  const perWorkspace = opts.jupyter?.perWorkspace === true;
   // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
   // drops the platform cookie and the Origin it already checked (Jupyter would compare the
   // Origin with its own address and refuse).
@@ -209,8 +217,16 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         ? {
             // Every HTTP request and every websocket upgrade (both pass through here).
             preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
-              const access = await checkJupyterAccess(req.method, req.headers, req.host, req.id, sessions);
-              if (!access.ok) return reply.code(access.status).send({ error: access.error, message: access.message });
+              const access = perWorkspace
+                ? await checkWorkspaceLabAccess(req.method, req.url, req.headers, req.host, req.id, sessions)
+                : await checkJupyterAccess(req.method, req.headers, req.host, req.id, sessions);
+              if (!access.ok) {
+                // A browser without a valid session goes to the login page and comes back.
+                if (perWorkspace && access.status === 401 && isPageRequest(req.method, req.headers)) {
+                  return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(req.url));
+                }
+                return reply.code(access.status).send({ error: access.error, message: access.message });
+              }
               checkedUser.set(req.raw, access.userId);
             },
           }

@@ -24,8 +24,9 @@ export const UPSTREAMS: Readonly<Record<UpstreamName, UpstreamSpec>> = {
   backend: { setting: 'BACKEND_URL', healthPath: '/readyz', connections: 128 },
   clusterAdmin: { setting: 'CLUSTER_ADMIN_URL', healthPath: '/readyz', connections: 128 },
   bridge: { setting: 'BRIDGE_URL', healthPath: '/readyz', connections: 128 },
-  // Jupyter's own version route answers without a token.
-  jupyter: { setting: 'JUPYTERLAB_URL', healthPath: '/jupyter/api', connections: 64 },
+  // The runtime (per-workspace JupyterLab servers, JUPYTERLAB_URL unset) answers /readyz without
+  // a token; the shared developer server of `codeagent jupyterlab` answers Jupyter's version route.
+  jupyter: { setting: 'JUPYTERLAB_URL', healthPath: '/readyz', connections: 64 },
 };
 
 export interface ProxyRoute {
@@ -91,6 +92,7 @@ export const MESSAGES = {
   jupyterLogIn: 'log in to the platform first (POST /api/v1/auth/login), then open /jupyter/ again',
   jupyterCrossSite: 'cross-site request refused: open JupyterLab through this platform',
   jupyterAdminsOnly: 'JupyterLab is open to system administrators only until each workspace has its own JupyterLab server',
+  jupyterNoWorkspace: 'open the JupyterLab of a workspace: /jupyter/<workspace id>/ (the id of a workspace you are a member of)',
   sessionUnavailable: 'the session cannot be checked: the backend is not reachable; is it running?',
   sessionTimeout: 'the backend did not answer the session check in time',
   payloadTooLarge: (declared: number | string, max: number) => `the request body is ${declared} bytes, more than MAX_UPLOAD_BYTES (${max} bytes) allows`,
