@@ -10,7 +10,7 @@ import Fastify, {
 } from 'fastify';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
 import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, redactUrl, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
-import { landingCsp, landingPage } from './landing.js';
+import { PAGES } from './landing.js';
 import { backendSessionChecker, checkJupyterAccess, checkWorkspaceLabAccess, isPageRequest, loginRedirect, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
 import { MESSAGES, ROUTES, UPSTREAMS, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
@@ -192,7 +192,11 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
       refuse(`${route.prefix}/*`, notFound);
       continue;
     }
-    if (route.kind === 'page') continue;
+    if (route.kind === 'page') {
+      const page = PAGES[route.page];
+      app.get(route.path, async (_req, reply) => asAppPage(reply, page.csp).type(page.contentType).header('cache-control', 'no-store').send(page.body));
+      continue;
+    }
     const pool = pools.get(route.upstream);
     if (!pool) {
       // Only JupyterLab may be left out (tests, a gateway without it).
@@ -248,8 +252,6 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     // (`websocket` is a boolean here; the typings want a literal.)
     await app.register(httpProxy, proxyOptions as FastifyHttpProxyOptions & { websocket?: false });
   }
-
-  app.get('/', async (_req, reply) => asAppPage(reply, landingCsp).type('text/html; charset=utf-8').send(landingPage));
 
   return app;
 }

@@ -1,5 +1,5 @@
 import { FORM_OVERHEAD_BYTES } from './app.js';
-import { landingCsp, landingPage } from './landing.js';
+import { PAGES } from './landing.js';
 import { MESSAGES, REQUIRE_HEADER, ROUTES, UPSTREAMS, USER_ID_HEADER, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
 import { DATA_CSP, REFERRER_POLICY } from './security-headers.js';
 import { SESSION_CHECK_PATH, SESSION_COOKIE } from './jupyter-auth.js';
@@ -297,17 +297,19 @@ export function renderNginxConfig(opts: NginxOptions): string {
       const deny = answer(404, json({ error: 'not_found' }));
       locations.push(`location = ${route.prefix} {`, ...indent(deny), '}', `location ${route.prefix}/ {`, ...indent(deny), '}');
     } else {
+      const page = PAGES[route.page];
       locations.push(
         `location = ${route.path} {`,
         ...indent([
           'if ($request_method !~ ^(GET|HEAD)$) {',
           '  rewrite ^ /_codeagent/method-not-allowed last;',
           '}',
-          'default_type "text/html; charset=utf-8";',
+          `default_type ${q(page.contentType)};`,
           ...securityHeaders(false),
-          `add_header Content-Security-Policy ${q(landingCsp)} always;`,
+          `add_header Content-Security-Policy ${q(page.csp)} always;`,
           'add_header X-Frame-Options SAMEORIGIN always;',
-          `return 200 ${q(landingPage)};`,
+          'add_header Cache-Control no-store always;',
+          `return 200 ${q(page.body)};`,
         ]),
         '}',
       );

@@ -8,6 +8,8 @@
  * prefix wins, in the gateway (find-my-way) and in nginx (longest prefix location) alike.
  */
 
+import type { PageName } from './landing.js';
+
 /** The components behind the ingress; each may run as several instances (a list of addresses). */
 export type UpstreamName = 'backend' | 'clusterAdmin' | 'bridge' | 'jupyter';
 
@@ -56,10 +58,12 @@ export interface DenyRoute {
   prefix: string;
 }
 
-/** A page the ingress answers itself (the start page at `/`, an exact path). */
+/** A page the ingress answers itself (the start page at `/`, the login page; an exact path). */
 export interface PageRoute {
   kind: 'page';
   path: string;
+  /** Which of `PAGES` (landing.ts). */
+  page: PageName;
 }
 
 export type Route = ProxyRoute | DenyRoute | PageRoute;
@@ -77,7 +81,10 @@ export const ROUTES: readonly Route[] = [
   { kind: 'proxy', prefix: '/jupyter', upstream: 'jupyter', websocket: true, sessionCheck: true, upstreamCsp: true },
   // SPEC §5.1, §10: the internal routes are never reachable from outside.
   { kind: 'deny', prefix: '/internal' },
-  { kind: 'page', path: '/' },
+  { kind: 'page', path: '/', page: 'landing' },
+  // Until the web UI has its own: where /jupyter sends a browser without a session (`?next=`).
+  { kind: 'page', path: '/login', page: 'login' },
+  { kind: 'page', path: '/login.js', page: 'loginScript' },
 ];
 
 /** The routes that proxy to a component. */

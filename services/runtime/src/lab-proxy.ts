@@ -30,6 +30,9 @@ const json = (res: ServerResponse, status: number, body: Record<string, string>)
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(JSON.stringify(body));
 };
 
+/** The progress page runs nothing and loads nothing. */
+export const PROGRESS_CSP = "default-src 'none'; frame-ancestors 'self'; base-uri 'none'; form-action 'none'";
+
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
@@ -104,7 +107,9 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
           : status.state === 'starting'
             ? `Starting the workspace's sandboxed server (${Math.floor(status.sinceMs / 1000)} s so far)…`
             : "Starting the workspace's sandboxed server…";
-        res.writeHead(failed ? 503 : 200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(progressPage(failed ? 'failed' : 'starting', detail));
+        res
+          .writeHead(failed ? 503 : 200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': PROGRESS_CSP })
+          .end(progressPage(failed ? 'failed' : 'starting', detail));
         return;
       }
       serverFor(target.workspaceId).then(
