@@ -125,6 +125,13 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     const page = await fetch(lab('lab'), { headers: { ...bearer(outsider.token), ...PAGE }, redirect: 'manual' });
     expect(page.status).toBe(404);
     expect((await fetch(`${base}/jupyter/lab`, { headers: bearer(editor.token) })).status).toBe(404);
+    // nginx's auth_request passes on only 401 and 403: asked with `x-codeagent-require: member`,
+    // the backend marks a non-member's 403 as a 404 to give.
+    const forNginx = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer(outsider.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read', 'x-codeagent-require': 'member' } });
+    expect(forNginx.statusCode).toBe(403);
+    expect(forNginx.headers['x-codeagent-refusal']).toBe('not_found');
+    const member = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer(viewer.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read' } });
+    expect(member.json()).toMatchObject({ user_id: viewer.id, workspace_role: 'viewer' });
   });
 
   it('an editor saves notebooks, starts kernels and opens their websockets', async () => {

@@ -205,9 +205,10 @@ export async function checkWorkspaceLabAccess(method: string, url: string, heade
         ? { ok: false, status: 504, error: 'gateway_timeout', message: MESSAGES.sessionTimeout }
         : { ok: false, status: 502, error: 'bad_gateway', message: MESSAGES.sessionUnavailable };
     case 'refused':
+      // The ingress's own words (nginx cannot pass the backend's on).
       return answer.status === 404
-        ? { ok: false, status: 404, error: 'not_found', message: answer.message }
-        : { ok: false, status: 403, error: 'forbidden', message: answer.message };
+        ? { ok: false, status: 404, error: 'not_found', message: MESSAGES.jupyterNotMember }
+        : { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterReadOnly };
     case 'user':
       return { ok: true, userId: answer.userId };
   }

@@ -100,6 +100,8 @@ export const MESSAGES = {
   jupyterCrossSite: 'cross-site request refused: open JupyterLab through this platform',
   jupyterAdminsOnly: 'JupyterLab is open to system administrators only until each workspace has its own JupyterLab server',
   jupyterNoWorkspace: 'open the JupyterLab of a workspace: /jupyter/<workspace id>/ (the id of a workspace you are a member of)',
+  jupyterNotMember: 'no such workspace, or you are not a member of it: ask one of its admins to add you',
+  jupyterReadOnly: 'viewers of this workspace may open and read notebooks only (no saving, kernels or terminals); ask a workspace admin for the editor role',
   sessionUnavailable: 'the session cannot be checked: the backend is not reachable; is it running?',
   sessionTimeout: 'the backend did not answer the session check in time',
   payloadTooLarge: (declared: number | string, max: number) => `the request body is ${declared} bytes, more than MAX_UPLOAD_BYTES (${max} bytes) allows`,
@@ -110,5 +112,10 @@ export const MESSAGES = {
  * is not a system administrator; nginx's `auth_request` cannot read the answer's body.
  */
 export const REQUIRE_HEADER = 'x-codeagent-require';
+/**
+ * With `X-Codeagent-Require: member` (nginx, whose auth_request passes only 401 and 403), the
+ * backend answers a non-member with 403 and this header set to `not_found`: the ingress answers 404.
+ */
+export const REFUSAL_HEADER = 'x-codeagent-refusal';
 /** Headers of the session check's answer: who the user is (the ingress keeps them on one Jupyter instance). */
 export const USER_ID_HEADER = 'x-codeagent-user-id';

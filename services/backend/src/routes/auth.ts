@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { admitPasswordCheck, issueUserToken } from '@codeagent/auth';
-import { ForbiddenError, UnauthorizedError } from '@codeagent/service-kit';
+import { ForbiddenError, NotFoundError, UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
 import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
 import { requireWorkspaceAccess, workspacesOfUser } from '../domain/workspaces.js';
@@ -122,7 +122,14 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       const workspace = req.headers[WORKSPACE_HEADER];
       if (typeof workspace === 'string') {
         const access = req.headers[ACCESS_HEADER] === 'read' ? 'read' : 'write';
-        const role = await requireWorkspaceAccess(opts.db, workspace, req.user.id, access);
+        const role = await requireWorkspaceAccess(opts.db, workspace, req.user.id, access).catch((err: unknown) => {
+          // nginx's auth_request passes on only 401 and 403: a non-member is a 403 marked `not_found`.
+          if (err instanceof NotFoundError && req.headers['x-codeagent-require'] === 'member') {
+            reply.header('x-codeagent-refusal', 'not_found');
+            throw new ForbiddenError('not a member of this workspace');
+          }
+          throw err;
+        });
         reply.header('x-codeagent-workspace-role', role);
         return { user_id: req.user.id, is_system_admin: admin, workspace_role: role };
       }
