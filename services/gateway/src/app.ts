@@ -12,7 +12,7 @@ import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
 import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, redactUrl, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
 import { PAGES } from './landing.js';
 import { backendSessionChecker, checkJupyterAccess, checkWorkspaceLabAccess, isPageRequest, loginRedirect, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
-import { MESSAGES, ROUTES, UPSTREAMS, type UpstreamName } from './routes.js';
+import { MESSAGES, ROUTES, UPSTREAMS, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
@@ -109,6 +109,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     logController: new LogController({ disableRequestLogging: true }),
     // Keep-alive from clients longer than undici's idle timeout towards them.
     keepAliveTimeout: 72_000,
+    // A workspace's JupyterLab reaches the bridge below its own base URL.
+    rewriteUrl: (req) => workspaceBridgeUrl(req.url ?? '/'),
   });
   // WebDAV's methods, proxied on the routes that ask for them (`webdav` in the route table).
   for (const method of WEBDAV_EXTRA_METHODS) app.addHttpMethod(method, { hasBody: true });

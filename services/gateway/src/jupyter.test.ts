@@ -294,6 +294,7 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
   const WS = '3f2b8c1e-1d2a-4c3b-9e8f-0a1b2c3d4e5f';
   const OTHER_WS = '7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d';
   const runtimeSeen: Seen[] = [];
+  const bridgeSeen: Seen[] = [];
   const backendAsked: Seen[] = [];
   const sessions = new Map([
     ['editor-token', 'editor-1'],
@@ -302,16 +303,18 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
   ]);
   const members = new Map([[WS, new Map([['editor-1', 'editor'], ['viewer-1', 'viewer']])]]);
   let runtime: Server;
+  let bridge: Server;
   let backend: Server;
   let ingress: Ingress;
   let base: string;
 
   beforeAll(async () => {
     runtime = recordingServer(runtimeSeen);
+    bridge = recordingServer(bridgeSeen);
     backend = fakeWorkspaceBackend(sessions, members, backendAsked);
-    const [runtimeUrl, backendUrl] = await Promise.all([listenOn(runtime), listenOn(backend)]);
+    const [runtimeUrl, bridgeUrl, backendUrl] = await Promise.all([listenOn(runtime), listenOn(bridge), listenOn(backend)]);
     ingress = await startIngress(kind, {
-      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: bridgeUrl },
       jupyter: { url: runtimeUrl, token: JUPYTER_TOKEN, perWorkspace: true },
     });
     base = ingress.base;
@@ -319,7 +322,7 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
   afterAll(async () => {
     for (const s of upgradedSockets) s.destroy();
     await ingress.close();
-    for (const s of [runtime, backend]) {
+    for (const s of [runtime, bridge, backend]) {
       s.closeAllConnections();
       await new Promise((r) => s.close(r));
     }
@@ -376,5 +379,13 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
     const api = await fetch(`${base}/jupyter/${WS}/api/contents`, { headers: { accept: 'application/json' } });
     expect(api.status).toBe(401);
     expect(await api.json()).toMatchObject({ error: 'unauthorized' });
+  });
+
+  it("routes the bridge below a workspace's base URL to the bridge, as /codeagent-bridge/*", async () => {
+    const res = await fetch(`${base}/jupyter/${WS}/codeagent-bridge/providers?x=1`, { headers: { cookie: 'codeagent_session=editor-token' } });
+    expect(res.status).toBe(200);
+    const seen = bridgeSeen.at(-1)!;
+    expect(seen.url).toBe('/codeagent-bridge/providers?x=1');
+    expect(seen.headers.cookie).toBe('codeagent_session=editor-token');
   });
 });

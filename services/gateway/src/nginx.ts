@@ -305,6 +305,15 @@ export function renderNginxConfig(opts: NginxOptions): string {
   };
 
   const locations: string[] = [];
+  const bridgeRoute = routes.find((r): r is ProxyRoute => r.kind === 'proxy' && r.prefix === '/jupyter/codeagent-bridge');
+  if (bridgeRoute && opts.upstreams.bridge.length > 0) {
+    // A workspace's JupyterLab reaches the bridge below its own base URL (the gateway's rewriteUrl).
+    locations.push(
+      'location ~ "^/jupyter/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/codeagent-bridge(?<codeagent_bridge_rest>/.*)?$" {',
+      ...indent(['rewrite ^ /jupyter/codeagent-bridge$codeagent_bridge_rest last;']),
+      '}',
+    );
+  }
   const notFound = json({ error: 'not_found', message: 'no route here' });
   for (const route of routes) {
     if (route.kind === 'proxy') {

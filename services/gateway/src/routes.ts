@@ -87,6 +87,18 @@ export const ROUTES: readonly Route[] = [
   { kind: 'page', path: '/login.js', page: 'loginScript' },
 ];
 
+/**
+ * The bridge as a workspace's JupyterLab addresses it (relative to its base URL,
+ * `/jupyter/<workspace id>/codeagent-bridge/…`): the same route as `/jupyter/codeagent-bridge/…`.
+ */
+export const WORKSPACE_BRIDGE_PATH = /^\/jupyter\/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(\/codeagent-bridge(?:[/?].*)?)$/;
+
+/** `/jupyter/<workspace id>/codeagent-bridge/x` → `/jupyter/codeagent-bridge/x`; other paths unchanged. */
+export function workspaceBridgeUrl(url: string): string {
+  const m = WORKSPACE_BRIDGE_PATH.exec(url);
+  return m ? `/jupyter${m[1]}` : url;
+}
+
 /** The routes that proxy to a component. */
 export function proxyRoutes(routes: readonly Route[] = ROUTES): ProxyRoute[] {
   return routes.filter((r): r is ProxyRoute => r.kind === 'proxy');
