@@ -69,11 +69,31 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab of a workspace in Chr
     await command('notebook:create-new', { kernelName: 'python3' });
     const cell = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first();
     await cell.waitFor({ timeout: 60_000 });
+    // The kernel is up (its websocket goes through the gateway and the runtime) before typing.
+    await page.waitForFunction(
+      () => (globalThis as unknown as { jupyterapp: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string } } } } } } }).jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle',
+      undefined,
+      { timeout: 90_000 },
+    );
     await cell.click();
     await page.keyboard.type("open('out.csv', 'w').write('a,b\\n1,2\\n'); print('written', open('out.csv').read().count(','))");
     await page.keyboard.press('Shift+Enter');
-    await page.locator('.jp-OutputArea-output').filter({ hasText: 'written 2' }).first().waitFor({ timeout: 60_000 });
-    await command('docmanager:save');
+    await page
+      .locator('.jp-OutputArea-output')
+      .filter({ hasText: 'written 2' })
+      .first()
+      .waitFor({ timeout: 60_000 })
+      .catch(async (err: unknown) => {
+        await page.screenshot({ path: '/tmp/jupyter-lab-browser-failure.png' });
+        throw err;
+      });
+    // The first save of an untitled notebook asks for a name (JupyterLab 4): keep the proposed one.
+    void command('docmanager:save').catch(() => undefined);
+    const rename = page.locator('.jp-Dialog .jp-mod-accept');
+    await rename.waitFor({ timeout: 15_000 }).then(() => rename.click(), () => undefined);
+    await page.locator('.jp-Dialog').waitFor({ state: 'detached', timeout: 15_000 });
+    // Saved: the tab no longer shows unsaved changes.
+    await page.locator('.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached', timeout: 30_000 });
 
     // Both files are in the workspace's server, the notebook saved with its output.
     const lab = (path: string) => fetch(`${base}/jupyter/${ws}/api/contents/${path}`, { headers: bearer(editor.token) });

@@ -62,6 +62,10 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
   }).withTypeProvider<TypeBoxTypeProvider>();
   await app.register(serviceKit);
   const { kernels } = opts;
+  if (opts.lab) {
+    const lab = opts.lab;
+    app.addHook('preClose', async () => lab.closeAll());
+  }
 
   // Probes and metrics answer without the token (the internal port is not published).
   app.addHook('onRequest', internalTokenHook(opts.internalServiceToken, { skip: (req) => OPS_PATHS.has(req.url.split('?')[0]!) }));

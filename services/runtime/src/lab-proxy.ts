@@ -24,6 +24,8 @@ export interface LabProxy {
   handles(url: string | undefined): boolean;
   request(req: IncomingMessage, res: ServerResponse): void;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Ends every open websocket (the HTTP server's close does not track upgraded connections). */
+  closeAll(): void;
 }
 
 const json = (res: ServerResponse, status: number, body: Record<string, string>) => {
@@ -68,6 +70,7 @@ function innerHeaders(headers: IncomingHttpHeaders, token: string): IncomingHttp
  */
 export function labProxy(opts: LabProxyOptions): LabProxy {
   const { pool, log } = opts;
+  const upgraded = new Set<Duplex>();
   const authorized = (req: IncomingMessage) => {
     const header = req.headers.authorization ?? '';
     return opts.token !== '' && header.startsWith('token ') && safeEqual(header.slice(6).trim(), opts.token);
@@ -129,8 +132,15 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       );
     },
 
+    closeAll() {
+      for (const socket of upgraded) socket.destroy();
+      upgraded.clear();
+    },
+
     upgrade(req, socket, head) {
       socket.on('error', () => undefined);
+      upgraded.add(socket);
+      socket.once('close', () => upgraded.delete(socket));
       if (!authorized(req)) {
         socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
         return;
