@@ -245,10 +245,23 @@ export class SandboxedServers implements JupyterPool {
     return pending;
   }
 
-  private async makeRoom(): Promise<void> {
+  private async makeRoom(key: string): Promise<void> {
     const live = [...this.servers.values()].filter((s) => s.running);
-    if (live.length + this.starting.size < this.opts.maxServers) return;
-    const idle = live.filter((s) => s.kernels.size === 0).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+    // Other starts under way count; this one may or may not be in `starting` yet.
+    const othersStarting = [...this.starting.keys()].filter((k) => k !== key).length;
+    if (live.length + othersStarting < this.opts.maxServers) return;
+    // Kernels started in JupyterLab are not in `kernels` (only the runtime's own are): ask the server.
+    let idle: SandboxedServer | undefined;
+    for (const candidate of live.filter((s) => s.kernels.size === 0).sort((a, b) => a.lastUsed - b.lastUsed)) {
+      const running = await KernelAPI.listRunning(candidate.settings).then(
+        (list) => list.length,
+        () => 0,
+      );
+      if (running === 0) {
+        idle = candidate;
+        break;
+      }
+    }
     if (!idle) throw new ServerCapError(this.opts.maxServers);
     this.opts.log.info({ workspace_id: idle.workspaceId ?? null }, 'stopping an idle Jupyter server to make room');
     this.servers.delete(idle.workspaceId ?? 'scratch');
@@ -258,7 +271,7 @@ export class SandboxedServers implements JupyterPool {
   private async start(launcher: Launcher, workspaceId: string | undefined): Promise<SandboxedServer> {
     const { python, log, limits } = this.opts;
     const uid = workspaceId === undefined ? this.opts.uidBase : ((await this.opts.uids?.uidFor(workspaceId)) ?? this.opts.uidBase + 1);
-    await this.makeRoom();
+    await this.makeRoom(workspaceId ?? 'scratch');
     if (!existsSync(python)) throw new KernelUnavailableError(`cannot run ${python}: it does not exist`);
     const name = workspaceId === undefined ? 'scratch' : `w-${workspaceId.replace(/-/g, '').slice(0, 24).toLowerCase()}`;
     const layout = launcher.layout(name);
