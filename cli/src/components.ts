@@ -28,8 +28,8 @@ export const components = {
     start: async (config: Config) => (await import('@codeagent/backend')).startBackend(config),
   },
   runtime: {
-    description: 'kernel actions on real Jupyter kernels (127.0.0.1:RUNTIME_PORT)',
-    settings: ['COMPONENT_HOST', 'RUNTIME_PORT', 'INTERNAL_SERVICE_TOKEN', 'KERNEL_SANDBOX', ...SANDBOX_SETTINGS, 'JUPYTER_URL', 'JUPYTER_TOKEN', 'JUPYTER_PYTHON', 'KERNEL_CULL_IDLE_SECONDS', 'KERNEL_POOL_SIZE', 'KERNEL_POOL_MAX', 'KERNEL_POOL_IDLE_SECONDS'],
+    description: 'kernel actions on real Jupyter kernels, and each workspace\'s JupyterLab behind /jupyter/{workspace_id}/ (127.0.0.1:RUNTIME_PORT)',
+    settings: ['COMPONENT_HOST', 'RUNTIME_PORT', 'INTERNAL_SERVICE_TOKEN', 'JUPYTERLAB_TOKEN', 'KERNEL_SANDBOX', ...SANDBOX_SETTINGS, 'JUPYTER_URL', 'JUPYTER_TOKEN', 'JUPYTER_PYTHON', 'KERNEL_CULL_IDLE_SECONDS', 'KERNEL_POOL_SIZE', 'KERNEL_POOL_MAX', 'KERNEL_POOL_IDLE_SECONDS'],
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/runtime')).startRuntime(config),
   },
@@ -52,7 +52,7 @@ export const components = {
     start: async (config: Config) => (await import('@codeagent/bridge')).startBridge(config),
   },
   jupyterlab: {
-    description: 'JupyterLab with the bridge extension (127.0.0.1:JUPYTERLAB_PORT, behind /jupyter/; needs `node extensions/build.mjs`)',
+    description: 'single-user developer mode: one shared JupyterLab with the bridge extension (127.0.0.1:JUPYTERLAB_PORT; the gateway routes /jupyter/ there only when JUPYTERLAB_URL is set; needs `node extensions/build.mjs`)',
     // Not in `codeagent start`: it needs the built host and Debian's Jupyter packages (README).
     settings: ['JUPYTERLAB_PORT', 'JUPYTERLAB_TOKEN', 'INTERNAL_SERVICE_TOKEN', 'KERNEL_SANDBOX', ...SANDBOX_SETTINGS],
     inStart: false,
@@ -60,7 +60,7 @@ export const components = {
   },
   gateway: {
     description: 'the single ingress (HOST:PORT)',
-    settings: ['HOST', 'PORT', 'COMPONENT_HOST', 'BACKEND_URL', 'CLUSTER_ADMIN_URL', 'BRIDGE_URL', 'JUPYTERLAB_URL', 'JUPYTERLAB_TOKEN', 'INTERNAL_SERVICE_TOKEN', 'GATEWAY_METRICS_PORT', 'TRUSTED_PROXIES', 'MAX_UPLOAD_BYTES'],
+    settings: ['HOST', 'PORT', 'COMPONENT_HOST', 'BACKEND_URL', 'CLUSTER_ADMIN_URL', 'BRIDGE_URL', 'RUNTIME_URL', 'JUPYTERLAB_URL', 'JUPYTERLAB_TOKEN', 'INTERNAL_SERVICE_TOKEN', 'GATEWAY_METRICS_PORT', 'TRUSTED_PROXIES', 'MAX_UPLOAD_BYTES'],
     inStart: true,
     start: async (config: Config) => (await import('@codeagent/gateway')).startGateway(config),
   },

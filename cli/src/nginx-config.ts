@@ -30,6 +30,7 @@ export async function nginxConfig(config: Config, options: NginxConfigOptions): 
     listen: { host: config.host, port: config.port },
     upstreams: { backend: config.backendUrls, clusterAdmin: config.clusterAdminUrls, bridge: config.bridgeUrls, jupyter: config.jupyterlab.urls },
     jupyterToken: config.jupyterlab.token,
+    jupyterPerWorkspace: !config.jupyterlab.shared,
     trustedProxies: config.trustedProxies,
     maxUploadBytes: config.maxUploadBytes,
     runDir: opts.runDir ?? resolve(config.dataDir, 'nginx'),

@@ -152,10 +152,11 @@ describe('settings', () => {
 });
 
 describe('JupyterLab host settings (SPEC §10)', () => {
-  it('default to a local server on JUPYTERLAB_PORT and a token derived from INTERNAL_SERVICE_TOKEN', () => {
+  it('default to the runtime (per-workspace JupyterLab, issue 15) and a token derived from INTERNAL_SERVICE_TOKEN', () => {
     const a = loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() });
-    const b = loadConfig({ env: { ...PROD_SECRETS, JUPYTERLAB_PORT: '9000' }, cwd: tmp() });
-    expect(a.jupyterlab.url).toBe('http://127.0.0.1:8095');
+    const b = loadConfig({ env: { ...PROD_SECRETS, RUNTIME_PORT: '9000' }, cwd: tmp() });
+    expect(a.jupyterlab.url).toBe('http://127.0.0.1:8092');
+    expect(a.jupyterlab.shared).toBe(false);
     expect(b.jupyterlab.url).toBe('http://127.0.0.1:9000');
     expect(a.jupyterlab.token).toMatch(/^[0-9a-f]{64}$/);
     expect(a.jupyterlab.token).toBe(b.jupyterlab.token);
@@ -165,7 +166,7 @@ describe('JupyterLab host settings (SPEC §10)', () => {
   });
   it('take JUPYTERLAB_URL and JUPYTERLAB_TOKEN when given, and reject a non-http URL', () => {
     const c = loadConfig({ env: { ...PROD_SECRETS, JUPYTERLAB_URL: 'http://10.0.0.5:8888/', JUPYTERLAB_TOKEN: 'tok' }, cwd: tmp() });
-    expect(c.jupyterlab).toEqual({ url: 'http://10.0.0.5:8888', urls: ['http://10.0.0.5:8888'], token: 'tok' });
+    expect(c.jupyterlab).toEqual({ url: 'http://10.0.0.5:8888', urls: ['http://10.0.0.5:8888'], shared: true, token: 'tok' });
     expect(problemsOf({ ...PROD_SECRETS, JUPYTERLAB_URL: 'ftp://x' }).join('\n')).toMatch(/JUPYTERLAB_URL/);
   });
 });

@@ -150,6 +150,12 @@ export interface Config {
     urls: string[];
     /** Its token, injected by the gateway; users never see it. */
     token: string;
+    /**
+     * JUPYTERLAB_URL was set: `/jupyter/` is the one shared developer server of `codeagent
+     * jupyterlab` (system administrators only). Unset: the runtime (RUNTIME_URL) serves each
+     * workspace's JupyterLab at `/jupyter/<workspace id>/` (issue 15).
+     */
+    shared: boolean;
   };
 }
 
@@ -416,7 +422,11 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const backendUrls = urls('BACKEND_URL', `http://127.0.0.1:${backendPort}`);
   const clusterAdminUrls = urls('CLUSTER_ADMIN_URL', `http://127.0.0.1:${clusterAdminPort}`);
   const bridgeUrls = urls('BRIDGE_URL', `http://127.0.0.1:${bridgePort}`);
-  const jupyterlabUrls = urls('JUPYTERLAB_URL', `http://127.0.0.1:${jupyterlabPort}`);
+  // Without JUPYTERLAB_URL the gateway sends /jupyter/<workspace id>/ to the runtime, which runs
+  // each workspace's JupyterLab; with it, to the shared developer server of `codeagent jupyterlab`.
+  const sharedJupyterlab = str('JUPYTERLAB_URL') !== undefined;
+  const runtimeUrlValue = url('RUNTIME_URL', `http://127.0.0.1:${runtimePort}`);
+  const jupyterlabUrls = urls('JUPYTERLAB_URL', runtimeUrlValue);
 
   const config: Config = {
     mode: production ? 'production' : 'development',
@@ -455,7 +465,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     bootstrapAdminEmail,
     bootstrapAdminPassword,
     bootstrapAdminPasswordGenerated: bootstrapPasswordGiven === undefined,
-    runtimeUrl: url('RUNTIME_URL', `http://127.0.0.1:${runtimePort}`),
+    runtimeUrl: runtimeUrlValue,
     backendUrl: backendUrls[0]!,
     clusterAdminUrl: clusterAdminUrls[0]!,
     bridgeUrl: bridgeUrls[0]!,
@@ -530,6 +540,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     jupyterlab: {
       url: jupyterlabUrls[0]!,
       urls: jupyterlabUrls,
+      shared: sharedJupyterlab,
       token: str('JUPYTERLAB_TOKEN') ?? derivedJupyterlabToken(internalServiceToken),
     },
   };

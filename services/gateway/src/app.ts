@@ -11,11 +11,12 @@ import Fastify, {
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
 import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, redactUrl, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
 import { registerWebApp } from './web-app.js';
-import { backendSessionChecker, checkJupyterAccess, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
-import { MESSAGES, ROUTES, UPSTREAMS, type UpstreamName } from './routes.js';
+import { PAGES } from './landing.js';
+import { backendSessionChecker, checkJupyterAccess, checkWorkspaceLabAccess, isPageRequest, loginRedirect, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
+import { MESSAGES, ROUTES, UPSTREAMS, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
-import { securityHeaders, type SecurityRouteConfig } from './security-headers.js';
+import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
 const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
@@ -35,6 +36,12 @@ export interface JupyterUpstream {
   url: Addresses;
   /** The Jupyter server's token: injected by the gateway, never shown to users. */
   token: string;
+  /**
+   * `url` is the runtime, which serves each workspace's JupyterLab at `/jupyter/<workspace id>/`
+   * (issue 15): members only, viewers read only. Otherwise (JUPYTERLAB_URL set) `url` is the one
+   * shared developer server of `codeagent jupyterlab`, for system administrators only.
+   */
+  perWorkspace?: boolean;
 }
 
 /** Room for multipart framing around a file of MAX_UPLOAD_BYTES (the backend allows as much). */
@@ -108,6 +115,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     logController: new LogController({ disableRequestLogging: true }),
     // Keep-alive from clients longer than undici's idle timeout towards them.
     keepAliveTimeout: 72_000,
+    // A workspace's JupyterLab reaches the bridge below its own base URL.
+    rewriteUrl: (req) => workspaceBridgeUrl(req.url ?? '/'),
   });
   // WebDAV's methods, proxied on the routes that ask for them (`webdav` in the route table).
   for (const method of WEBDAV_EXTRA_METHODS) app.addHttpMethod(method, { hasBody: true });
@@ -158,7 +167,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   const pools = new Map<UpstreamName, UpstreamPool>();
   for (const [name, urls] of Object.entries(addresses) as [UpstreamName, Addresses][]) {
     const spec = UPSTREAMS[name];
-    pools.set(name, new UpstreamPool({ name, urls: [urls].flat(), healthPath: spec.healthPath, connections: spec.connections, timeoutMs: timeout, log: app.log, ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}) }));
+    const healthPath = name === 'jupyter' && opts.jupyter?.perWorkspace !== true ? '/jupyter/api' : spec.healthPath;
+    pools.set(name, new UpstreamPool({ name, urls: [urls].flat(), healthPath, connections: spec.connections, timeoutMs: timeout, log: app.log, ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}) }));
   }
   app.addHook('onClose', async () => void (await Promise.all([...pools.values()].map((p) => p.close()))));
 
@@ -166,6 +176,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   const sessions: SessionChecker = backendSessionChecker(pools.get('backend')!);
   app.addHook('onClose', async () => sessions.close());
   const jupyterToken = opts.jupyter?.token ?? '';
+  const perWorkspace = opts.jupyter?.perWorkspace === true;
   // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
   // drops the platform cookie and the Origin it already checked (Jupyter would compare the
   // Origin with its own address and refuse).
@@ -189,7 +200,13 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
       refuse(`${route.prefix}/*`, notFound);
       continue;
     }
-    if (route.kind === 'page') continue;
+    if (route.kind === 'page') {
+      // With the web app, it answers `/` and `/login` itself (web-app.ts); the pages stay for a gateway without it.
+      if (opts.webRoot !== undefined) continue;
+      const page = PAGES[route.page];
+      app.get(route.path, async (_req, reply) => asAppPage(reply, page.csp).type(page.contentType).header('cache-control', 'no-store').send(page.body));
+      continue;
+    }
     const pool = pools.get(route.upstream);
     if (!pool) {
       // Only JupyterLab may be left out (tests, a gateway without it).
@@ -214,8 +231,16 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         ? {
             // Every HTTP request and every websocket upgrade (both pass through here).
             preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
-              const access = await checkJupyterAccess(req.method, req.headers, req.host, req.id, sessions);
-              if (!access.ok) return reply.code(access.status).send({ error: access.error, message: access.message });
+              const access = perWorkspace
+                ? await checkWorkspaceLabAccess(req.method, req.url, req.headers, req.host, req.id, sessions)
+                : await checkJupyterAccess(req.method, req.headers, req.host, req.id, sessions);
+              if (!access.ok) {
+                // A browser without a valid session goes to the login page and comes back.
+                if (perWorkspace && access.status === 401 && isPageRequest(req.method, req.headers)) {
+                  return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(req.url));
+                }
+                return reply.code(access.status).send({ error: access.error, message: access.message });
+              }
               checkedUser.set(req.raw, access.userId);
             },
           }

@@ -69,6 +69,7 @@ export async function startNginx(opts: GatewayOptions): Promise<Ingress> {
         ...(opts.jupyter ? { jupyter: list(opts.jupyter.url) } : {}),
       },
       jupyterToken: opts.jupyter?.token ?? '',
+      ...(opts.jupyter?.perWorkspace ? { jupyterPerWorkspace: true } : {}),
       ...(opts.trustedProxies ? { trustedProxies: opts.trustedProxies } : {}),
       ...(opts.maxUploadBytes !== undefined ? { maxUploadBytes: opts.maxUploadBytes } : {}),
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),

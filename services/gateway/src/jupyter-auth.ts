@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
-import { refusedCrossSite, requestCredential } from '@codeagent/auth';
+import { refusedCrossSite, requestCredential, SAFE_METHODS } from '@codeagent/auth';
 import { MESSAGES } from './routes.js';
 
 // The cookie's name and the cookie/origin rule are the platform's one copy in @codeagent/auth
@@ -13,6 +13,8 @@ export const SESSION_CHECK_PATH = '/api/v1/auth/session';
 /** What the backend says about a session token. */
 export type SessionAnswer =
   | { kind: 'user'; userId: string; isSystemAdmin: boolean }
+  /** A workspace was asked about: not a member or no such workspace (404), a viewer writing (403). */
+  | { kind: 'refused'; status: 403 | 404; message: string }
   | { kind: 'invalid'; message: string }
   | { kind: 'unavailable'; timedOut: boolean; detail: string };
 
@@ -21,8 +23,18 @@ export interface SessionDispatcher {
   request(options: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData>;
 }
 
+/** A workspace's JupyterLab: which workspace, and whether the request only reads. */
+export interface WorkspaceQuestion {
+  workspaceId: string;
+  access: 'read' | 'write';
+}
+
+/** Headers of the session check that name the workspace (the backend applies its membership rule). */
+export const WORKSPACE_HEADER = 'x-codeagent-workspace';
+export const ACCESS_HEADER = 'x-codeagent-access';
+
 export interface SessionChecker {
-  check(token: string, requestId: string): Promise<SessionAnswer>;
+  check(token: string, requestId: string, workspace?: WorkspaceQuestion): Promise<SessionAnswer>;
   close(): Promise<void>;
 }
 
@@ -36,13 +48,18 @@ export function backendSessionChecker(backend: string | SessionDispatcher, timeo
   const own = typeof backend === 'string' ? new Pool(new URL(backend).origin, { connections: 16, keepAliveTimeout: 60_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }) : undefined;
   const pool: SessionDispatcher = own ?? (backend as SessionDispatcher);
   return {
-    async check(token, requestId) {
+    async check(token, requestId, workspace) {
       try {
         const res = await pool.request({
           method: 'GET',
           path: SESSION_CHECK_PATH,
           // Always as Bearer: the backend then checks exactly this token, and no other cookie of the client travels.
-          headers: { authorization: `Bearer ${token}`, accept: 'application/json', 'x-request-id': requestId },
+          headers: {
+            authorization: `Bearer ${token}`,
+            accept: 'application/json',
+            'x-request-id': requestId,
+            ...(workspace ? { [WORKSPACE_HEADER]: workspace.workspaceId, [ACCESS_HEADER]: workspace.access } : {}),
+          },
         });
         const text = await res.body.text();
         const body = (() => {
@@ -54,6 +71,9 @@ export function backendSessionChecker(backend: string | SessionDispatcher, timeo
         })();
         if (res.statusCode === 200 && typeof body.user_id === 'string' && typeof body.is_system_admin === 'boolean') {
           return { kind: 'user', userId: body.user_id, isSystemAdmin: body.is_system_admin };
+        }
+        if (workspace && (res.statusCode === 403 || res.statusCode === 404)) {
+          return { kind: 'refused', status: res.statusCode, message: typeof body.message === 'string' ? body.message : 'not found' };
         }
         if (res.statusCode === 401) {
           return { kind: 'invalid', message: typeof body.message === 'string' ? body.message : 'the session is not valid' };
@@ -70,7 +90,7 @@ export function backendSessionChecker(backend: string | SessionDispatcher, timeo
 
 export type JupyterAccess =
   | { ok: true; userId: string }
-  | { ok: false; status: 401 | 403 | 502 | 504; error: string; message: string };
+  | { ok: false; status: 401 | 403 | 404 | 502 | 504; error: string; message: string };
 
 const LOG_IN = MESSAGES.jupyterLogIn;
 
@@ -95,10 +115,63 @@ export async function checkJupyterAccess(method: string, headers: IncomingHttpHe
       return answer.timedOut
         ? { ok: false, status: 504, error: 'gateway_timeout', message: MESSAGES.sessionTimeout }
         : { ok: false, status: 502, error: 'bad_gateway', message: MESSAGES.sessionUnavailable };
+    case 'refused':
+      return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterAdminsOnly };
     case 'user':
       if (!answer.isSystemAdmin) {
         return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterAdminsOnly };
       }
       return { ok: true, userId: answer.userId };
   }
+}
+
+/** `/jupyter/<workspace id>/…`: the workspace id (lower case), or undefined when the path names none. */
+export function labWorkspaceOf(url: string): string | undefined {
+  const id = /^\/jupyter\/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:[/?#]|$)/.exec(url)?.[1];
+  return id?.toLowerCase();
+}
+
+/**
+ * Decides whether a request may reach a workspace's JupyterLab (`/jupyter/<workspace id>/…`,
+ * issue 15): a platform session (Bearer or the cookie) the backend still accepts, our own
+ * origin for cookie-only writes and upgrades, and membership of the workspace, all checked by
+ * the backend on every request and upgrade. Non-members and unknown workspaces: 404. Viewers
+ * read only: any other method, and every websocket (kernels, terminals), is a write (403).
+ */
+export async function checkWorkspaceLabAccess(method: string, url: string, headers: IncomingHttpHeaders, host: string, requestId: string, sessions: SessionChecker): Promise<JupyterAccess> {
+  const workspaceId = labWorkspaceOf(url);
+  if (workspaceId === undefined) return { ok: false, status: 404, error: 'not_found', message: MESSAGES.jupyterNoWorkspace };
+  const credential = requestCredential(headers);
+  if (!credential) return { ok: false, status: 401, error: 'unauthorized', message: LOG_IN };
+  if (refusedCrossSite(credential.source, method, headers, host)) {
+    return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterCrossSite };
+  }
+  const upgrade = String(headers.upgrade ?? '').toLowerCase() === 'websocket';
+  const writes = upgrade || !SAFE_METHODS.has(method);
+  const answer = await sessions.check(credential.token, requestId, { workspaceId, access: writes ? 'write' : 'read' });
+  switch (answer.kind) {
+    case 'invalid':
+      return { ok: false, status: 401, error: 'unauthorized', message: answer.message };
+    case 'unavailable':
+      return answer.timedOut
+        ? { ok: false, status: 504, error: 'gateway_timeout', message: MESSAGES.sessionTimeout }
+        : { ok: false, status: 502, error: 'bad_gateway', message: MESSAGES.sessionUnavailable };
+    case 'refused':
+      // The ingress's own words (nginx cannot pass the backend's on).
+      return answer.status === 404
+        ? { ok: false, status: 404, error: 'not_found', message: MESSAGES.jupyterNotMember }
+        : { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterReadOnly };
+    case 'user':
+      return { ok: true, userId: answer.userId };
+  }
+}
+
+/** Where a browser without a (valid) session goes: the login page, and back here afterwards. */
+export function loginRedirect(url: string): string {
+  return `/login?next=${encodeURIComponent(url)}`;
+}
+
+/** A browser opening a page (GET, HTML accepted), as opposed to an API call or a websocket. */
+export function isPageRequest(method: string, headers: IncomingHttpHeaders): boolean {
+  return method === 'GET' && String(headers.upgrade ?? '') === '' && String(headers.accept ?? '').includes('text/html');
 }

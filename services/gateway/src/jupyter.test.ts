@@ -232,3 +232,129 @@ describe.each(INGRESSES)('/jupyter through %s (SPEC §10): the session is checke
     expect(await res.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/JUPYTERLAB_URL/) });
   });
 });
+
+/**
+ * Stands in for the backend's session check with a workspace (issue 15): members by workspace,
+ * 404 for a non-member (403 marked `x-codeagent-refusal: not_found` when nginx asks with
+ * `x-codeagent-require: member`), 403 for a viewer's write.
+ */
+function fakeWorkspaceBackend(sessions: Map<string, string>, members: Map<string, Map<string, string>>, asked: Seen[]): Server {
+  return createServer((req, res) => {
+    asked.push({ url: req.url ?? '', method: req.method ?? '', headers: req.headers });
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const user = sessions.get(token);
+    const send = (status: number, body: object, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      res.end(JSON.stringify(body));
+    };
+    if (req.url !== '/api/v1/auth/session' || !user) return send(401, { error: 'unauthorized', message: 'token is no longer valid; log in again' });
+    const ws = String(req.headers['x-codeagent-workspace'] ?? '');
+    const role = members.get(ws)?.get(user);
+    if (!role) {
+      if (req.headers['x-codeagent-require'] === 'member') return send(403, { error: 'forbidden' }, { 'x-codeagent-refusal': 'not_found' });
+      return send(404, { error: 'not_found', message: 'workspace not found' });
+    }
+    if (role === 'viewer' && req.headers['x-codeagent-access'] !== 'read') return send(403, { error: 'forbidden', message: 'viewers read only' });
+    send(200, { user_id: user, is_system_admin: false, workspace_role: role }, { 'x-codeagent-user-id': user });
+  });
+}
+
+describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): members only, viewers read only", (kind) => {
+  const WS = '3f2b8c1e-1d2a-4c3b-9e8f-0a1b2c3d4e5f';
+  const OTHER_WS = '7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d';
+  const runtimeSeen: Seen[] = [];
+  const bridgeSeen: Seen[] = [];
+  const backendAsked: Seen[] = [];
+  const sessions = new Map([
+    ['editor-token', 'editor-1'],
+    ['viewer-token', 'viewer-1'],
+    ['outsider-token', 'outsider-1'],
+  ]);
+  const members = new Map([[WS, new Map([['editor-1', 'editor'], ['viewer-1', 'viewer']])]]);
+  let runtime: Server;
+  let bridge: Server;
+  let backend: Server;
+  let ingress: Ingress;
+  let base: string;
+
+  beforeAll(async () => {
+    runtime = recordingServer(runtimeSeen);
+    bridge = recordingServer(bridgeSeen);
+    backend = fakeWorkspaceBackend(sessions, members, backendAsked);
+    const [runtimeUrl, bridgeUrl, backendUrl] = await Promise.all([listenOn(runtime), listenOn(bridge), listenOn(backend)]);
+    ingress = await startIngress(kind, {
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: bridgeUrl },
+      jupyter: { url: runtimeUrl, token: JUPYTER_TOKEN, perWorkspace: true },
+    });
+    base = ingress.base;
+  });
+  afterAll(async () => {
+    for (const s of upgradedSockets) s.destroy();
+    await ingress.close();
+    for (const s of [runtime, bridge, backend]) {
+      s.closeAllConnections();
+      await new Promise((r) => s.close(r));
+    }
+  });
+
+  const bearerOf = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  it('names the workspace and whether the request writes in the session check; a member reaches the runtime with the lab token', async () => {
+    const res = await fetch(`${base}/jupyter/${WS}/api/contents`, { headers: bearerOf('editor-token') });
+    expect(res.status).toBe(200);
+    const asked = backendAsked.at(-1)!;
+    expect(asked.headers['x-codeagent-workspace']).toBe(WS);
+    expect(asked.headers['x-codeagent-access']).toBe('read');
+    const seen = runtimeSeen.at(-1)!;
+    expect(seen.url).toBe(`/jupyter/${WS}/api/contents`);
+    expect(seen.headers.authorization).toBe(`token ${JUPYTER_TOKEN}`);
+    expect((await fetch(`${base}/jupyter/${WS}/api/contents/a.ipynb`, { method: 'PUT', headers: bearerOf('editor-token') })).status).toBe(200);
+    expect(backendAsked.at(-1)!.headers['x-codeagent-access']).toBe('write');
+  });
+
+  it('answers 404 to a non-member, for an unknown workspace and a path without one, on HTTP and websockets', async () => {
+    const before = runtimeSeen.length;
+    for (const ws of [WS, OTHER_WS]) {
+      const res = await fetch(`${base}/jupyter/${ws}/lab`, { headers: bearerOf('outsider-token') });
+      expect(res.status).toBe(404);
+      expect(await res.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/not a member/) });
+      expect(await upgrade(base, `/jupyter/${ws}/api/kernels/k1/channels`, bearerOf('outsider-token'))).toBe(404);
+    }
+    const none = await fetch(`${base}/jupyter/lab`, { headers: bearerOf('editor-token') });
+    expect(none.status).toBe(404);
+    expect(await none.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/\/jupyter\/<workspace id>\//) });
+    expect(runtimeSeen.length).toBe(before);
+  });
+
+  it('lets a viewer read but not write or open websockets (403)', async () => {
+    expect((await fetch(`${base}/jupyter/${WS}/api/contents/a.ipynb`, { headers: bearerOf('viewer-token') })).status).toBe(200);
+    const before = runtimeSeen.length;
+    for (const method of ['PUT', 'PATCH', 'POST', 'DELETE']) {
+      const res = await fetch(`${base}/jupyter/${WS}/api/contents/a.ipynb`, { method, headers: bearerOf('viewer-token') });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/viewers/) });
+    }
+    expect(await upgrade(base, `/jupyter/${WS}/api/kernels/k1/channels`, bearerOf('viewer-token'))).toBe(403);
+    expect(await upgrade(base, `/jupyter/${WS}/terminals/websocket/1`, bearerOf('viewer-token'))).toBe(403);
+    expect(runtimeSeen.length).toBe(before);
+  });
+
+  it('sends a browser without a valid session to the login page and back; API calls get 401 JSON', async () => {
+    const page = await fetch(`${base}/jupyter/${WS}/lab`, { headers: { accept: 'text/html' }, redirect: 'manual' });
+    expect(page.status).toBe(302);
+    expect(page.headers.get('location')).toMatch(new RegExp(`/login\\?next=(%2Fjupyter%2F${WS}%2Flab|/jupyter/${WS}/lab)$`));
+    const revoked = await fetch(`${base}/jupyter/${WS}/lab`, { headers: { accept: 'text/html', cookie: 'codeagent_session=logged-out' }, redirect: 'manual' });
+    expect(revoked.status).toBe(302);
+    const api = await fetch(`${base}/jupyter/${WS}/api/contents`, { headers: { accept: 'application/json' } });
+    expect(api.status).toBe(401);
+    expect(await api.json()).toMatchObject({ error: 'unauthorized' });
+  });
+
+  it("routes the bridge below a workspace's base URL to the bridge, as /codeagent-bridge/*", async () => {
+    const res = await fetch(`${base}/jupyter/${WS}/codeagent-bridge/providers?x=1`, { headers: { cookie: 'codeagent_session=editor-token' } });
+    expect(res.status).toBe(200);
+    const seen = bridgeSeen.at(-1)!;
+    expect(seen.url).toBe('/codeagent-bridge/providers?x=1');
+    expect(seen.headers.cookie).toBe('codeagent_session=editor-token');
+  });
+});

@@ -1,8 +1,8 @@
 import { FORM_OVERHEAD_BYTES } from './app.js';
-import { landingCsp, landingPage } from './landing.js';
-import { MESSAGES, REQUIRE_HEADER, ROUTES, UPSTREAMS, USER_ID_HEADER, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
+import { PAGES } from './landing.js';
+import { MESSAGES, REFUSAL_HEADER, REQUIRE_HEADER, ROUTES, UPSTREAMS, USER_ID_HEADER, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
 import { DATA_CSP, REFERRER_POLICY } from './security-headers.js';
-import { SESSION_CHECK_PATH, SESSION_COOKIE } from './jupyter-auth.js';
+import { ACCESS_HEADER, SESSION_CHECK_PATH, SESSION_COOKIE, WORKSPACE_HEADER } from './jupyter-auth.js';
 import { webAppLocations } from './web-app-nginx.js';
 
 export interface NginxOptions {
@@ -12,6 +12,11 @@ export interface NginxOptions {
   upstreams: Partial<Record<UpstreamName, readonly string[]>> & Record<'backend' | 'clusterAdmin' | 'bridge', readonly string[]>;
   /** The Jupyter server's token (JUPYTERLAB_TOKEN): nginx injects it, so the file is a secret. */
   jupyterToken: string;
+  /**
+   * `/jupyter/<workspace id>/` goes to the runtime's per-workspace JupyterLab (JUPYTERLAB_URL
+   * unset): members only, viewers read only, pages without a session sent to `/login?next=`.
+   */
+  jupyterPerWorkspace?: boolean;
   /** TRUSTED_PROXIES. */
   trustedProxies?: readonly string[];
   /** MAX_UPLOAD_BYTES: a larger declared body gets 413 (plus the multipart framing, as in the gateway). */
@@ -196,6 +201,20 @@ export function renderNginxConfig(opts: NginxOptions): string {
     '  "~^;\\s*(?<rest>.*)$" $rest;',
     '  default $codeagent_cookie_without_session;',
     '}',
+    '# A workspace\'s JupyterLab (/jupyter/<workspace id>/): the workspace, and whether the request writes.',
+    'map $uri $codeagent_lab_workspace {',
+    '  "~^/jupyter/(?<w>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:/|$)" $w;',
+    '  default "";',
+    '}',
+    'map $codeagent_needs_origin $codeagent_lab_access {',
+    '  1 write;',
+    '  default read;',
+    '}',
+    '# A browser opening a page (GET, HTML accepted, no websocket): sent to the login page without a session.',
+    'map "$request_method|$http_upgrade|$http_accept" $codeagent_page_request {',
+    '  "~^GET\\|\\|.*text/html" 1;',
+    '  default 0;',
+    '}',
     '',
   );
 
@@ -240,6 +259,7 @@ export function renderNginxConfig(opts: NginxOptions): string {
   ];
   const answer = (status: number, body: string, csp = true) => [...securityHeaders(csp), `return ${status} ${body};`];
 
+  const perWorkspace = opts.jupyterPerWorkspace === true;
   const proxyLocation = (route: ProxyRoute): string[] => {
     const block = upstreamBlockName(route.upstream);
     const scheme = schemeOf(route.upstream);
@@ -247,6 +267,7 @@ export function renderNginxConfig(opts: NginxOptions): string {
     if (route.sessionCheck) {
       body.push(
         ...errorPages(['error_page 401 = @codeagent_jupyter_401;', 'error_page 403 = @codeagent_jupyter_403;', '# The session check itself failed (backend down): auth_request answers 500.', 'error_page 500 = @codeagent_jupyter_unavailable;']),
+        ...(perWorkspace ? ['if ($codeagent_lab_workspace = "") {', '  rewrite ^ /_codeagent/no-workspace last;', '}'] : []),
         'if ($codeagent_session_token = "") {',
         '  rewrite ^ /_codeagent/log-in last;',
         '}',
@@ -255,6 +276,7 @@ export function renderNginxConfig(opts: NginxOptions): string {
         '}',
         'auth_request /_codeagent/session;',
         `auth_request_set $codeagent_user $upstream_http_${USER_ID_HEADER.replace(/-/g, '_')};`,
+        ...(perWorkspace ? [`auth_request_set $codeagent_refusal $upstream_http_${REFUSAL_HEADER.replace(/-/g, '_')};`] : []),
         ...securityHeaders(!route.upstreamCsp),
         ...forwarded,
         `proxy_set_header Authorization ${q(`token ${opts.jupyterToken}`)};`,
@@ -286,6 +308,15 @@ export function renderNginxConfig(opts: NginxOptions): string {
   };
 
   const locations: string[] = [];
+  const bridgeRoute = routes.find((r): r is ProxyRoute => r.kind === 'proxy' && r.prefix === '/jupyter/codeagent-bridge');
+  if (bridgeRoute && opts.upstreams.bridge.length > 0) {
+    // A workspace's JupyterLab reaches the bridge below its own base URL (the gateway's rewriteUrl).
+    locations.push(
+      'location ~ "^/jupyter/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/codeagent-bridge(?<codeagent_bridge_rest>/.*)?$" {',
+      ...indent(['rewrite ^ /jupyter/codeagent-bridge$codeagent_bridge_rest last;']),
+      '}',
+    );
+  }
   const notFound = json({ error: 'not_found', message: 'no route here' });
   for (const route of routes) {
     if (route.kind === 'proxy') {
@@ -300,19 +331,22 @@ export function renderNginxConfig(opts: NginxOptions): string {
       const deny = answer(404, json({ error: 'not_found' }));
       locations.push(`location = ${route.prefix} {`, ...indent(deny), '}', `location ${route.prefix}/ {`, ...indent(deny), '}');
     } else if (opts.webRoot !== undefined) {
-      locations.push(...webAppLocations(opts.webRoot, { securityHeaders, notFound: (body) => answer(404, json(body)), q, indent }));
+      // The web app answers `/` and its own `/login` instead of the route table's pages: once.
+      if (route.path === '/') locations.push(...webAppLocations(opts.webRoot, { securityHeaders, notFound: (body) => answer(404, json(body)), q, indent }));
     } else {
+      const page = PAGES[route.page];
       locations.push(
         `location = ${route.path} {`,
         ...indent([
           'if ($request_method !~ ^(GET|HEAD)$) {',
           '  rewrite ^ /_codeagent/method-not-allowed last;',
           '}',
-          'default_type "text/html; charset=utf-8";',
+          `default_type ${q(page.contentType)};`,
           ...securityHeaders(false),
-          `add_header Content-Security-Policy ${q(landingCsp)} always;`,
+          `add_header Content-Security-Policy ${q(page.csp)} always;`,
           'add_header X-Frame-Options SAMEORIGIN always;',
-          `return 200 ${q(landingPage)};`,
+          'add_header Cache-Control no-store always;',
+          `return 200 ${q(page.body)};`,
         ]),
         '}',
       );
@@ -338,6 +372,10 @@ export function renderNginxConfig(opts: NginxOptions): string {
     ...indent(answer(504, json({ error: 'gateway_timeout', message: MESSAGES.gatewayTimeout }))),
     '}',
   ];
+  // A page request without a (valid) session goes to the login page and back (nginx cannot
+  // percent-encode: `next` is the raw request URI, which the login page reads as one parameter
+  // unless it holds `&`).
+  const toLogin = perWorkspace ? ['if ($codeagent_page_request) {', '  add_header Cache-Control no-store always;', '  return 302 /login?next=$request_uri;', '}'] : [];
   if (sessionCheck) {
     internal.push(
       '# The session check of /jupyter: the token as Bearer and nothing else of the client.',
@@ -348,7 +386,9 @@ export function renderNginxConfig(opts: NginxOptions): string {
         'proxy_pass_request_body off;',
         'proxy_pass_request_headers off;',
         'proxy_set_header Authorization "Bearer $codeagent_session_token";',
-        `proxy_set_header ${REQUIRE_HEADER} system_admin;`,
+        ...(perWorkspace
+          ? [`proxy_set_header ${REQUIRE_HEADER} member;`, `proxy_set_header ${WORKSPACE_HEADER} $codeagent_lab_workspace;`, `proxy_set_header ${ACCESS_HEADER} $codeagent_lab_access;`]
+          : [`proxy_set_header ${REQUIRE_HEADER} system_admin;`]),
         'proxy_set_header X-Request-Id $codeagent_request_id;',
         'proxy_set_header X-Forwarded-For $remote_addr;',
         'proxy_set_header Accept application/json;',
@@ -357,16 +397,28 @@ export function renderNginxConfig(opts: NginxOptions): string {
       ]),
       '}',
       'location = /_codeagent/log-in {',
-      ...indent(['internal;', ...answer(401, json({ error: 'unauthorized', message: MESSAGES.jupyterLogIn }), false)]),
+      ...indent(['internal;', ...toLogin, ...answer(401, json({ error: 'unauthorized', message: MESSAGES.jupyterLogIn }), false)]),
       '}',
+      ...(perWorkspace
+        ? ['location = /_codeagent/no-workspace {', ...indent(['internal;', ...answer(404, json({ error: 'not_found', message: MESSAGES.jupyterNoWorkspace }), false)]), '}']
+        : []),
       'location = /_codeagent/cross-site {',
       ...indent(['internal;', ...answer(403, json({ error: 'forbidden', message: MESSAGES.jupyterCrossSite }), false)]),
       '}',
       'location @codeagent_jupyter_401 {',
-      ...indent(answer(401, json({ error: 'unauthorized', message: 'the session is not valid (logged out, expired or revoked): log in again (POST /api/v1/auth/login), then open /jupyter/ again' }), false)),
+      ...indent([...toLogin, ...answer(401, json({ error: 'unauthorized', message: 'the session is not valid (logged out, expired or revoked): log in again (POST /api/v1/auth/login), then open /jupyter/ again' }), false)]),
       '}',
       'location @codeagent_jupyter_403 {',
-      ...indent(answer(403, json({ error: 'forbidden', message: MESSAGES.jupyterAdminsOnly }), false)),
+      ...indent(
+        perWorkspace
+          ? [
+              'if ($codeagent_refusal = not_found) {',
+              ...indent(answer(404, json({ error: 'not_found', message: MESSAGES.jupyterNotMember }), false)),
+              '}',
+              ...answer(403, json({ error: 'forbidden', message: MESSAGES.jupyterReadOnly }), false),
+            ]
+          : answer(403, json({ error: 'forbidden', message: MESSAGES.jupyterAdminsOnly }), false),
+      ),
       '}',
       'location @codeagent_jupyter_unavailable {',
       ...indent(answer(502, json({ error: 'bad_gateway', message: MESSAGES.sessionUnavailable }), false)),

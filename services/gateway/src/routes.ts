@@ -8,6 +8,8 @@
  * prefix wins, in the gateway (find-my-way) and in nginx (longest prefix location) alike.
  */
 
+import type { PageName } from './landing.js';
+
 /** The components behind the ingress; each may run as several instances (a list of addresses). */
 export type UpstreamName = 'backend' | 'clusterAdmin' | 'bridge' | 'jupyter';
 
@@ -24,8 +26,9 @@ export const UPSTREAMS: Readonly<Record<UpstreamName, UpstreamSpec>> = {
   backend: { setting: 'BACKEND_URL', healthPath: '/readyz', connections: 128 },
   clusterAdmin: { setting: 'CLUSTER_ADMIN_URL', healthPath: '/readyz', connections: 128 },
   bridge: { setting: 'BRIDGE_URL', healthPath: '/readyz', connections: 128 },
-  // Jupyter's own version route answers without a token.
-  jupyter: { setting: 'JUPYTERLAB_URL', healthPath: '/jupyter/api', connections: 64 },
+  // The runtime (per-workspace JupyterLab servers, JUPYTERLAB_URL unset) answers /readyz without
+  // a token; the shared developer server of `codeagent jupyterlab` answers Jupyter's version route.
+  jupyter: { setting: 'JUPYTERLAB_URL', healthPath: '/readyz', connections: 64 },
 };
 
 export interface ProxyRoute {
@@ -55,10 +58,12 @@ export interface DenyRoute {
   prefix: string;
 }
 
-/** A page the ingress answers itself (the start page at `/`, an exact path). */
+/** A page the ingress answers itself (the start page at `/`, the login page; an exact path). */
 export interface PageRoute {
   kind: 'page';
   path: string;
+  /** Which of `PAGES` (landing.ts). */
+  page: PageName;
 }
 
 export type Route = ProxyRoute | DenyRoute | PageRoute;
@@ -76,8 +81,23 @@ export const ROUTES: readonly Route[] = [
   { kind: 'proxy', prefix: '/jupyter', upstream: 'jupyter', websocket: true, sessionCheck: true, upstreamCsp: true },
   // SPEC §5.1, §10: the internal routes are never reachable from outside.
   { kind: 'deny', prefix: '/internal' },
-  { kind: 'page', path: '/' },
+  { kind: 'page', path: '/', page: 'landing' },
+  // Until the web UI has its own: where /jupyter sends a browser without a session (`?next=`).
+  { kind: 'page', path: '/login', page: 'login' },
+  { kind: 'page', path: '/login.js', page: 'loginScript' },
 ];
+
+/**
+ * The bridge as a workspace's JupyterLab addresses it (relative to its base URL,
+ * `/jupyter/<workspace id>/codeagent-bridge/…`): the same route as `/jupyter/codeagent-bridge/…`.
+ */
+export const WORKSPACE_BRIDGE_PATH = /^\/jupyter\/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(\/codeagent-bridge(?:[/?].*)?)$/;
+
+/** `/jupyter/<workspace id>/codeagent-bridge/x` → `/jupyter/codeagent-bridge/x`; other paths unchanged. */
+export function workspaceBridgeUrl(url: string): string {
+  const m = WORKSPACE_BRIDGE_PATH.exec(url);
+  return m ? `/jupyter${m[1]}` : url;
+}
 
 /** The routes that proxy to a component. */
 export function proxyRoutes(routes: readonly Route[] = ROUTES): ProxyRoute[] {
@@ -91,6 +111,9 @@ export const MESSAGES = {
   jupyterLogIn: 'log in to the platform first (POST /api/v1/auth/login), then open /jupyter/ again',
   jupyterCrossSite: 'cross-site request refused: open JupyterLab through this platform',
   jupyterAdminsOnly: 'JupyterLab is open to system administrators only until each workspace has its own JupyterLab server',
+  jupyterNoWorkspace: 'open the JupyterLab of a workspace: /jupyter/<workspace id>/ (the id of a workspace you are a member of)',
+  jupyterNotMember: 'no such workspace, or you are not a member of it: ask one of its admins to add you',
+  jupyterReadOnly: 'viewers of this workspace may open and read notebooks only (no saving, kernels or terminals); ask a workspace admin for the editor role',
   sessionUnavailable: 'the session cannot be checked: the backend is not reachable; is it running?',
   sessionTimeout: 'the backend did not answer the session check in time',
   payloadTooLarge: (declared: number | string, max: number) => `the request body is ${declared} bytes, more than MAX_UPLOAD_BYTES (${max} bytes) allows`,
@@ -101,5 +124,10 @@ export const MESSAGES = {
  * is not a system administrator; nginx's `auth_request` cannot read the answer's body.
  */
 export const REQUIRE_HEADER = 'x-codeagent-require';
+/**
+ * With `X-Codeagent-Require: member` (nginx, whose auth_request passes only 401 and 403), the
+ * backend answers a non-member with 403 and this header set to `not_found`: the ingress answers 404.
+ */
+export const REFUSAL_HEADER = 'x-codeagent-refusal';
 /** Headers of the session check's answer: who the user is (the ingress keeps them on one Jupyter instance). */
 export const USER_ID_HEADER = 'x-codeagent-user-id';

@@ -10,7 +10,7 @@ export async function startGateway(config: Config): Promise<string> {
   const backendUp = new Map<string, boolean>();
   const app = await buildGatewayApp({
     upstreams: { backend: config.backendUrls, clusterAdmin: config.clusterAdminUrls, bridge: config.bridgeUrls },
-    jupyter: { url: config.jupyterlab.urls, token: config.jupyterlab.token },
+    jupyter: { url: config.jupyterlab.urls, token: config.jupyterlab.token, perWorkspace: !config.jupyterlab.shared },
     trustedProxies: config.trustedProxies,
     maxUploadBytes: config.maxUploadBytes,
     loggerInstance: createLogger({ level: config.logLevel, format: config.logFormat }, 'gateway'),

@@ -52,13 +52,11 @@ const NOT_BUILT = landingPage.replace('<p>The platform is running.</p>', '<p>The
 
 /**
  * Serves the web app from `root` (GET and HEAD; other methods 405 through the not-found handler).
- * Without a root (tests of the routing alone) only the start page at `/`, as before the app.
+ * Without a root (tests of the routing alone) nothing: the route table's pages serve `/` and `/login`.
  */
 export function registerWebApp(app: FastifyInstance, root: string | undefined): void {
-  if (root === undefined) {
-    app.get('/', async (_req, reply) => asAppPage(reply, landingCsp).type('text/html; charset=utf-8').send(landingPage));
-    return;
-  }
+  // Without a root the route table's pages answer `/` and `/login` (routes.ts).
+  if (root === undefined) return;
   const index = async (_req: unknown, reply: FastifyReply) => {
     asAppPage(reply, webAppBuilt(root) ? WEB_APP_CSP : landingCsp).header('cache-control', INDEX_CACHE_CONTROL).type('text/html; charset=utf-8');
     // Read per request (half a kilobyte): a rebuild is served without a restart.

@@ -1,3 +1,4 @@
+import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -6,11 +7,17 @@ import { SandboxUnavailableError, UnknownWorkspaceError } from '@codeagent/sandb
 import { FilesLimitError, SandboxFilesError } from './contents.js';
 import { KernelUnavailableError } from './jupyter-server.js';
 import { UnknownKernelError, type KernelService, type Notebook } from './kernels.js';
+import type { LabProxy } from './lab-proxy.js';
 
 export interface RuntimeAppOptions {
   kernels: KernelService;
   internalServiceToken: string;
   loggerInstance?: FastifyBaseLogger;
+  /**
+   * `/jupyter/<workspace id>/…` (HTTP and websockets) to the workspace's sandboxed JupyterLab:
+   * streamed below Fastify (no body parsing), with its own token check (JUPYTERLAB_TOKEN).
+   */
+  lab?: LabProxy;
 }
 
 const Timeout = Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 }));
@@ -51,9 +58,14 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
     ...requestIdOptions(),
     // Files travel base64-encoded: 4/3 of SANDBOX_FILES_MAX_BYTES, plus the notebook.
     bodyLimit: Math.max(64 * 1024 * 1024, Math.ceil((opts.kernels.filesMaxBytes * 4) / 3) + 64 * 1024 * 1024),
+    ...(opts.lab ? { serverFactory: labServerFactory(opts.lab) } : {}),
   }).withTypeProvider<TypeBoxTypeProvider>();
   await app.register(serviceKit);
   const { kernels } = opts;
+  if (opts.lab) {
+    const lab = opts.lab;
+    app.addHook('preClose', async () => lab.closeAll());
+  }
 
   // Probes and metrics answer without the token (the internal port is not published).
   app.addHook('onRequest', internalTokenHook(opts.internalServiceToken, { skip: (req) => OPS_PATHS.has(req.url.split('?')[0]!) }));
@@ -107,4 +119,16 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
   });
 
   return app;
+}
+
+/** An HTTP server that hands `/jupyter/…` to the lab proxy and everything else to Fastify. */
+function labServerFactory(lab: LabProxy) {
+  return (handler: Parameters<typeof createServer>[1]) => {
+    const server = createServer((req, res) => (lab.handles(req.url) ? lab.request(req, res) : handler!(req, res)));
+    server.on('upgrade', (req, socket, head) => {
+      if (lab.handles(req.url)) lab.upgrade(req, socket, head);
+      else socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    });
+    return server;
+  };
 }

@@ -11,3 +11,8 @@ export type { SandboxFile, CollectedFile } from './contents.js';
 export { startRuntime } from './server.js';
 export { mountWorkspace, isMounted, RCLONE, INSTALL_MOUNT_HINT } from './workspace-mount.js';
 export type { WorkspaceMount, WorkspaceMountOptions, RemoteControl } from './workspace-mount.js';
+export { labProxy, progressPage } from './lab-proxy.js';
+export type { LabProxy, LabProxyOptions } from './lab-proxy.js';
+export { defaultLabHost } from './lab-host.js';
+export { labBasePath, labHostBuilt } from './servers.js';
+export type { LabHost, ServerStatus } from './servers.js';

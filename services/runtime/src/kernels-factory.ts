@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '@codeagent/config';
 import { SandboxUnavailableError, prepareSandbox, type PreparedSandbox, type Tools, type UidAllocator } from '@codeagent/sandbox';
 import { KernelService } from './kernels.js';
-import { SandboxedServers, externalServer, type JupyterPool } from './servers.js';
+import { SandboxedServers, externalServer, type JupyterPool, type LabHost } from './servers.js';
 
 export interface KernelsOptions {
   sandbox: Config['sandbox'];
@@ -16,6 +16,8 @@ export interface KernelsOptions {
   /** KERNEL_SANDBOX=off only: an existing Jupyter server (JUPYTER_URL). */
   external?: { url: string; token: string } | undefined;
   startTimeoutMs?: number;
+  /** The JupyterLab host each workspace's server serves (when built). */
+  lab?: LabHost | undefined;
   /** Tests only: other paths for bwrap, setpriv, prlimit, sh. */
   tools?: Tools;
 }
@@ -64,6 +66,7 @@ export async function createKernels(opts: KernelsOptions): Promise<Kernels> {
       idleSeconds: sandbox.idleSeconds,
       cullIdleSeconds: opts.cullIdleSeconds,
       log,
+      lab: opts.lab,
       ...(opts.startTimeoutMs ? { startTimeoutMs: opts.startTimeoutMs } : {}),
     });
   }

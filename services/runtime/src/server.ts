@@ -4,6 +4,8 @@ import { databaseUidAllocator } from '@codeagent/sandbox';
 import { Metrics, listen, createLogger, opsRoutes } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
 import { createKernels } from './kernels-factory.js';
+import { labProxy } from './lab-proxy.js';
+import { defaultLabHost } from './lab-host.js';
 
 /** Starts the runtime alone (`codeagent runtime`) on 127.0.0.1:RUNTIME_PORT. */
 export async function startRuntime(config: Config): Promise<void> {
@@ -15,6 +17,7 @@ export async function startRuntime(config: Config): Promise<void> {
     cullIdleSeconds: config.jupyter.cullIdleSeconds,
     warmPool: { size: config.jupyter.poolSize, max: config.jupyter.poolMax, idleSeconds: config.jupyter.poolIdleSeconds },
     log,
+    lab: defaultLabHost(),
     external: config.jupyter.url !== undefined ? { url: config.jupyter.url, token: config.jupyter.token ?? '' } : undefined,
     // As root every workspace gets its own uid, allocated once and kept in the database (the
     // backend applies the migrations; the first allocation happens at the first kernel start).
@@ -24,7 +27,9 @@ export async function startRuntime(config: Config): Promise<void> {
       return databaseUidAllocator(database.db, config.sandbox.uidBase);
     },
   });
-  const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log });
+  // Each workspace's JupyterLab at /jupyter/<id>/, for the gateway (which checks the user first).
+  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log });
+  const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log, lab });
   app.addHook('onClose', async () => {
     await kernels.stop();
     await database?.close();

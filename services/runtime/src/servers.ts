@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { KernelAPI, ServerConnection } from '@jupyterlab/services';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Cgroup, Launcher, Limits, Sandbox, UidAllocator } from '@codeagent/sandbox';
@@ -26,14 +26,45 @@ export interface JupyterServerRef {
   kernelEvents(kernelId: string): { oomKills: number; pidsLimitHits: number };
   /** Text for messages: the limits that apply. */
   readonly limitsText: string;
+  /**
+   * How the lab proxy reaches a sandboxed server: its Unix socket (host path), its own random
+   * token and its base URL (`/jupyter/<workspace id>/`). Undefined for an external server.
+   */
+  readonly socket?: { path: string; token: string; basePath: string } | undefined;
 }
+
+/** Where a workspace's server stands, for the spawn progress page. */
+export type ServerStatus =
+  | { state: 'running' }
+  | { state: 'starting'; sinceMs: number }
+  | { state: 'stopped' }
+  | { state: 'failed'; message: string };
 
 export interface JupyterPool {
   /** The workspace's server (started on demand), or the scratch sandbox's for `undefined`. */
   server(workspaceId: string | undefined): Promise<JupyterServerRef>;
   running(): JupyterServerRef[];
+  /** Whether the workspace's server runs, is starting, or why its last start failed (starts nothing). */
+  status(workspaceId: string): ServerStatus;
   stop(): Promise<void>;
 }
+
+/** The built JupyterLab host (extensions/lab-host) and the bridge's prebuilt extension. */
+export interface LabHost {
+  /** extensions/lab-host: `main.py` and `build/`. */
+  hostDir: string;
+  /** The prebuilt extensions directory (the bridge's `labextension/`), if built. */
+  extensionsDir?: string | undefined;
+}
+
+/** The base URL of a workspace's server: the path the gateway routes to it (`/jupyter/<id>/`). */
+export const labBasePath = (workspaceId: string): string => `/jupyter/${workspaceId}/`;
+
+const LAB_DIR = '/opt/codeagent/lab-host';
+const EXT_DIR = '/opt/codeagent/labextensions';
+
+/** Whether the host at `lab` is built (else workspace servers serve Jupyter's REST API only). */
+export const labHostBuilt = (lab: LabHost | undefined): lab is LabHost => lab !== undefined && existsSync(join(lab.hostDir, 'build', 'static', 'index.html'));
 
 /** SANDBOX_MAX_SERVERS reached and none of the running servers is idle. */
 export class ServerCapError extends KernelUnavailableError {
@@ -67,6 +98,8 @@ export interface SandboxedServersOptions {
   cullIdleSeconds: number;
   log: FastifyBaseLogger;
   startTimeoutMs?: number;
+  /** The JupyterLab host served by each workspace's server at `/jupyter/<id>/` (when built). */
+  lab?: LabHost | undefined;
 }
 
 const MiB = 1024 * 1024;
@@ -94,6 +127,7 @@ class SandboxedServer implements JupyterServerRef {
     private readonly closeTransport: () => Promise<void>,
     private readonly limits: SandboxLimits,
     private readonly log: FastifyBaseLogger,
+    readonly socket: { path: string; token: string; basePath: string },
   ) {
     this.stopped = new Promise((r) => (this.resolveStopped = r));
     void sandbox.exited.then(({ code, signal }) => {
@@ -165,6 +199,9 @@ class SandboxedServer implements JupyterServerRef {
 export class SandboxedServers implements JupyterPool {
   private readonly servers = new Map<string, SandboxedServer>();
   private readonly starting = new Map<string, Promise<SandboxedServer>>();
+  private readonly startedAt = new Map<string, number>();
+  /** Why the last start of a workspace's server failed (cleared by the next start). */
+  private readonly failures = new Map<string, string>();
   private readonly timer: NodeJS.Timeout;
   private closed = false;
 
@@ -176,6 +213,13 @@ export class SandboxedServers implements JupyterPool {
 
   running(): JupyterServerRef[] {
     return [...this.servers.values()].filter((s) => s.running);
+  }
+
+  status(workspaceId: string): ServerStatus {
+    if (this.servers.get(workspaceId)?.running) return { state: 'running' };
+    if (this.starting.has(workspaceId)) return { state: 'starting', sinceMs: Date.now() - (this.startedAt.get(workspaceId) ?? Date.now()) };
+    const failure = this.failures.get(workspaceId);
+    return failure !== undefined ? { state: 'failed', message: failure } : { state: 'stopped' };
   }
 
   async server(workspaceId: string | undefined): Promise<JupyterServerRef> {
@@ -190,16 +234,36 @@ export class SandboxedServers implements JupyterPool {
     }
     let pending = this.starting.get(key);
     if (!pending) {
-      pending = this.start(launcher, workspaceId).finally(() => this.starting.delete(key));
+      this.failures.delete(key);
+      this.startedAt.set(key, Date.now());
+      pending = this.start(launcher, workspaceId)
+        .catch((err: unknown) => {
+          this.failures.set(key, (err as Error).message);
+          throw err;
+        })
+        .finally(() => this.starting.delete(key));
       this.starting.set(key, pending);
     }
     return pending;
   }
 
-  private async makeRoom(): Promise<void> {
+  private async makeRoom(key: string): Promise<void> {
     const live = [...this.servers.values()].filter((s) => s.running);
-    if (live.length + this.starting.size < this.opts.maxServers) return;
-    const idle = live.filter((s) => s.kernels.size === 0).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+    // Other starts under way count; this one may or may not be in `starting` yet.
+    const othersStarting = [...this.starting.keys()].filter((k) => k !== key).length;
+    if (live.length + othersStarting < this.opts.maxServers) return;
+    // Kernels started in JupyterLab are not in `kernels` (only the runtime's own are): ask the server.
+    let idle: SandboxedServer | undefined;
+    for (const candidate of live.filter((s) => s.kernels.size === 0).sort((a, b) => a.lastUsed - b.lastUsed)) {
+      const running = await KernelAPI.listRunning(candidate.settings).then(
+        (list) => list.length,
+        () => 0,
+      );
+      if (running === 0) {
+        idle = candidate;
+        break;
+      }
+    }
     if (!idle) throw new ServerCapError(this.opts.maxServers);
     this.opts.log.info({ workspace_id: idle.workspaceId ?? null }, 'stopping an idle Jupyter server to make room');
     this.servers.delete(idle.workspaceId ?? 'scratch');
@@ -209,15 +273,27 @@ export class SandboxedServers implements JupyterPool {
   private async start(launcher: Launcher, workspaceId: string | undefined): Promise<SandboxedServer> {
     const { python, log, limits } = this.opts;
     const uid = workspaceId === undefined ? this.opts.uidBase : ((await this.opts.uids?.uidFor(workspaceId)) ?? this.opts.uidBase + 1);
-    await this.makeRoom();
+    await this.makeRoom(workspaceId ?? 'scratch');
     if (!existsSync(python)) throw new KernelUnavailableError(`cannot run ${python}: it does not exist`);
     const name = workspaceId === undefined ? 'scratch' : `w-${workspaceId.replace(/-/g, '').slice(0, 24).toLowerCase()}`;
     const layout = launcher.layout(name);
     const token = randomBytes(24).toString('hex');
     const nodelay = nodelayExtension(layout.run);
+    // A workspace's server serves JupyterLab (when the host is built) under the path the gateway
+    // routes to it; the scratch sandbox's serves kernels only.
+    const basePath = workspaceId === undefined ? '/' : labBasePath(workspaceId);
+    const lab = workspaceId !== undefined && labHostBuilt(this.opts.lab) ? this.opts.lab : undefined;
+    const off = launcher.mode === 'off';
+    const labMain = lab ? (off ? join(lab.hostDir, 'main.py') : `${LAB_DIR}/main.py`) : undefined;
+    const labExtensions = lab?.extensionsDir !== undefined && existsSync(lab.extensionsDir) ? (off ? lab.extensionsDir : EXT_DIR) : undefined;
     const command = [
-      python, '-m', 'jupyter_server',
+      python, ...(labMain ? [labMain] : ['-m', 'jupyter_server']),
       `--ServerApp.sock=${layout.run}/jupyter.sock`,
+      `--ServerApp.base_url=${basePath}`,
+      // A save writes the file in place: on the workspace mount an atomic save's temporary copy
+      // would become a version and a trash item of its own (decision 0071).
+      '--FileContentsManager.use_atomic_writing=False',
+      ...(labExtensions ? [`--LabServerApp.extra_labextensions_path=${labExtensions}`] : []),
       '--ServerApp.sock_mode=0600',
       `--ServerApp.root_dir=${layout.home}`,
       '--ServerApp.open_browser=False',
@@ -225,7 +301,8 @@ export class SandboxedServers implements JupyterPool {
       '--ContentsManager.allow_hidden=True',
       '--FileContentsManager.delete_to_trash=False',
       '--FileContentsManager.always_delete_dir=True',
-      ...nodelay.args,
+      // The lab host's main.py loads the no-delay patch itself (it is on PYTHONPATH).
+      ...(labMain ? [] : nodelay.args),
       ...(this.opts.cullIdleSeconds > 0 ? [`--MappingKernelManager.cull_idle_timeout=${this.opts.cullIdleSeconds}`, '--MappingKernelManager.cull_interval=60'] : []),
       ...(launcher.mode === 'off' && process.getuid?.() === 0 ? ['--allow-root'] : []),
     ];
@@ -242,10 +319,15 @@ export class SandboxedServers implements JupyterPool {
       PYDEVD_DISABLE_FILE_VALIDATION: '1',
       PYTHONDONTWRITEBYTECODE: '1',
       PYTHONPATH: nodelay.pythonPath,
+      ...(lab ? { CODEAGENT_LAB_STATE_DIR: `${layout.tmp}/.jupyterlab-state` } : {}),
     };
     // An interpreter outside /usr (a virtual environment) is shown read-only with its prefix.
     const prefix = dirname(dirname(python));
-    const readOnly = python.startsWith('/usr/') || launcher.mode === 'off' ? [] : [{ source: prefix, dest: prefix }];
+    const readOnly = python.startsWith('/usr/') || off ? [] : [{ source: prefix, dest: prefix }];
+    if (lab && !off) {
+      readOnly.push({ source: join(lab.hostDir, 'main.py'), dest: `${LAB_DIR}/main.py` }, { source: join(lab.hostDir, 'build'), dest: `${LAB_DIR}/build` });
+      if (labExtensions) readOnly.push({ source: lab.extensionsDir!, dest: EXT_DIR });
+    }
     let sandbox: Sandbox;
     try {
       sandbox = await launcher.start({ name, uid, command, env, files: nodelay.files, limits: limits.sandbox, workspaceBytes: limits.workspaceBytes, tmpBytes: limits.tmpBytes, readOnly });
@@ -253,8 +335,8 @@ export class SandboxedServers implements JupyterPool {
       throw new KernelUnavailableError(`the sandbox did not start: ${(err as Error).message}`, false);
     }
     const socket = sandbox.hostPath(`${layout.run}/jupyter.sock`);
-    const transport = unixSocketSettings(socket, token);
-    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close, limits, log);
+    const transport = unixSocketSettings(socket, token, basePath);
+    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close, limits, log, { path: socket, token, basePath });
     const deadline = Date.now() + (this.opts.startTimeoutMs ?? 60_000);
     for (;;) {
       if (!sandbox.running) {
@@ -327,5 +409,5 @@ export function externalServer(url: string, token: string): JupyterPool {
     kernelEvents: () => ({ oomKills: 0, pidsLimitHits: 0 }),
     limitsText: '',
   };
-  return { server: async () => ref, running: () => [ref], stop: async () => undefined };
+  return { server: async () => ref, running: () => [ref], status: () => ({ state: 'running' }), stop: async () => undefined };
 }

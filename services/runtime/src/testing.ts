@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '@codeagent/config';
 import { memoryUidAllocator, type Tools, type UidAllocator } from '@codeagent/sandbox';
 import { createKernels, type Kernels } from './kernels-factory.js';
+import type { LabHost } from './servers.js';
 
 const MiB = 1024 * 1024;
 
@@ -30,7 +31,7 @@ export function testSandboxSettings(over: Partial<Config['sandbox']> = {}): Conf
  * Kernels in real sandboxes, as the runtime starts them (tests only). Uids come from `uids`
  * (default: in memory), so no database is needed.
  */
-export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox']>; python?: string; uids?: UidAllocator; log?: FastifyBaseLogger; tools?: Tools; warmPool?: { size: number; max: number; idleSeconds: number } } = {}): Promise<Kernels> {
+export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox']>; python?: string; uids?: UidAllocator; log?: FastifyBaseLogger; tools?: Tools; warmPool?: { size: number; max: number; idleSeconds: number }; lab?: LabHost } = {}): Promise<Kernels> {
   const sandbox = testSandboxSettings(opts.sandbox);
   return createKernels({
     sandbox,
@@ -40,5 +41,6 @@ export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox
     uids: async () => opts.uids ?? memoryUidAllocator(sandbox.uidBase),
     ...(opts.tools ? { tools: opts.tools } : {}),
     ...(opts.warmPool ? { warmPool: opts.warmPool } : {}),
+    ...(opts.lab ? { lab: opts.lab } : {}),
   });
 }

@@ -7,7 +7,7 @@ import WebSocket from 'ws';
  * undici with `socketPath`, websockets through `ws`'s `ws+unix:` addresses. The URLs keep the
  * host `localhost` (Jupyter's host check accepts it); only the socket carries the traffic.
  */
-export function unixSocketSettings(socketPath: string, token: string): { settings: ServerConnection.ISettings; close(): Promise<void> } {
+export function unixSocketSettings(socketPath: string, token: string, basePath = '/'): { settings: ServerConnection.ISettings; close(): Promise<void> } {
   const agent = new Agent({ connect: { socketPath }, keepAliveTimeout: 10_000, connections: 16 });
   class UnixWebSocket extends WebSocket {
     constructor(url: string | URL, protocols?: string | string[]) {
@@ -16,8 +16,8 @@ export function unixSocketSettings(socketPath: string, token: string): { setting
     }
   }
   const settings = ServerConnection.makeSettings({
-    baseUrl: 'http://localhost/',
-    wsUrl: 'ws://localhost/',
+    baseUrl: `http://localhost${basePath}`,
+    wsUrl: `ws://localhost${basePath}`,
     token,
     appendToken: true,
     fetch: ((input: Request) => fetch(input, { dispatcher: agent })) as unknown as typeof globalThis.fetch,

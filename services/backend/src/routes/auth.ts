@@ -4,10 +4,10 @@ import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { SESSION_COOKIE, admitPasswordCheck, issueUserToken, sessionCookieOptions } from '@codeagent/auth';
-import { ForbiddenError, UnauthorizedError } from '@codeagent/service-kit';
+import { ForbiddenError, NotFoundError, UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
 import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
-import { workspacesOfUser } from '../domain/workspaces.js';
+import { requireWorkspaceAccess, workspacesOfUser } from '../domain/workspaces.js';
 import { MemberRole, Password, User, errors } from './schemas.js';
 
 export interface AuthRoutesOptions {
@@ -16,6 +16,10 @@ export interface AuthRoutesOptions {
   jwtTtlSeconds: number;
   throttle: LoginThrottle;
 }
+
+/** The ingress names the workspace of a `/jupyter/<id>/` request, and whether it reads or writes. */
+const WORKSPACE_HEADER = 'x-codeagent-workspace';
+const ACCESS_HEADER = 'x-codeagent-access';
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, opts) => {
   // `Secure` follows the scheme the client used (SPEC §4.1, §4.5). The gateway, the only ingress,
@@ -88,8 +92,13 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       config: { access: 'user' },
       schema: {
         tags: ['auth'],
-        summary: 'Check a session: 200 with the user id and whether a system administrator, or 401',
-        response: { 200: Type.Object({ user_id: Type.String(), is_system_admin: Type.Boolean() }), ...errors(401, 403) },
+        summary:
+          'Check a session: 200 with the user id and whether a system administrator, or 401. With `X-Codeagent-Workspace` (a workspace id) also the membership: ' +
+          '404 for a non-member or an unknown workspace, 403 for a viewer when `X-Codeagent-Access: write`, else `workspace_role`',
+        response: {
+          200: Type.Object({ user_id: Type.String(), is_system_admin: Type.Boolean(), workspace_role: Type.Optional(MemberRole) }),
+          ...errors(401, 403, 404),
+        },
       },
     },
     async (req, reply) => {
@@ -101,6 +110,22 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       reply.header('x-codeagent-user-id', req.user.id);
       if (req.headers['x-codeagent-require'] === 'system_admin' && !admin) {
         throw new ForbiddenError('JupyterLab is open to system administrators only until each workspace has its own JupyterLab server');
+      }
+      // A workspace's JupyterLab (/jupyter/<id>/): the membership rule of every workspace route,
+      // asked by the ingress on each request and upgrade (a websocket or a change is a write).
+      const workspace = req.headers[WORKSPACE_HEADER];
+      if (typeof workspace === 'string') {
+        const access = req.headers[ACCESS_HEADER] === 'read' ? 'read' : 'write';
+        const role = await requireWorkspaceAccess(opts.db, workspace, req.user.id, access).catch((err: unknown) => {
+          // nginx's auth_request passes on only 401 and 403: a non-member is a 403 marked `not_found`.
+          if (err instanceof NotFoundError && req.headers['x-codeagent-require'] === 'member') {
+            reply.header('x-codeagent-refusal', 'not_found');
+            throw new ForbiddenError('not a member of this workspace');
+          }
+          throw err;
+        });
+        reply.header('x-codeagent-workspace-role', role);
+        return { user_id: req.user.id, is_system_admin: admin, workspace_role: role };
       }
       return { user_id: req.user.id, is_system_admin: admin };
     },

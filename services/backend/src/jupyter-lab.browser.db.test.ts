@@ -1,0 +1,117 @@
+// Issue 15: a member opens /jupyter/{ws}/ in Debian's Chromium through the real gateway, backend
+// (real PostgreSQL) and runtime (the workspace's sandboxed JupyterLab): sent to the login page
+// and back, a progress page while the server starts, then JupyterLab; a new notebook runs a cell
+// that writes out.csv through a real kernel (websockets through gateway and runtime) and is saved;
+// after logout the same browser loses access at once.
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { FastifyInstance } from 'fastify';
+import { buildGatewayApp } from '@codeagent/gateway';
+import { buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
+import { startTestKernels } from '@codeagent/runtime/testing';
+import { bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const LAB_TOKEN = 'lab-token-for-the-browser-test';
+
+describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab of a workspace in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  let kernels: Kernels;
+  let runtime: FastifyInstance;
+  let gateway: FastifyInstance;
+  let browser: Browser;
+  let page: Page;
+  let base: string;
+  let ws: string;
+  let editor: { id: string; token: string };
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error('Chromium is missing: apt-get install chromium (scripts/system-deps.sh)');
+    b = await startTestBackend();
+    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    kernels = await startTestKernels({ lab: defaultLabHost() });
+    runtime = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: 'runtime-token', lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }) });
+    const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
+    gateway = await buildGatewayApp({
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true },
+    });
+    base = await gateway.listen({ host: '127.0.0.1', port: 0 });
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'browser lab' } })).json<{ id: string }>().id;
+    editor = await createAndLogin(b, 'browser-editor@example.com');
+    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: editor.id, role: 'editor' } });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await gateway?.close();
+    await runtime?.close();
+    await kernels?.stop();
+    await b?.close();
+  }, 120_000);
+
+  it('logs in through /login?next=, shows the progress page, opens JupyterLab, runs a cell that writes out.csv and saves', async () => {
+    await page.goto(`${base}/jupyter/${ws}/lab`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    expect(new URL(page.url()).searchParams.get('next')).toBe(`/jupyter/${ws}/lab`);
+    await page.locator('input[name=email]').fill('browser-editor@example.com');
+    await page.locator('input[name=password]').fill('password-123');
+    await page.locator('button[type=submit]').click();
+    // The progress page (meta refresh) while the sandboxed server starts, then JupyterLab.
+    await page.waitForURL(`${base}/jupyter/${ws}/lab`, { timeout: 30_000 });
+    await page.locator('#jp-main-dock-panel').waitFor({ timeout: 90_000 });
+
+    const command = (id: string, args: object = {}) =>
+      page.evaluate(([id, args]) => (globalThis as unknown as { jupyterapp: { commands: { execute(id: string, args?: object): Promise<unknown> } } }).jupyterapp.commands.execute(id as string, args as object), [id, args] as const);
+    await command('notebook:create-new', { kernelName: 'python3' });
+    const cell = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first();
+    await cell.waitFor({ timeout: 60_000 });
+    // The kernel is up (its websocket goes through the gateway and the runtime) before typing.
+    await page.waitForFunction(
+      () => (globalThis as unknown as { jupyterapp: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string } } } } } } }).jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle',
+      undefined,
+      { timeout: 90_000 },
+    );
+    await cell.click();
+    await page.keyboard.type("open('out.csv', 'w').write('a,b\\n1,2\\n'); print('written', open('out.csv').read().count(','))");
+    await page.keyboard.press('Shift+Enter');
+    await page
+      .locator('.jp-OutputArea-output')
+      .filter({ hasText: 'written 2' })
+      .first()
+      .waitFor({ timeout: 60_000 })
+      .catch(async (err: unknown) => {
+        await page.screenshot({ path: '/tmp/jupyter-lab-browser-failure.png' });
+        throw err;
+      });
+    // The first save of an untitled notebook asks for a name (JupyterLab 4): keep the proposed one.
+    void command('docmanager:save').catch(() => undefined);
+    const rename = page.locator('.jp-Dialog .jp-mod-accept');
+    await rename.waitFor({ timeout: 15_000 }).then(() => rename.click(), () => undefined);
+    await page.locator('.jp-Dialog').waitFor({ state: 'detached', timeout: 15_000 });
+    // Saved: the tab no longer shows unsaved changes.
+    await page.locator('.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached', timeout: 30_000 });
+
+    // Both files are in the workspace's server, the notebook saved with its output.
+    const lab = (path: string) => fetch(`${base}/jupyter/${ws}/api/contents/${path}`, { headers: bearer(editor.token) });
+    const listing = (await (await lab('')).json()) as { content: { name: string; type: string }[] };
+    const notebooks = listing.content.filter((f) => f.type === 'notebook').map((f) => f.name);
+    expect(notebooks).toHaveLength(1);
+    const saved = (await (await lab(notebooks[0]!)).json()) as { content: { cells: unknown[] } };
+    expect(JSON.stringify(saved.content.cells)).toContain('written 2');
+    const csv = (await (await lab('out.csv')).json()) as { content: string };
+    expect(csv.content).toBe('a,b\n1,2\n');
+  }, 240_000);
+
+  it('after logout in the same browser, the lab is gone at once: pages go to the login page', async () => {
+    const status = await page.evaluate(async () => (await fetch('/api/v1/auth/logout', { method: 'POST' })).status);
+    expect(status).toBe(204);
+    const api = await page.evaluate(async (path) => (await fetch(path)).status, `/jupyter/${ws}/api/contents`);
+    expect(api).toBe(401);
+    await page.goto(`${base}/jupyter/${ws}/lab`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+  }, 60_000);
+});

@@ -1,0 +1,205 @@
+// Issue 15 items 3, 4, 6: each workspace's JupyterLab at /jupyter/{ws}/, through the real
+// gateway, the real backend (session and membership on real PostgreSQL) and the real runtime
+// (a sandboxed Jupyter server per workspace, started on demand, stopped when idle).
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildGatewayApp } from '@codeagent/gateway';
+import { buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels, type SandboxedServers } from '@codeagent/runtime';
+import { startTestKernels } from '@codeagent/runtime/testing';
+import { bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+
+const LAB_TOKEN = 'the-token-only-the-gateway-and-the-runtime-know';
+const RUNTIME_INTERNAL_TOKEN = 'runtime-internal-token';
+
+/** Opens a websocket handshake; resolves with 101 or the refusal's status. */
+function upgrade(base: string, path: string, headers: Record<string, string>): Promise<number> {
+  const url = new URL(path, base);
+  return new Promise((resolve, reject) => {
+    const req = request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname + url.search,
+      agent: false,
+      timeout: 60_000,
+      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      resolve(101);
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer to the websocket handshake')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const PAGE = { accept: 'text/html,application/xhtml+xml' };
+
+describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  let kernels: Kernels;
+  let runtime: FastifyInstance;
+  let gateway: FastifyInstance;
+  let base: string;
+  let runtimeBase: string;
+  let ws: string;
+  let editor: { id: string; token: string };
+  let viewer: { id: string; token: string };
+  let outsider: { id: string; token: string };
+
+  beforeAll(async () => {
+    b = await startTestBackend();
+    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    kernels = await startTestKernels({ lab: defaultLabHost() });
+    runtime = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: RUNTIME_INTERNAL_TOKEN, lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }) });
+    runtimeBase = await runtime.listen({ host: '127.0.0.1', port: 0 });
+    gateway = await buildGatewayApp({
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      jupyter: { url: runtimeBase, token: LAB_TOKEN, perWorkspace: true },
+    });
+    base = await gateway.listen({ host: '127.0.0.1', port: 0 });
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'lab' } })).json<{ id: string }>().id;
+    editor = await createAndLogin(b, 'lab-editor@example.com');
+    viewer = await createAndLogin(b, 'lab-viewer@example.com');
+    outsider = await createAndLogin(b, 'lab-outsider@example.com');
+    for (const [user, role] of [[editor, 'editor'], [viewer, 'viewer']] as const) {
+      const res = await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: user.id, role } });
+      expect(res.statusCode).toBe(201);
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await gateway?.close();
+    await runtime?.close();
+    await kernels?.stop();
+    await b?.close();
+  });
+
+  const lab = (path: string) => `${base}/jupyter/${ws}/${path}`;
+
+  it('the first visit gets the spawn progress page (a meta refresh, no script), then JupyterLab itself', async () => {
+    const first = await fetch(lab('lab'), { headers: { ...bearer(editor.token), ...PAGE }, redirect: 'manual' });
+    expect(first.status).toBe(200);
+    const html = await first.text();
+    expect(html).toContain('Starting JupyterLab for this workspace');
+    expect(html).toContain('<meta http-equiv="refresh" content="1">');
+    expect(html).not.toContain('<script');
+    // An API call waits for the server the page is waiting for.
+    const status = await fetch(lab('api/status'), { headers: bearer(editor.token) });
+    expect(status.status).toBe(200);
+    expect(await status.json()).toHaveProperty('started');
+    const page = await fetch(lab('lab'), { headers: { ...bearer(editor.token), ...PAGE } });
+    expect(page.status).toBe(200);
+    const text = await page.text();
+    if (labHostBuilt(defaultLabHost())) {
+      expect(text).toContain('jupyter-config-data');
+      expect(text).toContain(`/jupyter/${ws}/`);
+      expect(text).toContain('jupyterlab-codeagent-bridge');
+    }
+    // The server's own token never reaches the browser.
+    const inner = kernels.pool.running().find((s) => s.workspaceId === ws)!.socket!.token;
+    expect(text).not.toContain(inner);
+    expect(text).not.toContain(LAB_TOKEN);
+  }, 120_000);
+
+  it('the runtime serves the lab only to whoever holds the gateway\'s token', async () => {
+    const direct = await fetch(`${runtimeBase}/jupyter/${ws}/api/contents`);
+    expect(direct.status).toBe(403);
+    expect(await upgrade(runtimeBase, `/jupyter/${ws}/api/kernels/x/channels`, {})).toBe(403);
+    const wrong = await fetch(`${runtimeBase}/jupyter/${ws}/api/contents`, { headers: { authorization: 'token guess' } });
+    expect(wrong.status).toBe(403);
+  });
+
+  it('a non-member and an unknown workspace get 404 on HTTP and websockets; a path without a workspace too', async () => {
+    for (const target of [ws, '00000000-0000-4000-8000-000000000000']) {
+      const res = await fetch(`${base}/jupyter/${target}/api/contents`, { headers: bearer(outsider.token) });
+      expect(res.status).toBe(404);
+      expect(await res.json()).toMatchObject({ error: 'not_found' });
+      expect(await upgrade(base, `/jupyter/${target}/api/kernels/x/channels`, bearer(outsider.token))).toBe(404);
+    }
+    const page = await fetch(lab('lab'), { headers: { ...bearer(outsider.token), ...PAGE }, redirect: 'manual' });
+    expect(page.status).toBe(404);
+    expect((await fetch(`${base}/jupyter/lab`, { headers: bearer(editor.token) })).status).toBe(404);
+    // nginx's auth_request passes on only 401 and 403: asked with `x-codeagent-require: member`,
+    // the backend marks a non-member's 403 as a 404 to give.
+    const forNginx = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer(outsider.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read', 'x-codeagent-require': 'member' } });
+    expect(forNginx.statusCode).toBe(403);
+    expect(forNginx.headers['x-codeagent-refusal']).toBe('not_found');
+    const member = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer(viewer.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read' } });
+    expect(member.json()).toMatchObject({ user_id: viewer.id, workspace_role: 'viewer' });
+  });
+
+  it('an editor saves notebooks, starts kernels and opens their websockets', async () => {
+    const nb = { type: 'notebook', content: { cells: [], metadata: {}, nbformat: 4, nbformat_minor: 5 } };
+    const put = await fetch(lab('api/contents/editor.ipynb'), { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: JSON.stringify(nb) });
+    expect(put.status).toBe(201);
+    const kernel = await fetch(lab('api/kernels'), { method: 'POST', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: '{"name":"python3"}' });
+    expect(kernel.status).toBe(201);
+    const { id } = (await kernel.json()) as { id: string };
+    expect(await upgrade(base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(editor.token))).toBe(101);
+    expect((await fetch(lab(`api/kernels/${id}`), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(204);
+  }, 60_000);
+
+  it('a viewer reads notebooks but cannot save, start kernels, open websockets or terminals (403)', async () => {
+    const read = await fetch(lab('api/contents/editor.ipynb'), { headers: bearer(viewer.token) });
+    expect(read.status).toBe(200);
+    expect(await read.json()).toMatchObject({ name: 'editor.ipynb', type: 'notebook' });
+    const nb = { type: 'notebook', content: { cells: [], metadata: {}, nbformat: 4, nbformat_minor: 5 } };
+    const refusals = [
+      fetch(lab('api/contents/editor.ipynb'), { method: 'PUT', headers: { ...bearer(viewer.token), 'content-type': 'application/json' }, body: JSON.stringify(nb) }),
+      fetch(lab('api/contents/editor.ipynb'), { method: 'PATCH', headers: { ...bearer(viewer.token), 'content-type': 'application/json' }, body: '{"path":"renamed.ipynb"}' }),
+      fetch(lab('api/contents/editor.ipynb'), { method: 'DELETE', headers: bearer(viewer.token) }),
+      fetch(lab('api/kernels'), { method: 'POST', headers: { ...bearer(viewer.token), 'content-type': 'application/json' }, body: '{"name":"python3"}' }),
+      fetch(lab('api/terminals'), { method: 'POST', headers: bearer(viewer.token) }),
+    ];
+    for (const res of await Promise.all(refusals)) {
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ error: 'forbidden' });
+    }
+    expect(await upgrade(base, `/jupyter/${ws}/api/kernels/x/channels`, bearer(viewer.token))).toBe(403);
+    expect(await upgrade(base, `/jupyter/${ws}/terminals/websocket/1`, bearer(viewer.token))).toBe(403);
+    // The notebook is untouched.
+    expect((await fetch(lab('api/contents/editor.ipynb'), { headers: bearer(editor.token) })).status).toBe(200);
+  });
+
+  it('after logout the same session loses access at once: API calls 401, pages go to the login page and back', async () => {
+    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'lab-editor@example.com', password: 'password-123' }) });
+    const cookie = /codeagent_session=[^;]+/.exec(login.headers.get('set-cookie') ?? '')![0];
+    expect((await fetch(lab('api/contents'), { headers: { cookie } })).status).toBe(200);
+    const out = await fetch(`${base}/api/v1/auth/logout`, { method: 'POST', headers: { cookie, origin: base } });
+    expect(out.status).toBe(204);
+    const api = await fetch(lab('api/contents'), { headers: { cookie } });
+    expect(api.status).toBe(401);
+    expect(await upgrade(base, `/jupyter/${ws}/api/kernels/x/channels`, { cookie, origin: base })).toBe(401);
+    const page = await fetch(lab('lab?reset'), { headers: { cookie, ...PAGE }, redirect: 'manual' });
+    expect(page.status).toBe(302);
+    expect(page.headers.get('location')).toBe(`/login?next=${encodeURIComponent(`/jupyter/${ws}/lab?reset`)}`);
+    // No session at all: the same redirect.
+    const anonymous = await fetch(lab('lab'), { headers: PAGE, redirect: 'manual' });
+    expect(anonymous.status).toBe(302);
+    expect(anonymous.headers.get('location')).toMatch(/^\/login\?next=/);
+  });
+
+  it('an idle server stops (once its kernels are gone) and the next visit starts it again', async () => {
+    const pool = kernels.pool as SandboxedServers;
+    expect(pool.status(ws)).toEqual({ state: 'running' });
+    // A server with a running kernel is not idle.
+    const kernel = await fetch(lab('api/kernels'), { method: 'POST', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: '{"name":"python3"}' });
+    const { id } = (await kernel.json()) as { id: string };
+    await pool.cullIdle(Date.now() + 24 * 3600_000);
+    expect(pool.status(ws)).toEqual({ state: 'running' });
+    expect((await fetch(lab(`api/kernels/${id}`), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(204);
+    await pool.cullIdle(Date.now() + 24 * 3600_000);
+    expect(pool.status(ws)).toEqual({ state: 'stopped' });
+    const page = await fetch(lab('lab'), { headers: { ...bearer(editor.token), ...PAGE } });
+    expect(await page.text()).toContain('Starting JupyterLab for this workspace');
+    const again = await fetch(lab('api/contents'), { headers: bearer(editor.token) });
+    expect(again.status).toBe(200);
+    expect(pool.status(ws)).toEqual({ state: 'running' });
+  }, 120_000);
+});

@@ -1,0 +1,174 @@
+import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import { safeEqual } from '@codeagent/auth';
+import { isUuid } from '@codeagent/service-kit';
+import type { JupyterPool, JupyterServerRef } from './servers.js';
+
+/** The path the gateway routes to a workspace's JupyterLab: `/jupyter/<workspace id>/…`. */
+const LAB_PATH = /^\/jupyter\/([^/?#]+)(\/[^]*)?$/;
+
+export interface LabProxyOptions {
+  pool: JupyterPool;
+  /**
+   * JUPYTERLAB_TOKEN: what the gateway sends as `Authorization: token …` after it checked the
+   * user. It is swapped for the workspace server's own random token, which never leaves here.
+   */
+  token: string;
+  log: FastifyBaseLogger;
+}
+
+export interface LabProxy {
+  /** Whether a request path belongs to the lab proxy (`/jupyter/…`). */
+  handles(url: string | undefined): boolean;
+  request(req: IncomingMessage, res: ServerResponse): void;
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Ends every open websocket (the HTTP server's close does not track upgraded connections). */
+  closeAll(): void;
+}
+
+const json = (res: ServerResponse, status: number, body: Record<string, string>) => {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(JSON.stringify(body));
+};
+
+/** The progress page runs nothing and loads nothing. */
+export const PROGRESS_CSP = "default-src 'none'; frame-ancestors 'self'; base-uri 'none'; form-action 'none'";
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/**
+ * The spawn progress page: no script (the CSP forbids inline scripts), a meta refresh every
+ * second until the server answers, then the same URL loads JupyterLab itself.
+ */
+export function progressPage(state: 'starting' | 'failed', detail: string): string {
+  const refresh = state === 'starting' ? '<meta http-equiv="refresh" content="1">' : '';
+  const title = state === 'starting' ? 'Starting JupyterLab for this workspace…' : 'JupyterLab could not start';
+  const hint = state === 'starting' ? 'This page reloads by itself and opens JupyterLab as soon as it is ready.' : 'Reload this page to try again; if it keeps failing, tell your platform administrator the message above.';
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8">${refresh}<title>${title}</title></head><body><main><h1>${title}</h1><p role="status">${escapeHtml(detail)}</p><p>${hint}</p></main></body></html>`;
+}
+
+/** A browser opening a page (not JupyterLab's own API calls): it gets the progress page while the server starts. */
+function isNavigation(req: IncomingMessage, rest: string): boolean {
+  if (req.method !== 'GET') return false;
+  if (!String(req.headers.accept ?? '').includes('text/html')) return false;
+  const path = rest.split('?')[0]!;
+  return !path.startsWith('/api/') && !path.startsWith('/static/') && !path.startsWith('/files/');
+}
+
+/** Headers for the workspace's server: its own token instead of the gateway's, host `localhost`. */
+function innerHeaders(headers: IncomingHttpHeaders, token: string): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = { ...headers, authorization: `token ${token}`, host: 'localhost' };
+  delete out['x-internal-service-token'];
+  return out;
+}
+
+/**
+ * `/jupyter/<workspace id>/…` on the runtime's port: HTTP and websockets proxied to that
+ * workspace's sandboxed Jupyter server over its Unix socket (started on demand). Only the
+ * gateway, which checked the user's session and membership, holds the token this asks for.
+ */
+export function labProxy(opts: LabProxyOptions): LabProxy {
+  const { pool, log } = opts;
+  const upgraded = new Set<Duplex>();
+  const authorized = (req: IncomingMessage) => {
+    const header = req.headers.authorization ?? '';
+    return opts.token !== '' && header.startsWith('token ') && safeEqual(header.slice(6).trim(), opts.token);
+  };
+  /** The workspace and the rest of the path, or why not. */
+  const parse = (url: string): { workspaceId: string; rest: string } | undefined => {
+    const m = LAB_PATH.exec(url);
+    if (!m || !isUuid(m[1]!)) return undefined;
+    return { workspaceId: m[1]!.toLowerCase(), rest: m[2] ?? '' };
+  };
+  const serverFor = async (workspaceId: string): Promise<JupyterServerRef & { socket: NonNullable<JupyterServerRef['socket']> }> => {
+    const server = await pool.server(workspaceId);
+    if (!server.socket) throw new Error('this runtime uses an external Jupyter server (JUPYTER_URL): it serves no per-workspace JupyterLab');
+    server.touch();
+    return server as JupyterServerRef & { socket: NonNullable<JupyterServerRef['socket']> };
+  };
+
+  return {
+    handles: (url) => url === '/jupyter' || (url?.startsWith('/jupyter/') ?? false),
+
+    request(req, res) {
+      if (!authorized(req)) return json(res, 403, { error: 'forbidden', message: 'open JupyterLab through the platform gateway: /jupyter/<workspace id>/' });
+      const target = parse(req.url ?? '');
+      if (!target) return json(res, 404, { error: 'not_found', message: 'open /jupyter/<workspace id>/ (the id of a workspace you are a member of)' });
+      if (target.rest === '') {
+        res.writeHead(302, { location: `${req.url}/`, 'cache-control': 'no-store' }).end();
+        return;
+      }
+      const status = pool.status(target.workspaceId);
+      if (status.state !== 'running' && isNavigation(req, target.rest)) {
+        // A failed start is shown once; the next visit tries again.
+        const failed = status.state === 'failed';
+        if (!failed) void pool.server(target.workspaceId).catch((err: unknown) => log.warn({ workspace_id: target.workspaceId, reason: (err as Error).message }, "a workspace's JupyterLab did not start"));
+        else void pool.server(target.workspaceId).catch(() => undefined);
+        const detail = failed
+          ? status.message
+          : status.state === 'starting'
+            ? `Starting the workspace's sandboxed server (${Math.floor(status.sinceMs / 1000)} s so far)…`
+            : "Starting the workspace's sandboxed server…";
+        res
+          .writeHead(failed ? 503 : 200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': PROGRESS_CSP })
+          .end(progressPage(failed ? 'failed' : 'starting', detail));
+        return;
+      }
+      serverFor(target.workspaceId).then(
+        (server) => {
+          const upstream = request({ socketPath: server.socket.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.socket.token) }, (up) => {
+            res.writeHead(up.statusCode ?? 502, up.headers);
+            up.pipe(res);
+          });
+          upstream.on('error', (err) => {
+            log.warn({ workspace_id: target.workspaceId, reason: err.message }, "a workspace's Jupyter server did not answer");
+            if (!res.headersSent) json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
+            else res.destroy();
+          });
+          req.pipe(upstream);
+        },
+        (err: unknown) => json(res, 503, { error: 'kernel_unavailable', message: (err as Error).message }),
+      );
+    },
+
+    closeAll() {
+      for (const socket of upgraded) socket.destroy();
+      upgraded.clear();
+    },
+
+    upgrade(req, socket, head) {
+      socket.on('error', () => undefined);
+      upgraded.add(socket);
+      socket.once('close', () => upgraded.delete(socket));
+      if (!authorized(req)) {
+        socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
+      const target = parse(req.url ?? '');
+      if (!target) {
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
+      serverFor(target.workspaceId).then(
+        (server) => {
+          const up = connect(server.socket.path);
+          up.on('error', () => socket.destroy());
+          socket.on('close', () => up.destroy());
+          up.once('connect', () => {
+            const lines = [`${req.method} ${req.url} HTTP/1.1`];
+            for (const [k, v] of Object.entries(innerHeaders(req.headers, server.socket.token))) {
+              if (v === undefined) continue;
+              for (const value of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${value}`);
+            }
+            up.write(`${lines.join('\r\n')}\r\n\r\n`);
+            if (head.length > 0) up.write(head);
+            up.pipe(socket);
+            socket.pipe(up);
+          });
+        },
+        () => socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n'),
+      );
+    },
+  };
+}
