@@ -160,7 +160,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Check a session: 200 with the user id and whether a system administrator, or 401 */
+        /** Check a session: 200 with the user id and whether a system administrator, or 401. With `X-Codeagent-Workspace` (a workspace id) also the membership: 404 for a non-member or an unknown workspace, 403 for a viewer when `X-Codeagent-Access: write`, else `workspace_role` */
         get: {
             parameters: {
                 query?: never;
@@ -179,6 +179,7 @@ export interface paths {
                         "application/json": {
                             user_id: string;
                             is_system_admin: boolean;
+                            workspace_role?: "admin" | "editor" | "viewer";
                         };
                     };
                 };
@@ -201,6 +202,23 @@ export interface paths {
                 };
                 /** @description Default Response */
                 403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                            message?: string;
+                            fields?: {
+                                [key: string]: string;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                404: {
                     headers: {
                         [name: string]: unknown;
                     };
