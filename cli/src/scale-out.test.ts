@@ -214,7 +214,7 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
 
     const all = await runs();
     const killed = all.find((r) => r.id === running.id)!;
-    // The run of the killed worker ends failed after its lease (SPEC §7), never stuck and never run twice.
+    // The run of the killed worker ends failed after its lease (docs/contract/spec.md §7), never stuck and never run twice.
     expect(killed.status).toBe('failed');
     expect(killed.error).toMatch(/lease/);
     const others = all.filter((r) => r.id !== running.id);

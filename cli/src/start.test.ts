@@ -12,7 +12,7 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
     platform?.child.kill('SIGKILL');
   });
 
-  it('starts, prints URL and credentials, and serves SPEC §4.1–4.2 through the gateway', async () => {
+  it('starts, prints URL and credentials, and serves docs/contract/spec.md §4.1–4.2 through the gateway', async () => {
     platform = await startPlatform(dataDir);
     const { url } = platform;
     const secrets = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { BOOTSTRAP_ADMIN_PASSWORD: string };

@@ -11,7 +11,7 @@ import { ModelPicker, ProviderSource } from './picker';
 const PLUGIN_ID = 'jupyterlab-codeagent-bridge:plugin';
 
 /**
- * Logs the bridge's providers on start (SPEC §9.5), adds the `codeagent-cell-actions` cell-toolbar
+ * Logs the bridge's providers on start (docs/contract/spec.md §9.5), adds the `codeagent-cell-actions` cell-toolbar
  * entry, and the `codeagent-model` notebook-toolbar entry: the model picker fed by `/providers`.
  */
 const mainPlugin: JupyterFrontEndPlugin<void> = {

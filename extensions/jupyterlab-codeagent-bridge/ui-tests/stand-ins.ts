@@ -1,9 +1,9 @@
-// Stand-in for the browser test: a fake code-agent server (opencode's HTTP API, SPEC §9.4) that
+// Stand-in for the browser test: a fake code-agent server (opencode's HTTP API, docs/contract/spec.md §9.4) that
 // the real bridge server part talks to.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-/** The API key in the fake provider list: the bridge must never pass it on (SPEC §9.4). */
+/** The API key in the fake provider list: the bridge must never pass it on (docs/contract/spec.md §9.4). */
 export const FAKE_API_KEY = 'sk-fake-provider-key-never-shown';
 
 export const FIXED_SOURCE = "values = [1, 2, 3]\nprint('mean', sum(values) / len(values))";

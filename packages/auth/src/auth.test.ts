@@ -5,7 +5,7 @@ import { configurePasswordHashing, hashPassword, passwordHashingStats, verifyPas
 import { HashingBusyError, HashingGate, defaultHashingLimits } from './hashing-gate.js';
 import { InvalidTokenError, issueUserToken, verifyUserToken } from './jwt.js';
 
-describe('parseBearer (SPEC §8.1)', () => {
+describe('parseBearer (docs/contract/spec.md §8.1)', () => {
   const cases: [string | undefined, string][] = [
     [undefined, ''],
     ['', ''],

@@ -1,5 +1,5 @@
 /**
- * The one bearer-parsing rule of the platform (SPEC §8.1): the header must start with
+ * The one bearer-parsing rule of the platform (docs/contract/spec.md §8.1): the header must start with
  * `Bearer ` (case-sensitive, one space); the token is the rest, trimmed. Anything else
  * (missing header, `bearer x`, `Basic x`, only spaces) yields the empty string.
  */

@@ -73,7 +73,7 @@ describe('same origin', () => {
   });
 });
 
-describe('refusedCrossSite (SPEC §4.1)', () => {
+describe('refusedCrossSite (docs/contract/spec.md §4.1)', () => {
   const evil: IncomingHttpHeaders = { origin: 'http://evil.example' };
   const ours: IncomingHttpHeaders = { origin: `http://${HOST}` };
 

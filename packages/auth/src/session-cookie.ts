@@ -106,7 +106,7 @@ function originIsHost(origin: string, host: string | undefined): boolean {
 }
 
 /**
- * The rule of SPEC §4.1 for credentials a browser sends on its own:
+ * The rule of docs/contract/spec.md §4.1 for credentials a browser sends on its own:
  * - Bearer: never refused (another site cannot make a browser send it).
  * - Basic: refused for every method when a browser says it is cross-site (browsers keep Basic
  *   credentials and send them even with another site's `<img>` or `<script src>`, which

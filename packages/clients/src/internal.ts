@@ -59,7 +59,7 @@ const jsonHeaders = (token: string, requestId: string | undefined) => ({
 });
 
 /**
- * The one client of the runtime's action endpoint (SPEC §5.2), with the internal token on every
+ * The one client of the runtime's action endpoint (docs/contract/spec.md §5.2), with the internal token on every
  * call: `run_notebook` in the run's workspace sandbox, with the workspace's files copied in and
  * the files the run wrote back (the worker), and `list_kernels` as a probe (the backend's health).
  */
@@ -116,7 +116,7 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREAC
 let nextBackend = 0;
 
 /**
- * `POST /internal/v1/objects` of the backend (SPEC §5.1): how the worker writes run logs. With
+ * `POST /internal/v1/objects` of the backend (docs/contract/spec.md §5.1): how the worker writes run logs. With
  * several backends (BACKEND_URL lists them) it starts at the next one each time and goes on to
  * the others when one cannot be reached: the write is the same bytes to the same key, so
  * sending it again is safe.

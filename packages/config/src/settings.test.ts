@@ -26,7 +26,7 @@ function problemsOf(env: NodeJS.ProcessEnv): string[] {
 }
 
 describe('settings', () => {
-  it('applies the defaults of SPEC §2', () => {
+  it('applies the defaults of docs/contract/spec.md §2', () => {
     const dir = tmp();
     const c = loadConfig({ env: {}, cwd: dir });
     expect(c).toMatchObject({
@@ -151,7 +151,7 @@ describe('settings', () => {
   });
 });
 
-describe('JupyterLab host settings (SPEC §10)', () => {
+describe('JupyterLab host settings (docs/contract/spec.md §10)', () => {
   it('default to the runtime (per-workspace JupyterLab, issue 15) and a token derived from INTERNAL_SERVICE_TOKEN', () => {
     const a = loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() });
     const b = loadConfig({ env: { ...PROD_SECRETS, RUNTIME_PORT: '9000' }, cwd: tmp() });
@@ -171,7 +171,7 @@ describe('JupyterLab host settings (SPEC §10)', () => {
   });
 });
 
-describe('run flood limits, quota and retention (SPEC §4.5)', () => {
+describe('run flood limits, quota and retention (docs/contract/spec.md §4.5)', () => {
   it('default to 60 s between fires, 50 schedules, 100 queued runs, no quota, 30 days of runs, 50 versions', () => {
     const c = loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() });
     expect(c.runLimits).toEqual({ scheduleMinIntervalSeconds: 60, maxSchedulesPerWorkspace: 50, maxQueuedRunsPerWorkspace: 100 });

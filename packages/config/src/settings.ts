@@ -8,7 +8,7 @@ export type StorageBackend = 's3' | 'local';
 export type LogFormat = 'auto' | 'json' | 'pretty';
 export const LOG_FORMATS: readonly LogFormat[] = ['auto', 'json', 'pretty'];
 
-/** Every setting of SPEC §2, parsed and validated. Secrets are plain strings: never log this object. */
+/** Every setting of docs/contract/spec.md §2, parsed and validated. Secrets are plain strings: never log this object. */
 export interface Config {
   mode: 'development' | 'production';
   host: string;
@@ -119,7 +119,7 @@ export interface Config {
     pollMs: number;
     runTimeoutSeconds: number;
   };
-  /** Run flood limits (SPEC §4.5). */
+  /** Run flood limits (docs/contract/spec.md §4.5). */
   runLimits: {
     scheduleMinIntervalSeconds: number;
     maxSchedulesPerWorkspace: number;
@@ -136,13 +136,13 @@ export interface Config {
   maxUploadBytes: number;
   /**
    * Addresses or CIDRs of the proxies in front of the gateway (TLS terminators, load balancers)
-   * whose X-Forwarded-For/-Proto/-Host the gateway believes (SPEC §4.5); empty: nobody's.
+   * whose X-Forwarded-For/-Proto/-Host the gateway believes (docs/contract/spec.md §4.5); empty: nobody's.
    */
   trustedProxies: string[];
   logLevel: string;
   /** LOG_FORMAT: `pretty` lines for a person, `json` lines for a collector; `auto` (unset) is pretty on a terminal. */
   logFormat: LogFormat;
-  /** The JupyterLab server (with the bridge extension) behind the gateway's `/jupyter/` (SPEC §10). */
+  /** The JupyterLab server (with the bridge extension) behind the gateway's `/jupyter/` (docs/contract/spec.md §10). */
   jupyterlab: {
     /** The first of `urls`. */
     url: string;

@@ -17,7 +17,7 @@ export interface UsersTable {
   platform_role_id: string;
   created_at: CreatedAt;
   updated_at: Timestamp;
-  /** Set while the user is disabled: no login, no token accepted (SPEC §4.5). */
+  /** Set while the user is disabled: no login, no token accepted (docs/contract/spec.md §4.5). */
   disabled_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   /** Tokens issued before this instant are refused (all sessions revoked at once). */
   tokens_valid_after: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;

@@ -36,7 +36,7 @@ export async function findActiveTokenUser(db: Kysely<DB>, token: TokenIdentity):
     .executeTakeFirst();
 }
 
-/** The platform role whose holders are system administrators (SEED §2.4). */
+/** The platform role whose holders are system administrators (docs/contract/seed.md §2.4). */
 export const ADMIN_ROLE_ID = 'admin';
 
 /** `is_system_admin` is derived from the role, never stored. */

@@ -82,7 +82,7 @@ export async function storedBytes(db: Kysely<DB>, workspaceId: string): Promise<
 }
 
 /**
- * The files of the workspaces (SPEC §4.3): metadata in the database, content in the store.
+ * The files of the workspaces (docs/contract/spec.md §4.3): metadata in the database, content in the store.
  * Content is written first under a fresh key, then one transaction makes it current (the
  * replaced content becomes a version); the old bytes are removed only after the commit. A
  * failed or cut-off upload therefore changes nothing, and concurrent writes of one path

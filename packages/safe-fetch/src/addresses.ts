@@ -3,7 +3,7 @@ import ipaddr from 'ipaddr.js';
 
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
 
-/** SPEC §8.5: never connected to, whatever the name resolves to. */
+/** docs/contract/spec.md §8.5: never connected to, whatever the name resolves to. */
 export const BLOCKED_RANGES = [
   '0.0.0.0/8',
   '10.0.0.0/8',
@@ -31,7 +31,7 @@ export const BLOCKED_RANGES = [
 export const EXTRA_BLOCKED_RANGES = ['ff00::/8', '64:ff9b:1::/48'] as const;
 
 /**
- * IPv6 forms that carry an IPv4 address, and where (SPEC §8.5): such an address is judged by
+ * IPv6 forms that carry an IPv4 address, and where (docs/contract/spec.md §8.5): such an address is judged by
  * the IPv4 address inside, so `64:ff9b::10.0.0.1` is as blocked as `10.0.0.1`.
  * `::ffff:0:0/96` (IPv4-mapped) is not here: it is blocked as a whole.
  */

@@ -8,7 +8,7 @@ export function canonicalHost(host: string): string {
 }
 
 /**
- * SPEC §8.5 allowlist: `example.com` exact; `.example.com` the apex and any subdomain at a dot
+ * docs/contract/spec.md §8.5 allowlist: `example.com` exact; `.example.com` the apex and any subdomain at a dot
  * boundary; `*.example.com` any subdomain at any depth, not the apex. Empty list: any host.
  */
 export function hostAllowed(host: string, allowlist: readonly string[]): boolean {

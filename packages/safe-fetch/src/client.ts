@@ -8,7 +8,7 @@ import { OutboundError } from './errors.js';
 export type LookupFunction = typeof dns.lookup;
 
 export interface OutboundOptions {
-  /** SPEC §8.5 allowlist entries; empty = any public host. */
+  /** docs/contract/spec.md §8.5 allowlist entries; empty = any public host. */
   allowlist?: readonly string[];
   maxRedirects?: number;
   /** One deadline for the whole redirect chain. */
@@ -50,7 +50,7 @@ export interface OutboundClient {
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 /**
- * The outbound client of the cluster service (SPEC §8.5): an undici Agent whose connector
+ * The outbound client of the cluster service (docs/contract/spec.md §8.5): an undici Agent whose connector
  * (1) resolves names through a lookup that refuses any answer in a blocked range, and
  * (2) checks the address the socket actually connected to, so DNS rebinding between a check
  * and the connect cannot slip through. Literal IPs are checked before any connection.
@@ -172,7 +172,7 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
       let method = init.method ?? 'GET';
       const headers: Record<string, string> = { ...(init.headers ?? {}) };
       if (init.auth?.type === 'basic') {
-        // Kept on every hop, also to another host (seed rule, SPEC §8.5).
+        // Kept on every hop, also to another host (seed rule, docs/contract/spec.md §8.5).
         headers.authorization = `Basic ${Buffer.from(`${init.auth.username}:${init.auth.password ?? ''}`).toString('base64')}`;
       }
       let url = vet(raw, init.auth);

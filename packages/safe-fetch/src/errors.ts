@@ -8,7 +8,7 @@ export type OutboundErrorCode =
   | 'response_too_large'
   | 'dns_failed';
 
-/** A refused or failed outbound request; `code` is one of the ids of SPEC §8.5. */
+/** A refused or failed outbound request; `code` is one of the ids of docs/contract/spec.md §8.5. */
 export class OutboundError extends Error {
   constructor(
     readonly code: OutboundErrorCode,

@@ -146,7 +146,7 @@ const BLOCKED_URLS: [string, string][] = [
   ['http://[0:0:0:0:0:0:a00:1]/', 'address_blocked'],
   ['http://[::0.0.0.0]/', 'address_blocked'],
   ['http://[::0.0.0.2]/', 'address_blocked'],
-  // IPv4-mapped ::ffff:0:0/96 is blocked as a whole, public IPv4 inside or not (SEED, SPEC §8.5)
+  // IPv4-mapped ::ffff:0:0/96 is blocked as a whole, public IPv4 inside or not (SEED, docs/contract/spec.md §8.5)
   ['http://[::ffff:8.8.8.8]/', 'address_blocked'],
   ['http://[::ffff:808:808]/', 'address_blocked'],
   ['http://[0:0:0:0:0:ffff:127.0.0.1]/', 'address_blocked'],

@@ -37,7 +37,7 @@ describe('one error-to-HTTP map (decision 0121)', () => {
     expect(await answerTo(new AppError(502, 'bad_gateway', 'elsewhere'))).toMatchObject({ status: 502, body: { error: 'bad_gateway', message: 'elsewhere' } });
   });
 
-  it("carries SPEC §8's own error strings where a service passes them", async () => {
+  it("carries docs/contract/spec.md §8's own error strings where a service passes them", async () => {
     expect(await answerTo(new NotFoundError('no such cluster', 'not found'))).toMatchObject({ status: 404, body: { error: 'not found' } });
     expect(await answerTo(new BadRequestError('invalid', { limit: 'an integer from 1 to 1000' }, 'validation failed'))).toMatchObject({
       status: 400,

@@ -1,6 +1,6 @@
 /**
  * One error type per failure kind; `plugin.ts` maps them to HTTP in one place (decision 0121).
- * `code` is the `error` field of SPEC §3 bodies (SPEC §8's own strings, `"not found"` and
+ * `code` is the `error` field of docs/contract/spec.md §3 bodies (docs/contract/spec.md §8's own strings, `"not found"` and
  * `"validation failed"`, are passed as `code` by the cluster service); `message` is for people;
  * `extra` joins the body; `headers` go on the answer (Retry-After, Content-Range).
  */

@@ -6,7 +6,7 @@ const b64 = (value: string) => Buffer.from(value).toString('base64url');
 const ID = '3f2c7a4e-9b1d-4c8e-a6f0-1d2e3f405162';
 const AT = '2024-05-06T07:08:09.123Z';
 
-describe('keyset cursors (SPEC §4.5: a malformed or foreign cursor is 400, never 500)', () => {
+describe('keyset cursors (docs/contract/spec.md §4.5: a malformed or foreign cursor is 400, never 500)', () => {
   it('round-trips the sort key of the last item, typed by the shape of the list', () => {
     const page = keysetPage([{ at: new Date(AT), id: ID }, { at: new Date(AT), id: ID }], 1, (r) => [r.at.toISOString(), r.id], (r) => r.id);
     expect(page.items).toEqual([ID]);

@@ -4,7 +4,7 @@ import { BadRequestError } from './errors.js';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** Query string of every list route (SPEC §3). */
+/** Query string of every list route (docs/contract/spec.md §3). */
 export const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
   cursor: Type.Optional(Type.String({ maxLength: 512 })),
@@ -80,7 +80,7 @@ export function keysetPage<R, T>(rows: R[], limit: number, key: (row: R) => (str
 }
 
 
-/** Ids are UUIDs (SPEC §3): anything else cannot name a row, so callers answer 404 without a query. */
+/** Ids are UUIDs (docs/contract/spec.md §3): anything else cannot name a row, so callers answer 404 without a query. */
 export function isUuid(value: string): boolean {
   return UUID.test(value);
 }

@@ -61,10 +61,10 @@ export function validationFields(err: Pick<FastifyError, 'validation' | 'validat
 }
 
 /**
- * The error mapping of SPEC §3, in one place for every service: AppError subclasses,
+ * The error mapping of docs/contract/spec.md §3, in one place for every service: AppError subclasses,
  * schema violations and malformed JSON (400 invalid_request with fields), unknown routes
  * (404 not_found), known routes with another method (405), and `x-request-id` on every answer;
- * and the request guards of SPEC §4.3/§4.5: no `.`/`..` path segment in any encoding, no JSON
+ * and the request guards of docs/contract/spec.md §4.3/§4.5: no `.`/`..` path segment in any encoding, no JSON
  * body nested deeper than MAX_JSON_DEPTH (400 invalid_request, never a stack overflow later).
  * Register it before any route so that it sees all of them.
  */

@@ -7,7 +7,7 @@ import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request
 const nestedArrays = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
 const nestedObjects = (depth: number) => `${'{"a":'.repeat(depth - 1)}{}${'}'.repeat(depth - 1)}`;
 
-describe('JSON depth limit (SPEC §4.5)', () => {
+describe('JSON depth limit (docs/contract/spec.md §4.5)', () => {
   it('counts the outermost object or array as level 1', () => {
     expect(exceedsJsonDepth(JSON.parse(nestedArrays(MAX_JSON_DEPTH)))).toBe(false);
     expect(exceedsJsonDepth(JSON.parse(nestedArrays(MAX_JSON_DEPTH + 1)))).toBe(true);
@@ -44,7 +44,7 @@ describe('JSON depth limit (SPEC §4.5)', () => {
   });
 });
 
-describe('dot segments and backslashes in request paths (SPEC §4.3)', () => {
+describe('dot segments and backslashes in request paths (docs/contract/spec.md §4.3)', () => {
   const REFUSED = [
     '/x/./a',
     '/x/a/./b',

@@ -3,7 +3,7 @@
  * `serviceKit`): no `.`/`..` path segments in any encoding, no JSON body nested too deep.
  */
 
-/** Deepest nesting of a JSON request body (SPEC §4.5); the outermost object or array is level 1. */
+/** Deepest nesting of a JSON request body (docs/contract/spec.md §4.5); the outermost object or array is level 1. */
 export const MAX_JSON_DEPTH = 64;
 
 function isPlainContainer(value: unknown): value is object {

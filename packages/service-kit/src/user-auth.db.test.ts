@@ -10,7 +10,7 @@ const SECRET = 'user-auth-test-secret-long-enough-for-hs256-000';
 
 /**
  * The one token check of every service users call (backend and bridge register this plugin):
- * every kind of revocation of SPEC §4.5 holds here, in the one query that loads the user.
+ * every kind of revocation of docs/contract/spec.md §4.5 holds here, in the one query that loads the user.
  */
 describe(`userAuth revocation (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let t: TestDatabase;

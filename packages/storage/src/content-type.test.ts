@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mediaTypeOf, normalizeContentType, typeFromExtension } from './content-type.js';
 
-describe('stored content type (SPEC §4.5: never the declared type echoed blindly)', () => {
+describe('stored content type (docs/contract/spec.md §4.5: never the declared type echoed blindly)', () => {
   it.each([
     ['a.txt', 'text/plain', 'text/plain'],
     ['a.txt', 'TEXT/PLAIN', 'text/plain'],

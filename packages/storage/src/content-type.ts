@@ -1,5 +1,5 @@
 /**
- * The content type stored with an object (SPEC §4.3, §4.5). A client's declared type is never
+ * The content type stored with an object (docs/contract/spec.md §4.3, §4.5). A client's declared type is never
  * kept as sent: it is parsed, lower-cased and stripped of every parameter except `charset` on
  * `text/*`; a missing, malformed or meaningless one (`application/octet-stream`, or a form
  * type on a raw upload) is replaced by the type the file extension names.

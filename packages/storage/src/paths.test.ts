@@ -71,7 +71,7 @@ const ORDINARY = [
   'with space/and+plus&amp.txt',
 ];
 
-describe('object path rule (SPEC §4.3)', () => {
+describe('object path rule (docs/contract/spec.md §4.3)', () => {
   it.each(HOSTILE)('refuses %j (%s)', (path) => {
     expect(() => validateObjectPath(path)).toThrow(InvalidPathError);
   });

@@ -1,5 +1,5 @@
 /**
- * The one object-path rule of the platform (SPEC §4.3), used by the data-resources API, the
+ * The one object-path rule of the platform (docs/contract/spec.md §4.3), used by the data-resources API, the
  * internal objects route and the local storage backend alike.
  *
  * A path is relative, `/`-separated UTF-8 of 1–1024 bytes, with no empty, `.` or `..` segment,

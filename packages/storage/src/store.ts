@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 
-/** The four purpose areas of SPEC §6. */
+/** The four purpose areas of docs/contract/spec.md §6. */
 export const AREAS = ['workspace', 'version', 'run_log', 'trash'] as const;
 export type Area = (typeof AREAS)[number];
 

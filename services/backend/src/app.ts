@@ -32,7 +32,7 @@ export interface BackendAppOptions {
   store: ObjectStore;
   internalServiceToken: string;
   maxUploadBytes: number;
-  /** SCHEDULE_MIN_INTERVAL_SECONDS, MAX_SCHEDULES_PER_WORKSPACE, MAX_QUEUED_RUNS_PER_WORKSPACE (defaults of SPEC §2). */
+  /** SCHEDULE_MIN_INTERVAL_SECONDS, MAX_SCHEDULES_PER_WORKSPACE, MAX_QUEUED_RUNS_PER_WORKSPACE (defaults of docs/contract/spec.md §2). */
   runLimits?: RunLimits;
   /** WORKSPACE_QUOTA_BYTES; undefined = no quota. */
   workspaceQuotaBytes?: number | undefined;
@@ -40,7 +40,7 @@ export interface BackendAppOptions {
   /** The component's logger (`createLogger` of service-kit: LOG_FORMAT, redaction); instead of `logger`. */
   loggerInstance?: FastifyBaseLogger;
   version?: string;
-  /** Login throttling (SPEC §4.5); the defaults suit a server, tests may tighten or relax them. */
+  /** Login throttling (docs/contract/spec.md §4.5); the defaults suit a server, tests may tighten or relax them. */
   loginThrottle?: Partial<LoginThrottlePolicy>;
 }
 

@@ -1,4 +1,4 @@
-// Stored XSS, proven in Chromium (issue 12 item 1, SPEC §4.5): an editor uploads HTML and SVG
+// Stored XSS, proven in Chromium (issue 12 item 1, docs/contract/spec.md §4.5): an editor uploads HTML and SVG
 // files whose script creates a system administrator through the API; a system administrator,
 // member of the workspace and logged in with the session cookie, opens each file's URL through
 // the gateway. No script may run: no request to create a user leaves the page, and no user

@@ -54,7 +54,7 @@ const EditBody = Type.Object({
   settings: Type.Optional(Settings),
 });
 
-/** The bridge server part (SPEC §9): cell edits through the local code-agent server. */
+/** The bridge server part (docs/contract/spec.md §9): cell edits through the local code-agent server. */
 export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: false }),
@@ -71,7 +71,7 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
   const instanceId = randomUUID();
   const maxSessions = opts.maxSessionsPerUser ?? DEFAULT_MAX_SESSIONS_PER_USER;
   /**
-   * Whose session a request addresses (SPEC §9.3). The workspace stays null until requests
+   * Whose session a request addresses (docs/contract/spec.md §9.3). The workspace stays null until requests
    * through /jupyter/{ws}/ carry it; the key already has room for it.
    */
   const ownerOf = (req: FastifyRequest): SessionOwner => ({ userId: req.user.id, workspaceId: null });
@@ -143,7 +143,7 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
               reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, timeoutMs - (Date.now() - started));
             } catch (err) {
               if (!(err instanceof SessionGoneError)) throw err;
-              // SEED §3 rule 4: the stored session is gone upstream; forget it and retry once.
+              // docs/contract/seed.md §3 rule 4: the stored session is gone upstream; forget it and retry once.
               await sessions.drop(owner, body.notebook_path);
               sessionId = await sessionFor(true);
               reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, Math.max(1000, timeoutMs - (Date.now() - started)));

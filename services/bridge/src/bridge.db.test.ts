@@ -201,7 +201,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect((await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session', headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(400);
   });
 
-  it('two users with the same notebook path never share a session (SPEC §9.3)', async () => {
+  it('two users with the same notebook path never share a session (docs/contract/spec.md §9.3)', async () => {
     const as = (tok: string) => ({ authorization: `Bearer ${tok}` });
     const list = async (tok: string) =>
       (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: as(tok) })).json().sessions as { notebook_path: string; session_id: string }[];
@@ -253,7 +253,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     }
   });
 
-  it('sends the server credentials only to CODEAGENT_BRIDGE_URL, never to a user-set URL; no implicit loopback (SPEC §9.1)', async () => {
+  it('sends the server credentials only to CODEAGENT_BRIDGE_URL, never to a user-set URL; no implicit loopback (docs/contract/spec.md §9.1)', async () => {
     // A second code agent on an allowed host, run by a user, recording what it receives.
     const own = new FakeOpencode('127.0.0.2', null);
     await own.start();

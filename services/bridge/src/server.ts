@@ -8,7 +8,7 @@ import { buildBridgeApp } from './app.js';
 /** Starts the bridge server part alone (`codeagent bridge`) on 127.0.0.1:BRIDGE_PORT. */
 export async function startBridge(config: Config): Promise<void> {
   const log = createLogger({ level: config.logLevel, format: config.logFormat }, 'bridge');
-  // The code agent's sessions belong to this directory (SPEC §9.4): its own, empty at first.
+  // The code agent's sessions belong to this directory (docs/contract/spec.md §9.4): its own, empty at first.
   mkdirSync(config.bridge.workdir, { recursive: true, mode: 0o700 });
   const database = await openPlatformDatabase(config, 'bridge');
   await migrate(database);

@@ -1,7 +1,7 @@
 import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 
-/** Whose session: a user, in a workspace when the request came through /jupyter/{ws}/ (SPEC §9.3). */
+/** Whose session: a user, in a workspace when the request came through /jupyter/{ws}/ (docs/contract/spec.md §9.3). */
 export interface SessionOwner {
   userId: string;
   workspaceId: string | null;

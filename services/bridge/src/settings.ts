@@ -1,7 +1,7 @@
 import { canonicalHost } from '@codeagent/safe-fetch';
 import { BadRequestError } from '@codeagent/service-kit';
 
-/** The six settings of the JupyterLab extension (SEED §2.1), as the user set them. */
+/** The six settings of the JupyterLab extension (docs/contract/seed.md §2.1), as the user set them. */
 export interface UserSettings {
   codeagentServerUrl?: string;
   codeagentServerUser?: string;
@@ -43,7 +43,7 @@ function sameOrigin(a: URL, b: string): boolean {
 const invalidUrl = (message: string, reason: string) => new BadRequestError(message, { 'settings.codeagentServerUrl': reason });
 
 /**
- * SPEC §9.1 in one place. URL: user setting, else CODEAGENT_BRIDGE_URL, else the default. A
+ * docs/contract/spec.md §9.1 in one place. URL: user setting, else CODEAGENT_BRIDGE_URL, else the default. A
  * user-set URL must be http(s) and either have the origin of the configured server
  * (CODEAGENT_BRIDGE_URL, or the default when it is unset) or a host listed in
  * CODEAGENT_BRIDGE_ALLOWED_HOSTS; loopback is not allowed implicitly (the bridge serves many

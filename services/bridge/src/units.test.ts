@@ -5,7 +5,7 @@ import { buildPrompt, cleanTraceback, extractCode } from './prompts.js';
 const none: BridgeEnvironment = { url: undefined, user: undefined, password: undefined, allowedHosts: [] };
 const env: BridgeEnvironment = { url: 'http://127.0.0.1:5000', user: 'env-user', password: 'env-pw', allowedHosts: ['agent.internal'] };
 
-describe('settings resolution (SPEC §9.1)', () => {
+describe('settings resolution (docs/contract/spec.md §9.1)', () => {
   const cases: [string, UserSettings | undefined, BridgeEnvironment, Partial<ReturnType<typeof resolveSettings>>][] = [
     ['defaults', undefined, none, { url: 'http://127.0.0.1:4096', user: 'codeagent', password: '', provider: '', model: '', timeoutSeconds: 120 }],
     ['env URL over default', {}, env, { url: 'http://127.0.0.1:5000' }],

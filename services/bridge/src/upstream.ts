@@ -2,7 +2,7 @@ import { request, type Dispatcher } from 'undici';
 import { AppError } from '@codeagent/service-kit';
 import type { ResolvedSettings } from './settings.js';
 
-/** Failures of the code-agent server, with the bodies of SPEC §9.2. */
+/** Failures of the code-agent server, with the bodies of docs/contract/spec.md §9.2. */
 export const upstreamUnreachable = (url: string) => new AppError(502, 'upstream_unreachable', `the code agent at ${url} is not reachable; start it with \`opencode serve --port 4096\``);
 export const upstreamTimeout = (s: number) => new AppError(504, 'upstream_timeout', `the code agent did not answer within ${s} s (requestTimeoutSeconds)`);
 export const upstreamAuthFailed = () =>

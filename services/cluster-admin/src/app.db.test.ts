@@ -63,7 +63,7 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
   const valid = (name: string, extra: Record<string, unknown> = {}) => ({ name, base_url: clusterUrl, auth_type: 'none', rate_limit: 0, ...extra });
   const auditCount = async () => Number((await t.database.db.selectFrom('audit_entries').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
 
-  describe('bearer parsing (SPEC §8.1)', () => {
+  describe('bearer parsing (docs/contract/spec.md §8.1)', () => {
     const cases: [Record<string, string>, number, string | null][] = [
       [{}, 401, 'missing bearer token'],
       [{ authorization: '' }, 401, 'missing bearer token'],
@@ -219,7 +219,7 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     });
   });
 
-  describe('credentials never in base_url (SPEC §8.2)', () => {
+  describe('credentials never in base_url (docs/contract/spec.md §8.2)', () => {
     const clusterCount = async () => Number((await t.database.db.selectFrom('clusters').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
 
     it('refuses user info and secret-looking query parameters with 400, stores nothing, audits nothing, echoes no secret', async () => {

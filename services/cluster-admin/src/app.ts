@@ -49,7 +49,7 @@ function originAllowed(origin: string | undefined, allowed: string[]): boolean {
   }
 }
 
-/** The cluster administration service (SPEC §8): `/admin/*` for operators, `/mcp` for agents. */
+/** The cluster administration service (docs/contract/spec.md §8): `/admin/*` for operators, `/mcp` for agents. */
 export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: false }),
@@ -66,7 +66,7 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
 
   await app.register(
     async (admin) => {
-      // SPEC §8.1: the one bearer parser; every configured token compared in constant time.
+      // docs/contract/spec.md §8.1: the one bearer parser; every configured token compared in constant time.
       admin.addHook('onRequest', async (req: FastifyRequest) => {
         const token = parseBearer(req.headers.authorization);
         if (token === '') throw new UnauthorizedError('send Authorization: Bearer <admin token>', 'missing bearer token');

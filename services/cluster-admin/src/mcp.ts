@@ -14,7 +14,7 @@ const failure = (message: string) => ({ content: [{ type: 'text' as const, text:
 const HIDDEN_HEADERS = new Set(['set-cookie', 'www-authenticate', 'authorization', 'proxy-authenticate']);
 
 /**
- * The MCP server of `/mcp` (SPEC §8.4): three tools over the cluster records. A fresh server per
+ * The MCP server of `/mcp` (docs/contract/spec.md §8.4): three tools over the cluster records. A fresh server per
  * request (stateless Streamable HTTP). Results never carry secrets: clusters are shown as their
  * public record (`has_password`, never the password), and the auth query parameter is removed
  * from the final URL.

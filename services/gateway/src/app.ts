@@ -30,7 +30,7 @@ export interface Upstreams {
   bridge: Addresses;
 }
 
-/** The JupyterLab server behind `/jupyter/` (SPEC §10), reached with its own token. */
+/** The JupyterLab server behind `/jupyter/` (docs/contract/spec.md §10), reached with its own token. */
 export interface JupyterUpstream {
   /** Its address(es), e.g. http://127.0.0.1:8095; it must serve under the base URL `/jupyter/`. */
   url: Addresses;
@@ -96,10 +96,10 @@ function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBas
 }
 
 /**
- * The single ingress (SPEC §10): routes by path prefix and does nothing else. Bodies are
+ * The single ingress (docs/contract/spec.md §10): routes by path prefix and does nothing else. Bodies are
  * streamed both ways, `x-request-id` is passed on (and made when missing), `x-forwarded-*`
  * are set from what the gateway can vouch for (TRUSTED_PROXIES), every answer carries the
- * security headers of SPEC §4.5. `/internal/*` is never routed. No database, no JWT secret:
+ * security headers of docs/contract/spec.md §4.5. `/internal/*` is never routed. No database, no JWT secret:
  * sessions at `/jupyter` are checked by asking the backend.
  */
 export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInstance> {
@@ -107,7 +107,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   const app = Fastify({
     ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: opts.logger ?? false }),
     ...requestIdOptions(),
-    // Believe X-Forwarded-* only from the listed proxies, and only their own entry (SPEC §4.5).
+    // Believe X-Forwarded-* only from the listed proxies, and only their own entry (docs/contract/spec.md §4.5).
     trustProxy: trusted.length > 0 ? [...trusted] : false,
     // A proxy must not cap bodies: the components enforce their limits while the body streams.
     bodyLimit: Number.MAX_SAFE_INTEGER,
@@ -194,7 +194,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
 
   for (const route of ROUTES) {
     if (route.kind === 'deny') {
-      // Never routed, whatever the method (SPEC §5.1, §10).
+      // Never routed, whatever the method (docs/contract/spec.md §5.1, §10).
       const notFound = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(404).send({ error: 'not_found' });
       refuse(route.prefix, notFound);
       refuse(`${route.prefix}/*`, notFound);

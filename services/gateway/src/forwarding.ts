@@ -29,7 +29,7 @@ export function answerExpectContinue(app: FastifyInstance): (raw: IncomingMessag
   };
 }
 
-/** The scheme the client used: its own connection's, or what a trusted proxy reports (SPEC §4.5). */
+/** The scheme the client used: its own connection's, or what a trusted proxy reports (docs/contract/spec.md §4.5). */
 function originalScheme(req: FastifyRequest<RouteGenericInterface, RawServerBase>): 'http' | 'https' {
   return String(req.protocol).toLowerCase() === 'https' ? 'https' : 'http';
 }

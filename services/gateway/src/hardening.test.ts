@@ -238,7 +238,7 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
     });
   });
 
-  describe('security headers (SPEC §4.5)', () => {
+  describe('security headers (docs/contract/spec.md §4.5)', () => {
     it('nosniff and a referrer policy on every answer: proxied, 404, 413, 502, the start page', async () => {
       const answers = await Promise.all([
         fetch(`${base}/api/v1/echo`),

@@ -7,7 +7,7 @@ import { MESSAGES } from './routes.js';
 // (decision 0120); re-exported for app.ts and nginx.ts.
 export { SESSION_COOKIE, withoutCookie } from '@codeagent/auth';
 
-/** The backend route that answers who a session is (SPEC §4.1 addition), or 401. */
+/** The backend route that answers who a session is (docs/contract/spec.md §4.1 addition), or 401. */
 export const SESSION_CHECK_PATH = '/api/v1/auth/session';
 
 /** What the backend says about a session token. */
@@ -95,7 +95,7 @@ export type JupyterAccess =
 const LOG_IN = MESSAGES.jupyterLogIn;
 
 /**
- * Decides whether a request may reach the shared JupyterLab server (SPEC §10, issue 13 item 5):
+ * Decides whether a request may reach the shared JupyterLab server (docs/contract/spec.md §10, issue 13 item 5):
  * a platform user token (Bearer header or the `codeagent_session` cookie), our own origin for
  * cookie-only writes and websocket upgrades, a session the backend still accepts (checked on
  * every request), and, until each workspace has its own JupyterLab server, a system

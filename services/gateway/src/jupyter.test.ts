@@ -60,7 +60,7 @@ function fakeBackend(sessions: Map<string, { user_id: string; is_system_admin: b
 }
 
 // The same cases through the gateway and through nginx (auth_request) with the rendered configuration (issue 18).
-describe.each(INGRESSES)('/jupyter through %s (SPEC §10): the session is checked with the backend on every request', (kind) => {
+describe.each(INGRESSES)('/jupyter through %s (docs/contract/spec.md §10): the session is checked with the backend on every request', (kind) => {
   const jupyterSeen: Seen[] = [];
   const bridgeSeen: Seen[] = [];
   const backendAsked: Seen[] = [];

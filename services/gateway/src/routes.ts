@@ -1,5 +1,5 @@
 /**
- * The ingress's route table (SPEC §10): the one place that says which path goes where. The
+ * The ingress's route table (docs/contract/spec.md §10): the one place that says which path goes where. The
  * gateway builds its proxies from it (`app.ts`), and `codeagent nginx-config` renders the same
  * table into an nginx configuration (`nginx.ts`), so that the two ingresses never drift; the
  * routing tests run through both (`ingress-testing.ts`).
@@ -75,11 +75,11 @@ export const ROUTES: readonly Route[] = [
   { kind: 'proxy', prefix: '/admin', upstream: 'clusterAdmin' },
   { kind: 'proxy', prefix: '/mcp', upstream: 'clusterAdmin' },
   { kind: 'proxy', prefix: '/codeagent-bridge', upstream: 'bridge' },
-  // The extension addresses the bridge relative to JupyterLab's base URL (SPEC §10); the bridge
+  // The extension addresses the bridge relative to JupyterLab's base URL (docs/contract/spec.md §10); the bridge
   // checks the user token itself, as on /codeagent-bridge/*.
   { kind: 'proxy', prefix: '/jupyter/codeagent-bridge', upstream: 'bridge', rewritePrefix: '/codeagent-bridge' },
   { kind: 'proxy', prefix: '/jupyter', upstream: 'jupyter', websocket: true, sessionCheck: true, upstreamCsp: true },
-  // SPEC §5.1, §10: the internal routes are never reachable from outside.
+  // docs/contract/spec.md §5.1, §10: the internal routes are never reachable from outside.
   { kind: 'deny', prefix: '/internal' },
   { kind: 'page', path: '/', page: 'landing' },
   // Until the web UI has its own: where /jupyter sends a browser without a session (`?next=`).

@@ -46,7 +46,7 @@ export interface SecurityRouteConfig {
 }
 
 /**
- * SPEC §4.5 on every answer of the gateway, proxied or its own, errors included:
+ * docs/contract/spec.md §4.5 on every answer of the gateway, proxied or its own, errors included:
  * `X-Content-Type-Options: nosniff` always; a `Referrer-Policy` unless the component chose one;
  * and the data CSP on anything that carries no CSP of its own. A stricter header a component
  * sets (the backend's `sandbox` on downloads) is never replaced.

@@ -46,7 +46,7 @@ type ActionBody = Static<typeof Action>;
 const ACTIONS = ['start_kernel', 'execute', 'interrupt', 'restart', 'shutdown', 'list_kernels', 'run_notebook'];
 
 /**
- * The runtime's action endpoint (SPEC §5.2): internal, token-guarded, on real Jupyter kernels
+ * The runtime's action endpoint (docs/contract/spec.md §5.2): internal, token-guarded, on real Jupyter kernels
  * in sandboxes. `start_kernel` and `run_notebook` take an optional `workspace_id`: the kernel
  * runs in that workspace's sandbox; without it, in the scratch sandbox that holds no
  * workspace's files. `run_notebook` also takes the workspace's `files` (copied in for the run)

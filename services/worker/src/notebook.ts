@@ -50,7 +50,7 @@ export function injectParameters(nb: Notebook, parameters: Record<string, unknow
   return { ...nb, cells };
 }
 
-/** `reports/daily.ipynb` → `reports/daily.runs/<run id>.ipynb` (SPEC §4.4). */
+/** `reports/daily.ipynb` → `reports/daily.runs/<run id>.ipynb` (docs/contract/spec.md §4.4). */
 export function executedNotebookPath(notebookPath: string, runId: string): string {
   const slash = notebookPath.lastIndexOf('/');
   const dir = slash >= 0 ? notebookPath.slice(0, slash + 1) : '';

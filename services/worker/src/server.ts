@@ -20,7 +20,7 @@ const MAX_RUN_FILES = 10_000;
 
 /**
  * Notebooks and the files a run sees from the workspace files; what the run writes back through
- * the same storage layer (new versions); run logs through the backend's internal route (SPEC §7).
+ * the same storage layer (new versions); run logs through the backend's internal route (docs/contract/spec.md §7).
  */
 export function platformRunIO(files: WorkspaceFiles, backendUrls: string | readonly string[], internalServiceToken: string): RunIO {
   return {

@@ -97,7 +97,7 @@ interface LogEvent {
 }
 
 /**
- * The schedule worker (SPEC §7): each tick turns due schedules into runs, fails runs whose
+ * The schedule worker (docs/contract/spec.md §7): each tick turns due schedules into runs, fails runs whose
  * lease expired, and claims queued runs up to its concurrency. Any number of workers may run
  * against one database.
  */

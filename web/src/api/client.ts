@@ -46,7 +46,7 @@ export type Workspace = WorkspaceList['items'][number];
 export type MemberList = Json<'/api/v1/platform/workspaces/{id}/members', 'get'>;
 export type Member = MemberList['items'][number];
 
-/** The error body of every failure (SPEC §3). */
+/** The error body of every failure (docs/contract/spec.md §3). */
 export interface ApiError {
   error: string;
   message?: string;

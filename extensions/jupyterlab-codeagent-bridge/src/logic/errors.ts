@@ -1,4 +1,4 @@
-/** One error output of a code cell, as the bridge expects it (SPEC §9.2 `errors`). */
+/** One error output of a code cell, as the bridge expects it (docs/contract/spec.md §9.2 `errors`). */
 export interface CellError {
   ename: string;
   evalue: string;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { choiceValue, currentChoice, modelChoices, parseChoiceValue, parseProviders, SERVER_DEFAULT } from './providers';
 
-// The bridge's answer (SPEC §9.2), as the fake code agent of the browser test produces it.
+// The bridge's answer (docs/contract/spec.md §9.2), as the fake code agent of the browser test produces it.
 const BODY = {
   providers: [
     { id: 'fake', name: 'Fake', models: [{ id: 'fake-1', name: 'Fake One' }, { id: 'fake-2', name: 'Fake Two' }] },

@@ -1,5 +1,5 @@
 /**
- * The model picker's rules, without JupyterLab: the `/providers` answer (SPEC §9.2) turned into
+ * The model picker's rules, without JupyterLab: the `/providers` answer (docs/contract/spec.md §9.2) turned into
  * the picker's choices, and a choice turned into the two settings the cell actions send.
  */
 

@@ -3,7 +3,7 @@ import type { BridgeSettings } from './settings';
 
 export type EditAction = 'optimize' | 'fix' | 'edit';
 
-/** Body of `POST {baseUrl}codeagent-bridge/edit` (SPEC §9.2). */
+/** Body of `POST {baseUrl}codeagent-bridge/edit` (docs/contract/spec.md §9.2). */
 export interface EditRequest {
   notebook_path: string;
   action: EditAction;
@@ -13,7 +13,7 @@ export interface EditRequest {
   settings?: Partial<BridgeSettings>;
 }
 
-/** Answer of `/edit` (SPEC §9.2). */
+/** Answer of `/edit` (docs/contract/spec.md §9.2). */
 export interface EditResponse {
   source: string;
   explanation: string;

@@ -10,7 +10,7 @@ const schema = JSON.parse(readFileSync(new URL('../../schema/plugin.json', impor
   'jupyter.lab.toolbars': Record<string, { name: string; rank: number }[]>;
 };
 
-// SEED.md §2.1, field for field.
+// docs/contract/seed.md §2.1, field for field.
 const SEED_2_1 = {
   codeagentServerUrl: { type: 'string', default: 'http://127.0.0.1:4096' },
   codeagentServerUser: { type: 'string', default: 'codeagent' },
@@ -20,7 +20,7 @@ const SEED_2_1 = {
   requestTimeoutSeconds: { type: 'integer', default: 120, minimum: 5, maximum: 600 },
 };
 
-describe('schema/plugin.json equals SEED §2.1', () => {
+describe('schema/plugin.json equals docs/contract/seed.md §2.1', () => {
   it('has exactly the six fields, with their types, defaults and limits', () => {
     expect(Object.keys(schema.properties).sort()).toEqual(Object.keys(SEED_2_1).sort());
     for (const [name, want] of Object.entries(SEED_2_1)) {

@@ -1,4 +1,4 @@
-/** The six user settings of the extension (SEED §2.1, SPEC §9.1). */
+/** The six user settings of the extension (docs/contract/seed.md §2.1, docs/contract/spec.md §9.1). */
 export interface BridgeSettings {
   codeagentServerUrl: string;
   codeagentServerUser: string;

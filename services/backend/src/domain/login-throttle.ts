@@ -5,7 +5,7 @@ import type { DB } from '@codeagent/db';
 import { TooManyRequestsError } from '@codeagent/service-kit';
 
 /**
- * Login throttling (SPEC §4.5), kept in PostgreSQL so that it holds across several backends.
+ * Login throttling (docs/contract/spec.md §4.5), kept in PostgreSQL so that it holds across several backends.
  * Each key (the account, the client address) gets `free` failures; every further failure
  * locks the key for base·2^k seconds (k = failures beyond the free ones, minus one), at most
  * `maxDelaySeconds`. While a key is locked every attempt, right or wrong, answers 429 with

@@ -6,7 +6,7 @@ import { InvalidPathError } from '@codeagent/storage';
 import type { WorkspaceFiles } from '@codeagent/files';
 import type { RunDto, ScheduleDto } from './schemas.js';
 
-/** Run flood limits of SPEC §4.5 (settings SCHEDULE_MIN_INTERVAL_SECONDS, MAX_*_PER_WORKSPACE). */
+/** Run flood limits of docs/contract/spec.md §4.5 (settings SCHEDULE_MIN_INTERVAL_SECONDS, MAX_*_PER_WORKSPACE). */
 export interface RunLimits {
   scheduleMinIntervalSeconds: number;
   maxSchedulesPerWorkspace: number;
@@ -69,7 +69,7 @@ export async function requireNotebook(files: WorkspaceFiles, workspaceId: string
 }
 
 /**
- * A run is queued here; a schedule worker claims and executes it (SPEC §7). A workspace holds at
+ * A run is queued here; a schedule worker claims and executes it (docs/contract/spec.md §7). A workspace holds at
  * most `maxQueued` queued runs (MAX_QUEUED_RUNS_PER_WORKSPACE): beyond, 429.
  */
 export async function createRun(
@@ -87,7 +87,7 @@ export async function createRun(
 }
 
 /**
- * Cancels a queued or running run (SPEC §4.5): a queued run is never claimed afterwards; the
+ * Cancels a queued or running run (docs/contract/spec.md §4.5): a queued run is never claimed afterwards; the
  * worker running a running one notices within its poll interval and aborts the runtime call,
  * which stops the kernel. A finished run: 409.
  */

@@ -163,7 +163,7 @@ export interface UserPatch {
 }
 
 /**
- * PATCH /platform/users/{id} (SPEC §4.5). Disabling revokes every session of the user at once
+ * PATCH /platform/users/{id} (docs/contract/spec.md §4.5). Disabling revokes every session of the user at once
  * (and re-enabling does not bring them back). Neither the last active system administrator may
  * be demoted or disabled (409 last_admin), nor may an administrator disable themselves
  * (409 self_removal).
@@ -241,7 +241,7 @@ export async function changeOwnPassword(db: Kysely<DB>, user: UserRow, current: 
 }
 
 /**
- * DELETE /platform/users/{id} (SPEC §4.5): removes the user and all their memberships in one
+ * DELETE /platform/users/{id} (docs/contract/spec.md §4.5): removes the user and all their memberships in one
  * transaction. Refused for oneself (409 self_removal), for the last admin of a live workspace
  * (409 last_admin) and for the last active system administrator (409 last_admin). What the user
  * wrote or ran stays; its references to them become null.

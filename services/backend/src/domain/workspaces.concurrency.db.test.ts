@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
 
 /**
- * SEED §3 rule 2 under concurrency: 50 parallel requests try to remove or demote the
+ * docs/contract/seed.md §3 rule 2 under concurrency: 50 parallel requests try to remove or demote the
  * last two admins of a workspace. Exactly one admin must be left, every round.
  */
 describe(`last-admin rule under concurrency (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {

@@ -120,7 +120,7 @@ export async function updateWorkspace(
   });
 }
 
-/** Soft-deletes the workspace and all its members in one transaction (SEED §3 rule 1). */
+/** Soft-deletes the workspace and all its members in one transaction (docs/contract/seed.md §3 rule 1). */
 export async function softDeleteWorkspace(db: Kysely<DB>, id: string): Promise<void> {
   await inTransaction(db, async (trx) => {
     await lockLiveWorkspace(trx, id);
@@ -202,7 +202,7 @@ async function lockedMember(trx: Transaction<DB>, workspaceId: string, userId: s
   return member;
 }
 
-/** SEED §3 rule 2: a change that would leave the workspace without an admin is refused. */
+/** docs/contract/seed.md §3 rule 2: a change that would leave the workspace without an admin is refused. */
 async function assertAnotherAdminRemains(trx: Transaction<DB>, workspaceId: string): Promise<void> {
   const { n } = await trx
     .selectFrom('workspace_members')
@@ -235,7 +235,7 @@ export async function changeMemberRole(db: Kysely<DB>, workspaceId: string, user
 export async function removeMember(db: Kysely<DB>, workspaceId: string, userId: string, actor: Actor): Promise<void> {
   await inTransaction(db, async (trx) => {
     const member = await lockedMember(trx, workspaceId, userId);
-    // SEED §3 rule 3.
+    // docs/contract/seed.md §3 rule 3.
     if (actor.isSystemAdmin && actor.userId === userId) {
       throw new ConflictError('a system administrator cannot remove themselves from a workspace', 'self_removal');
     }
@@ -260,7 +260,7 @@ export async function workspacesOfUser(db: Kysely<DB>, userId: string) {
 export type WorkspaceAccess = 'read' | 'write';
 
 /**
- * Membership rule of the workspace routes (SPEC §4.3, §4.4): a non-member, or a workspace that
+ * Membership rule of the workspace routes (docs/contract/spec.md §4.3, §4.4): a non-member, or a workspace that
  * does not exist or was deleted, is 404 (no existence leak); a `viewer` may only read (403 on
  * writes). Returns the caller's role.
  */

@@ -9,7 +9,7 @@ import { requireWorkspaceAccess } from '../domain/workspaces.js';
  * Who may call a route, declared on the route as `config: { access }` (decision 0122):
  * - `public`: anyone, no token (login, health, the OpenAPI document);
  * - `user`: any signed-in user (Bearer or the session cookie);
- * - `system-admin`: a system administrator (SPEC §4.2);
+ * - `system-admin`: a system administrator (docs/contract/spec.md §4.2);
  * - `workspace-viewer`: any member of the route's `:ws` workspace (a non-member: 404);
  * - `workspace-editor`: an editor or admin of `:ws` (a viewer: 403, a non-member: 404);
  * - `dav`: a signed-in user, the token also as the password of HTTP Basic; the WebDAV handler

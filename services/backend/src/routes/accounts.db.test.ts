@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { buildBackendApp } from '../app.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, INTERNAL_TOKEN, TEST_JWT_SECRET, bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
 
-/** SPEC §4.5: user administration, immediate revocation of sessions, login throttling. */
+/** docs/contract/spec.md §4.5: user administration, immediate revocation of sessions, login throttling. */
 describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   beforeAll(async () => {
@@ -292,7 +292,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     });
   });
 
-  describe('login throttling (SPEC §4.5)', () => {
+  describe('login throttling (docs/contract/spec.md §4.5)', () => {
     const lift = (key: 'account' | 'address') =>
       sql`UPDATE login_throttle SET locked_until = now() - interval '1 second' WHERE key LIKE ${`${key}:%`}`.execute(db());
 

@@ -22,7 +22,7 @@ const WORKSPACE_HEADER = 'x-codeagent-workspace';
 const ACCESS_HEADER = 'x-codeagent-access';
 
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, opts) => {
-  // `Secure` follows the scheme the client used (SPEC §4.1, §4.5). The gateway, the only ingress,
+  // `Secure` follows the scheme the client used (docs/contract/spec.md §4.1, §4.5). The gateway, the only ingress,
   // always reports it in X-Forwarded-Proto, believing an outer proxy's header only from
   // TRUSTED_PROXIES; whoever reaches the backend without it can change only their own cookie.
   const secureCookie = (req: FastifyRequest) => req.protocol === 'https' || req.headers['x-forwarded-proto'] === 'https';
@@ -49,7 +49,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     },
     async (req, reply) => {
       // Admitted only while password checks have room (else 429 at once, no database work);
-      // then throttled per account and per client address before any password is checked (SPEC §4.5).
+      // then throttled per account and per client address before any password is checked (docs/contract/spec.md §4.5).
       const keys = throttleKeys(normalizeEmail(req.body.email), req.ip);
       const user = await admitPasswordCheck(async () => {
         await opts.throttle.check(keys);

@@ -87,7 +87,7 @@ export function checkDeclaredLength(req: FastifyRequest, max: number): void {
 }
 
 /**
- * Data resources (SPEC §4.3). Content streams from the request to storage and from storage to
+ * Data resources (docs/contract/spec.md §4.3). Content streams from the request to storage and from storage to
  * the response, never whole in memory.
  */
 export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions> = async (app, { files, maxUploadBytes }) => {

@@ -11,7 +11,7 @@ export interface InternalRoutesOptions {
 const notFound = async (_req: unknown, reply: FastifyReply) => reply.code(404).send({ error: 'not_found' });
 
 /**
- * `/internal/v1` (SPEC §5.1): exactly one route, `POST /internal/v1/objects`, guarded by
+ * `/internal/v1` (docs/contract/spec.md §5.1): exactly one route, `POST /internal/v1/objects`, guarded by
  * `X-Internal-Service-Token`. Every other path and every other method answers 404, with or
  * without a token (so the removed routes reveal nothing). The gateway never routes here.
  */

@@ -4,7 +4,7 @@ import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../t
 const b64 = (value: string) => Buffer.from(value).toString('base64url');
 const ID = '3f2c7a4e-9b1d-4c8e-a6f0-1d2e3f405162';
 
-/** SPEC §4.5: a malformed or foreign cursor, or a body nested deeper than 64 levels: 400, never 500. */
+/** docs/contract/spec.md §4.5: a malformed or foreign cursor, or a body nested deeper than 64 levels: 400, never 500. */
 describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   let editor: { id: string; token: string };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { contentDisposition, isSafeInline, objectContentHeaders } from './object-headers.js';
 
-describe('object content headers (SPEC §4.5)', () => {
+describe('object content headers (docs/contract/spec.md §4.5)', () => {
   it('shows only raster images, PDF and plain text inline', () => {
     for (const t of ['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'application/pdf', 'text/plain', 'text/plain; charset=utf-8', 'IMAGE/PNG']) {
       expect(isSafeInline(t), t).toBe(true);

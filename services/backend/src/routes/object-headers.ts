@@ -1,7 +1,7 @@
 import { mediaTypeOf, normalizeContentType } from '@codeagent/storage';
 
 /**
- * Types a browser may show inline from the platform's origin (SPEC §4.5): raster images, PDF and
+ * Types a browser may show inline from the platform's origin (docs/contract/spec.md §4.5): raster images, PDF and
  * plain text, none of which runs script. Everything else (HTML, SVG, XML, JavaScript, …) is
  * served as an attachment.
  */

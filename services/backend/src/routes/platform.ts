@@ -29,7 +29,7 @@ const RoleId = Type.String({ minLength: 1, maxLength: 64 });
 const MemberParams = Type.Object({ id: Type.String({ maxLength: 64 }), user_id: Type.String({ maxLength: 64 }) });
 const Description = Type.String({ maxLength: 10_000 });
 
-/** Platform administration (SPEC §4.2): system administrators only. */
+/** Platform administration (docs/contract/spec.md §4.2): system administrators only. */
 export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = async (app, { db, throttle }) => {
   const tags = ['platform'];
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storedBytes } from '@codeagent/files';
 import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
 
-/** WORKSPACE_QUOTA_BYTES (SPEC §4.5): current objects + versions + trash, 507 beyond, nothing written. */
+/** WORKSPACE_QUOTA_BYTES (docs/contract/spec.md §4.5): current objects + versions + trash, 507 beyond, nothing written. */
 describe(`workspace storage quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   const QUOTA = 1000;
   let b: TestBackend;

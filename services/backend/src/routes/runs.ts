@@ -38,7 +38,7 @@ const WsId = Type.Object({ ws: Type.String({ maxLength: 64 }), id: Type.String({
 const Cron = Type.String({ minLength: 1, maxLength: 200 });
 const Zone = Type.String({ minLength: 1, maxLength: 100 });
 
-/** Notebook runs and schedules of a workspace (SPEC §4.4): members read, editors and admins write. */
+/** Notebook runs and schedules of a workspace (docs/contract/spec.md §4.4): members read, editors and admins write. */
 export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, files, readRunLog, limits = DEFAULT_RUN_LIMITS }) => {
   const tags = ['runs'];
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { baseUrlProblem, isSecretQueryName, redactBaseUrl, sameOrigin } from './base-url.js';
 
-describe('cluster base_url (SPEC §8.2)', () => {
+describe('cluster base_url (docs/contract/spec.md §8.2)', () => {
   it.each([
     'https://ops:pw@rm.example.com',
     'https://ops@rm.example.com',

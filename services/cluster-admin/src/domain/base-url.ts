@@ -1,5 +1,5 @@
 /**
- * Query parameter names that carry credentials (SPEC §8.2, docs/decisions/0021-cluster-base-url-credentials.md).
+ * Query parameter names that carry credentials (docs/contract/spec.md §8.2, docs/decisions/0021-cluster-base-url-credentials.md).
  * A name is compared after camelCase is split and `-`/`.` become `_`, case-insensitively:
  * `accessToken`, `X-Amz-Signature` and `hdfs.delegation.token` read as `access_token`,
  * `x_amz_signature`, `hdfs_delegation_token`.
@@ -51,7 +51,7 @@ export function isSecretQueryName(name: string): boolean {
 }
 
 /**
- * Why `raw` is not an acceptable cluster `base_url` (SPEC §8.2), or undefined when it is. The
+ * Why `raw` is not an acceptable cluster `base_url` (docs/contract/spec.md §8.2), or undefined when it is. The
  * reason never repeats the URL: it may hold the very secret being refused.
  */
 export function baseUrlProblem(raw: string): string | undefined {

@@ -4,7 +4,7 @@ import { isUniqueViolation, withRetry, type ClusterRow, type DB } from '@codeage
 import { BadRequestError, ConflictError, NotFoundError, decodeCursor, encodeCursor, isUuid } from '@codeagent/service-kit';
 import { baseUrlProblem, redactBaseUrl, sameOrigin } from './base-url.js';
 
-/** The `error` strings of SPEC §8, which differ from §3's codes; the kit's error classes carry them. */
+/** The `error` strings of docs/contract/spec.md §8, which differ from §3's codes; the kit's error classes carry them. */
 export const NOT_FOUND = 'not found';
 export const VALIDATION_FAILED = 'validation failed';
 
@@ -68,7 +68,7 @@ export interface ClusterInput {
 }
 
 /**
- * SPEC §8.2 validation; every problem is reported at once in `fields`. On update an empty or
+ * docs/contract/spec.md §8.2 validation; every problem is reported at once in `fields`. On update an empty or
  * absent `AuthPassword` keeps the stored password.
  */
 export function validateCluster(body: unknown): ClusterInput {
@@ -230,7 +230,7 @@ export class ClusterService {
           // previous entry's `after`.
           const before = await trx.selectFrom('clusters').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
           if (!before) throw notFound();
-          // SPEC §8.2: a stored password never follows the record to another host.
+          // docs/contract/spec.md §8.2: a stored password never follows the record to another host.
           if (before.password_enc !== null && input.password === undefined && !sameOrigin(before.base_url, input.base_url)) {
             throw new BadRequestError(
               "base_url's origin changes: send the password for the new host in AuthPassword",

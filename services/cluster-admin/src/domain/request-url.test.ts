@@ -3,7 +3,7 @@ import { RequestRefusedError, clusterRequestUrl } from './request-url.js';
 
 const BASE = 'https://rm.example.com:8088/gateway/yarn';
 
-/** Paths that must never leave `/gateway/yarn/` nor smuggle a query (SPEC §8.4). */
+/** Paths that must never leave `/gateway/yarn/` nor smuggle a query (docs/contract/spec.md §8.4). */
 const REFUSED_PATHS: string[] = [
   '../../x',
   '..',
@@ -54,7 +54,7 @@ const REFUSED_PATHS: string[] = [
   '%2f%2fevil.example/x',
 ];
 
-describe('cluster_request paths (SPEC §8.4)', () => {
+describe('cluster_request paths (docs/contract/spec.md §8.4)', () => {
   it.each(REFUSED_PATHS)('refuses %j', (path) => {
     expect(() => clusterRequestUrl(BASE, path, undefined)).toThrow(RequestRefusedError);
   });

@@ -1,4 +1,4 @@
-/** A `cluster_request` that is refused before any request is sent (SPEC §8.4). */
+/** A `cluster_request` that is refused before any request is sent (docs/contract/spec.md §8.4). */
 export class RequestRefusedError extends Error {
   constructor(message: string) {
     super(message);
@@ -30,7 +30,7 @@ function fullyDecoded(segment: string): string {
 }
 
 /**
- * Checks `path` of a `cluster_request` (SPEC §8.4): a plain relative path below the cluster's
+ * Checks `path` of a `cluster_request` (docs/contract/spec.md §8.4): a plain relative path below the cluster's
  * base path. Refused: backslashes, `?` and `#` (query parameters go in `query`), absolute URLs
  * and `//host`, empty segments, control characters, and `.`/`..` segments in any encoding
  * (`%2e%2e`, `%252e`, `..;` as Tomcat reads it), encoded separators (`%2f`, `%5c`, `%3f`, `%23`).
@@ -55,7 +55,7 @@ export function checkRequestPath(path: string): void {
 }
 
 /**
- * `base_url + path` with `query` added (SPEC §8.4), or RequestRefusedError. `reservedKeys` are
+ * `base_url + path` with `query` added (docs/contract/spec.md §8.4), or RequestRefusedError. `reservedKeys` are
  * query parameters the cluster record fixes (those of `base_url`, `user.name` of simple auth):
  * the agent may not override them.
  */
