@@ -8,13 +8,30 @@ const LOW_PACKAGES = ['config', 'auth', 'safe-fetch', 'storage', 'clients'];
 const MID_PACKAGES = ['db', 'runs', 'sandbox', 'service-kit', 'files'];
 const forbid = (names, why) => names.map((name) => ({ group: [`@codeagent/${name}`, `@codeagent/${name}/*`], message: why }));
 const serviceRule = (allowed = []) =>
-  forbid(['cli', ...SERVICES.filter((s) => !allowed.includes(s))], 'layers: a package imports no service and a service no other service (docs/decisions/0096); share code through a package');
-const lowRule = forbid(['service-kit', 'db', ...MID_PACKAGES.filter((p) => p !== 'service-kit' && p !== 'db')],
-  'layers: config, auth, safe-fetch, storage and clients are low packages and import no service-kit, db or other middle package (docs/decisions/0096)');
+  forbid(
+    ['cli', ...SERVICES.filter((s) => !allowed.includes(s))],
+    'layers: a package imports no service and a service no other service (docs/decisions/0096); share code through a package',
+  );
+const lowRule = forbid(
+  ['service-kit', 'db', ...MID_PACKAGES.filter((p) => p !== 'service-kit' && p !== 'db')],
+  'layers: config, auth, safe-fetch, storage and clients are low packages and import no service-kit, db or other middle package (docs/decisions/0096)',
+);
 const layers = (patterns) => ({ 'no-restricted-imports': ['error', { patterns }] });
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', '.codeagent/**', '.test-results/**', 'bench/results/**', 'extensions/**/lib/**', 'extensions/**/labextension/**', 'extensions/lab-host/build/**', 'extensions/**/lib-test/**'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      '.codeagent/**',
+      '.test-results/**',
+      'bench/results/**',
+      'extensions/**/lib/**',
+      'extensions/**/labextension/**',
+      'extensions/lab-host/build/**',
+      'extensions/**/lib-test/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -52,7 +69,10 @@ export default tseslint.config(
       ...(s === 'gateway'
         ? [
             ...forbid(['db', 'runs', 'sandbox', 'files', 'storage'], 'layers: the gateway loads no database or storage code (docs/decisions/0096)'),
-            { regex: '^@codeagent/service-kit(?!/http$)(/.*)?$', message: 'layers: the gateway imports only @codeagent/service-kit/http, which loads no database driver (docs/decisions/0096)' },
+            {
+              regex: '^@codeagent/service-kit(?!/http$)(/.*)?$',
+              message: 'layers: the gateway imports only @codeagent/service-kit/http, which loads no database driver (docs/decisions/0096)',
+            },
           ]
         : []),
     ]),

@@ -40,9 +40,7 @@ export default defineConfig({
         extends: true,
         test: { name: 'db:embedded', include: dbInclude, env: { CODEAGENT_TEST_DB: 'embedded' }, globalSetup: ['packages/db/src/testing-server.ts'] },
       },
-      ...(withPostgres
-        ? [{ extends: true, test: { name: 'db:postgres', include: dbInclude, env: { CODEAGENT_TEST_DB: 'postgres' } } }]
-        : []),
+      ...(withPostgres ? [{ extends: true, test: { name: 'db:postgres', include: dbInclude, env: { CODEAGENT_TEST_DB: 'postgres' } } }] : []),
     ],
   },
 });

@@ -8,10 +8,7 @@ import { dirname, join } from 'node:path';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const runs = Number(process.argv[2] ?? 7);
-const targets = [
-  ['anchor: fastify', 'fastify'],
-  ...['backend', 'bridge', 'cluster-admin', 'gateway', 'runtime', 'worker'].map((s) => [s, `@codeagent/${s}`]),
-];
+const targets = [['anchor: fastify', 'fastify'], ...['backend', 'bridge', 'cluster-admin', 'gateway', 'runtime', 'worker'].map((s) => [s, `@codeagent/${s}`])];
 // Also counts the modules each import loads (a figure that does not depend on the machine's
 // load) and says whether database code (kysely, pg) comes with it.
 const probe = (spec) =>
@@ -34,5 +31,7 @@ for (const [name, spec] of targets) {
 }
 const anchor = rows[0][1];
 for (const [name, ms, modules, db] of rows) {
-  console.log(`${name.padEnd(16)} ${ms.toFixed(0).padStart(5)} ms  ${(ms / anchor).toFixed(2)}× anchor  ${String(modules).padStart(5)} modules${db ? '  loads kysely/pg' : ''}`);
+  console.log(
+    `${name.padEnd(16)} ${ms.toFixed(0).padStart(5)} ms  ${(ms / anchor).toFixed(2)}× anchor  ${String(modules).padStart(5)} modules${db ? '  loads kysely/pg' : ''}`,
+  );
 }

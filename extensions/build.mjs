@@ -57,7 +57,10 @@ function stamp(key) {
 
 function npm(dir, args) {
   const t0 = Date.now();
-  const res = spawnSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', [...args, '--no-audit', '--no-fund'], { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'] });
+  const res = spawnSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', [...args, '--no-audit', '--no-fund'], {
+    cwd: dir,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
   if (res.status !== 0) throw new Error(`npm ${args.join(' ')} failed in ${relative(here, dir)}`);
   return Date.now() - t0;
 }

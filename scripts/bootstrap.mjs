@@ -34,7 +34,16 @@ async function fetchedNodeBin() {
   say(`Node.js ${process.versions.node} is older than ${MIN_MAJOR}: fetching Node.js ${NODE_VERSION} from the npm registry (${pkg}) into .cache/node, once`);
   mkdirSync(nodeCache, { recursive: true });
   const npm = platform() === 'win32' ? 'npm.cmd' : 'npm';
-  const res = await runStep(`fetching Node.js ${NODE_VERSION}`, npm, ['install', '--no-save', '--no-audit', '--no-fund', '--no-package-lock', '--prefix', nodeCache, `${pkg}@${NODE_VERSION}`]);
+  const res = await runStep(`fetching Node.js ${NODE_VERSION}`, npm, [
+    'install',
+    '--no-save',
+    '--no-audit',
+    '--no-fund',
+    '--no-package-lock',
+    '--prefix',
+    nodeCache,
+    `${pkg}@${NODE_VERSION}`,
+  ]);
   if (res.code !== 0 || !existsSync(exe)) {
     say(`could not fetch Node.js ${NODE_VERSION}; install Node.js ${MIN_MAJOR} or newer yourself (e.g. \`nvm install 24\`) and run the command again`);
     process.exit(1);
@@ -145,7 +154,9 @@ async function test(args) {
   // The JupyterLab extension and its host are separate npm projects (≈ 400 MB of JupyterLab
   // packages kept out of the root install); build them when their inputs changed, so that the
   // browser test has them. A failure here makes that test fail with the reason, never skip.
-  const built = await runStep('building the JupyterLab extension and host', process.execPath, [join('extensions', 'build.mjs')], { tracker: extensionsTracker() });
+  const built = await runStep('building the JupyterLab extension and host', process.execPath, [join('extensions', 'build.mjs')], {
+    tracker: extensionsTracker(),
+  });
   if (built.code !== 0) {
     say('building the JupyterLab extension or its host failed (output above); the browser test will fail');
   }

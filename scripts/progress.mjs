@@ -111,7 +111,10 @@ export function runStep(title, cmd, args, { cwd, env, tracker = lastLineTracker(
       const ms = step.end(status === 0, status === 0 ? tracker.summary() : '');
       if (status !== 0) {
         if (spawnError) kept.push(`${cmd}: ${spawnError.message}`);
-        const text = kept.map((l) => (tty ? l : plain(l))).join('\n').trim();
+        const text = kept
+          .map((l) => (tty ? l : plain(l)))
+          .join('\n')
+          .trim();
         if (text) out.write(`${text}\n`);
       }
       resolve({ code: status, ms });

@@ -53,8 +53,18 @@ async function startProxies(upstreamPort) {
   const gateway = startProcess(process.execPath, [cli, 'gateway'], { ...env, BACKEND_URL: `http://127.0.0.1:${upstreamPort}` });
   const chp = startProcess(process.execPath, [
     join(root, 'node_modules/configurable-http-proxy/bin/configurable-http-proxy'),
-    '--ip', '127.0.0.1', '--port', String(chpPort), '--api-ip', '127.0.0.1', '--api-port', String(chpApiPort),
-    '--default-target', `http://127.0.0.1:${upstreamPort}`, '--log-level', 'error',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(chpPort),
+    '--api-ip',
+    '127.0.0.1',
+    '--api-port',
+    String(chpApiPort),
+    '--default-target',
+    `http://127.0.0.1:${upstreamPort}`,
+    '--log-level',
+    'error',
   ]);
   let nginx;
   if (existsSync('/usr/sbin/nginx')) {
@@ -128,6 +138,9 @@ trivial.close();
 const endToEnd = await scenario('2. end to end (real backend)', backendPort, '/api/v1/auth/me', headers);
 
 mkdirSync(join(root, 'bench/results'), { recursive: true });
-writeFileSync(join(root, 'bench/results/api.json'), JSON.stringify({ when: new Date().toISOString(), connections, duration, proxyCapacity, endToEnd }, null, 2));
+writeFileSync(
+  join(root, 'bench/results/api.json'),
+  JSON.stringify({ when: new Date().toISOString(), connections, duration, proxyCapacity, endToEnd }, null, 2),
+);
 await stopProcess(backend);
 process.exit(0);

@@ -22,12 +22,27 @@ await new Promise((r) => fake.listen(0, '127.0.0.1', r));
 const upstream = `http://127.0.0.1:${fake.address().port}`;
 
 const t = await createTestDatabase('postgres');
-const user = await t.database.db.insertInto('users').values({ email: 'b@x', name: 'b', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
+const user = await t.database.db
+  .insertInto('users')
+  .values({ email: 'b@x', name: 'b', password_hash: 'x', platform_role_id: 'user' })
+  .returning('id')
+  .executeTakeFirstOrThrow();
 const secret = 'bench-secret-that-is-long-enough-0000000000';
 const { token } = await issueUserToken(user.id, secret, 3600);
-const app = await buildBridgeApp({ db: t.database.db, jwtSecret: secret, env: { url: upstream, user: undefined, password: undefined, allowedHosts: [] }, workdir: '/tmp' });
+const app = await buildBridgeApp({
+  db: t.database.db,
+  jwtSecret: secret,
+  env: { url: upstream, user: undefined, password: undefined, allowedHosts: [] },
+  workdir: '/tmp',
+});
 const base = (await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
-const body = (nb) => JSON.stringify({ notebook_path: nb, action: 'fix', cell: { id: 'c', source: 'print(1/0)' }, errors: [{ ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: [] }] });
+const body = (nb) =>
+  JSON.stringify({
+    notebook_path: nb,
+    action: 'fix',
+    cell: { id: 'c', source: 'print(1/0)' },
+    errors: [{ ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: [] }],
+  });
 
 async function time(fn) {
   for (let i = 0; i < 50; i++) await fn();
@@ -41,22 +56,40 @@ async function time(fn) {
   return { p50: xs[Math.floor(N / 2)], p99: xs[Math.floor(N * 0.99)] };
 }
 const direct = await time(async () => {
-  const r = await request(`${upstream}/session/ses_1/message`, { method: 'POST', body: '{"parts":[{"type":"text","text":"x"}]}', headers: { 'content-type': 'application/json' } });
+  const r = await request(`${upstream}/session/ses_1/message`, {
+    method: 'POST',
+    body: '{"parts":[{"type":"text","text":"x"}]}',
+    headers: { 'content-type': 'application/json' },
+  });
   await r.body.text();
 });
 const viaBridge = await time(async () => {
-  const r = await request(`${base}/codeagent-bridge/edit`, { method: 'POST', body: body('nb/one.ipynb'), headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } });
+  const r = await request(`${base}/codeagent-bridge/edit`, {
+    method: 'POST',
+    body: body('nb/one.ipynb'),
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+  });
   if (r.statusCode !== 200) throw new Error(await r.body.text());
   await r.body.text();
 });
 const t0 = Date.now();
-const all = await Promise.all(Array.from({ length: 50 }, (_, i) => request(`${base}/codeagent-bridge/edit`, { method: 'POST', body: body(`nb/p${i}.ipynb`), headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } }).then(async (r) => (await r.body.text(), r.statusCode))));
+const all = await Promise.all(
+  Array.from({ length: 50 }, (_, i) =>
+    request(`${base}/codeagent-bridge/edit`, {
+      method: 'POST',
+      body: body(`nb/p${i}.ipynb`),
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    }).then(async (r) => (await r.body.text(), r.statusCode)),
+  ),
+);
 const parallelMs = Date.now() - t0;
 console.log(`\nbench/bridge: ${N} sequential edits, zero-latency fake code agent, database ${t.target}\n`);
-console.log(table([
-  { path: 'direct POST /session/{id}/message', 'p50 ms': direct.p50.toFixed(2), 'p99 ms': direct.p99.toFixed(2) },
-  { path: 'bridge POST /codeagent-bridge/edit', 'p50 ms': viaBridge.p50.toFixed(2), 'p99 ms': viaBridge.p99.toFixed(2) },
-]));
+console.log(
+  table([
+    { path: 'direct POST /session/{id}/message', 'p50 ms': direct.p50.toFixed(2), 'p99 ms': direct.p99.toFixed(2) },
+    { path: 'bridge POST /codeagent-bridge/edit', 'p50 ms': viaBridge.p50.toFixed(2), 'p99 ms': viaBridge.p99.toFixed(2) },
+  ]),
+);
 console.log(`\nbridge overhead at p50: ${(viaBridge.p50 - direct.p50).toFixed(2)} ms (target ≤ 5 ms)`);
 console.log(`50 notebooks in parallel (new sessions each): ${parallelMs} ms, ${all.filter((s) => s === 200).length}/50 succeeded`);
 await app.close();

@@ -81,11 +81,13 @@ const trivial = () =>
     res.end('{"ok":true}');
   });
 const capacityUpstreams = [trivial(), trivial()];
-const upstreamPorts = await Promise.all(capacityUpstreams.map(async (server) => {
-  const port = await freePort();
-  await new Promise((r) => server.listen(port, '127.0.0.1', r));
-  return port;
-}));
+const upstreamPorts = await Promise.all(
+  capacityUpstreams.map(async (server) => {
+    const port = await freePort();
+    await new Promise((r) => server.listen(port, '127.0.0.1', r));
+    return port;
+  }),
+);
 const pooled = upstreamPorts.map((p) => `http://127.0.0.1:${p}`).join(',');
 const capacityGatewayPort = await freePort();
 const capacityEnv = { DATA_DIR: dataDir, PORT: String(capacityGatewayPort), STORAGE_BACKEND: 'local', LOG_LEVEL: 'warn', BACKEND_URL: pooled };
@@ -100,11 +102,17 @@ if (existsSync(nginxBin)) {
   const runDir = mkdtempSync(join(tmpdir(), 'codeagent-bench-nginx-'));
   chmodSync(runDir, 0o755);
   const nginxPort = await freePort();
-  const conf = execFileSync(process.execPath, [cli, 'nginx-config', '--run-dir', runDir, '--access-log', 'off'], { env: { ...process.env, ...capacityEnv, PORT: String(nginxPort) } }).toString();
+  const conf = execFileSync(process.execPath, [cli, 'nginx-config', '--run-dir', runDir, '--access-log', 'off'], {
+    env: { ...process.env, ...capacityEnv, PORT: String(nginxPort) },
+  }).toString();
   writeFileSync(join(runDir, 'nginx.conf'), conf);
-  const nginx = spawn(nginxBin, ['-p', runDir, '-c', join(runDir, 'nginx.conf'), '-e', 'stderr', '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const nginx = spawn(nginxBin, ['-p', runDir, '-c', join(runDir, 'nginx.conf'), '-e', 'stderr', '-g', 'daemon off;'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   await waitFor(`http://127.0.0.1:${nginxPort}/api/v1/ready`);
-  capacityResults.push(await capacity('nginx (rendered configuration)', `http://127.0.0.1:${nginxPort}/api/v1/ready`, () => [nginx.pid, ...childrenOf(nginx.pid)]));
+  capacityResults.push(
+    await capacity('nginx (rendered configuration)', `http://127.0.0.1:${nginxPort}/api/v1/ready`, () => [nginx.pid, ...childrenOf(nginx.pid)]),
+  );
   nginx.kill('SIGTERM');
 } else {
   console.log('nginx is not installed (scripts/system-deps.sh nginx): measured the gateway only');
@@ -113,7 +121,10 @@ for (const s of capacityUpstreams) s.close();
 console.log(table(capacityResults));
 const capacityErrors = capacityResults.reduce((n, r) => n + r.errors + r.non2xx, 0);
 mkdirSync(join(root, 'bench/results'), { recursive: true });
-writeFileSync(join(root, 'bench/results/gateway-capacity.json'), JSON.stringify({ when: new Date().toISOString(), connections: capacityConnections, duration: capacityDuration, results: capacityResults }, null, 2));
+writeFileSync(
+  join(root, 'bench/results/gateway-capacity.json'),
+  JSON.stringify({ when: new Date().toISOString(), connections: capacityConnections, duration: capacityDuration, results: capacityResults }, null, 2),
+);
 if (capacityErrors > 0) {
   console.error(`FAILED: ${capacityErrors} errors or non-2xx answers under ${capacityConnections} connections`);
   process.exitCode = 1;
@@ -157,7 +168,9 @@ const targets = [
   ['gateway, no check (/jupyter/codeagent-bridge/*)', `http://127.0.0.1:${gatewayPort}/jupyter/codeagent-bridge/status`],
   ['gateway, session checked (/jupyter/*)', `http://127.0.0.1:${gatewayPort}/jupyter/api/status`],
 ];
-console.log(`bench/gateway on ${execFileSync('nproc').toString().trim()} cores, node ${process.versions.node}; backend database: ${databaseUrl ? 'PostgreSQL' : 'embedded PGlite'}`);
+console.log(
+  `bench/gateway on ${execFileSync('nproc').toString().trim()} cores, node ${process.versions.node}; backend database: ${databaseUrl ? 'PostgreSQL' : 'embedded PGlite'}`,
+);
 const results = {};
 // Under load (50 connections), then one request at a time (what one JupyterLab user feels).
 for (const c of [connections, 1]) {

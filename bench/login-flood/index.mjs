@@ -64,8 +64,19 @@ const b = await startTestBackend({ maxUploadBytes: 2 * 1024 * 1024 });
 const url = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
 const user = await createAndLogin(b, 'reader@example.com');
 const auth = { authorization: `Bearer ${user.token}` };
-const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: { authorization: `Bearer ${b.adminToken}` }, payload: { name: 'bench', admin_user_id: user.id } })).json().id;
-await fetch(`${url}/api/v1/data-resources/${ws}/objects/data.bin`, { method: 'PUT', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: Buffer.alloc(1024 * 1024, 7) });
+const ws = (
+  await b.app.inject({
+    method: 'POST',
+    url: '/api/v1/platform/workspaces',
+    headers: { authorization: `Bearer ${b.adminToken}` },
+    payload: { name: 'bench', admin_user_id: user.id },
+  })
+).json().id;
+await fetch(`${url}/api/v1/data-resources/${ws}/objects/data.bin`, {
+  method: 'PUT',
+  headers: { ...auth, 'content-type': 'application/octet-stream' },
+  body: Buffer.alloc(1024 * 1024, 7),
+});
 const fileUrl = `${url}/api/v1/data-resources/${ws}/objects/data.bin`;
 
 async function scenario(name, limits, withFlood) {

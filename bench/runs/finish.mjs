@@ -24,7 +24,12 @@ import { table } from '../lib.mjs';
 const RUNS = Number(process.env.BENCH_FINISH_RUNS ?? 10);
 const TOKEN = randomUUID();
 const GiB = 1024 * 1024 * 1024;
-const NOTEBOOK = { nbformat: 4, nbformat_minor: 5, metadata: { kernelspec: { name: 'python3', display_name: 'Python 3', language: 'python' } }, cells: [{ cell_type: 'code', id: 'c1', source: '1+1', metadata: {}, outputs: [], execution_count: null }] };
+const NOTEBOOK = {
+  nbformat: 4,
+  nbformat_minor: 5,
+  metadata: { kernelspec: { name: 'python3', display_name: 'Python 3', language: 'python' } },
+  cells: [{ cell_type: 'code', id: 'c1', source: '1+1', metadata: {}, outputs: [], execution_count: null }],
+};
 
 const stats = (samples) => {
   const s = [...samples].sort((a, b) => a - b);
@@ -49,7 +54,14 @@ function nbconvert(dir) {
     const t = process.hrtime.bigint();
     const child = spawn('/usr/bin/python3', ['-m', 'nbconvert', '--to', 'notebook', '--execute', '--output', 'out.ipynb', 'nb.ipynb'], {
       cwd: dir,
-      env: { PATH: '/usr/bin:/bin', HOME: dir, LANG: 'C.UTF-8', PYDEVD_DISABLE_FILE_VALIDATION: '1', IPYTHONDIR: join(dir, '.ipython'), JUPYTER_RUNTIME_DIR: join(dir, 'rt') },
+      env: {
+        PATH: '/usr/bin:/bin',
+        HOME: dir,
+        LANG: 'C.UTF-8',
+        PYDEVD_DISABLE_FILE_VALIDATION: '1',
+        IPYTHONDIR: join(dir, '.ipython'),
+        JUPYTER_RUNTIME_DIR: join(dir, 'rt'),
+      },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let err = '';
@@ -73,7 +85,11 @@ export async function measureRunLatency() {
     const workspace = async (name) => {
       const id = (await (await fetch(`${url}/api/v1/platform/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name }) })).json()).id;
       await fetch(`${url}/api/v1/platform/workspaces/${id}/members`, { method: 'POST', headers, body: JSON.stringify({ user_id: editor.id, role: 'editor' }) });
-      const put = await fetch(`${url}/api/v1/data-resources/${id}/objects/nb.ipynb`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' }, body: JSON.stringify(NOTEBOOK) });
+      const put = await fetch(`${url}/api/v1/data-resources/${id}/objects/nb.ipynb`, {
+        method: 'PUT',
+        headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' },
+        body: JSON.stringify(NOTEBOOK),
+      });
       if (!put.ok) throw new Error(`PUT nb.ipynb answered ${put.status}`);
       return id;
     };
@@ -99,7 +115,16 @@ export async function measureRunLatency() {
         return byWorkspace.get(context.workspaceId).client.runNotebook(notebook, timeout, context, signal, requestId);
       },
     };
-    worker = new ScheduleWorker({ db: b.t.database.db, io, runtime: dispatch, log: pino({ level: 'silent' }), concurrency: 2, pollMs: 60_000, listen: b.t.database.listen, onFinished: (status) => onFinished?.(status) });
+    worker = new ScheduleWorker({
+      db: b.t.database.db,
+      io,
+      runtime: dispatch,
+      log: pino({ level: 'silent' }),
+      concurrency: 2,
+      pollMs: 60_000,
+      listen: b.t.database.listen,
+      onFinished: (status) => onFinished?.(status),
+    });
     worker.start();
     while (!worker.listening) await new Promise((r) => setTimeout(r, 10));
 
@@ -107,7 +132,11 @@ export async function measureRunLatency() {
       const running = new Promise((r) => (onRunning = r));
       const finished = new Promise((r) => (onFinished = (status) => r({ status, t: process.hrtime.bigint() })));
       const t0 = process.hrtime.bigint();
-      const res = await fetch(`${url}/api/v1/workspaces/${ws}/runs`, { method: 'POST', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: JSON.stringify({ notebook_path: 'nb.ipynb' }) });
+      const res = await fetch(`${url}/api/v1/workspaces/${ws}/runs`, {
+        method: 'POST',
+        headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+        body: JSON.stringify({ notebook_path: 'nb.ipynb' }),
+      });
       if (res.status !== 202) throw new Error(`POST answered ${res.status}: ${await res.text()}`);
       await res.arrayBuffer();
       const t1 = await running;
@@ -139,12 +168,28 @@ export async function measureRunLatency() {
     const row = (name, s) => {
       const r = stats(s.running);
       const f = stats(s.finished);
-      return { path: name, runs: f.runs, 'running p50 ms': f1(r.p50), 'running p99 ms': f1(r.p99), 'finished p50 ms': f1(f.p50), 'finished p99 ms': f1(f.p99), '÷ anchor p50': `${(f.p50 / anchor.p50).toFixed(2)}×` };
+      return {
+        path: name,
+        runs: f.runs,
+        'running p50 ms': f1(r.p50),
+        'running p99 ms': f1(r.p99),
+        'finished p50 ms': f1(f.p50),
+        'finished p99 ms': f1(f.p99),
+        '÷ anchor p50': `${(f.p50 / anchor.p50).toFixed(2)}×`,
+      };
     };
     return {
       warmHits,
       rows: [
-        { path: 'anchor: jupyter nbconvert --execute', runs: anchor.runs, 'running p50 ms': '–', 'running p99 ms': '–', 'finished p50 ms': f1(anchor.p50), 'finished p99 ms': f1(anchor.p99), '÷ anchor p50': '1.00×' },
+        {
+          path: 'anchor: jupyter nbconvert --execute',
+          runs: anchor.runs,
+          'running p50 ms': '–',
+          'running p99 ms': '–',
+          'finished p50 ms': f1(anchor.p50),
+          'finished p99 ms': f1(anchor.p99),
+          '÷ anchor p50': '1.00×',
+        },
         row('platform, no pool (KERNEL_POOL_SIZE=0, before)', samples.cold),
         row('platform, warm pool (KERNEL_POOL_SIZE=1)', samples.warm),
       ],
@@ -164,6 +209,11 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   console.log('bench/runs: POST run → running → finished, one-cell notebook, real sandboxed kernels, PostgreSQL');
   const { rows, warmHits } = await measureRunLatency();
   console.log(table(rows));
-  console.log(`warm kernel ready before the run: ${warmHits}/${RUNS}; load average ${(await import('node:os')).loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+  console.log(
+    `warm kernel ready before the run: ${warmHits}/${RUNS}; load average ${(await import('node:os'))
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}`,
+  );
   process.exit(0);
 }

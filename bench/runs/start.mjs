@@ -29,7 +29,11 @@ export async function measureStartLatency() {
     const ws = (await (await fetch(`${url}/api/v1/platform/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-start' }) })).json()).id;
     await fetch(`${url}/api/v1/platform/workspaces/${ws}/members`, { method: 'POST', headers, body: JSON.stringify({ user_id: editor.id, role: 'editor' }) });
     const nb = JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] });
-    await fetch(`${url}/api/v1/data-resources/${ws}/objects/nb.ipynb`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' }, body: nb });
+    await fetch(`${url}/api/v1/data-resources/${ws}/objects/nb.ipynb`, {
+      method: 'PUT',
+      headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' },
+      body: nb,
+    });
 
     // When the worker handed each run to the runtime (it may come before the POST's answer is read).
     const arrived = new Map();
@@ -54,7 +58,11 @@ export async function measureStartLatency() {
       for (let i = 0; i < n + 5; i++) {
         await new Promise((r) => setTimeout(r, Math.random() * 1000));
         const t0 = process.hrtime.bigint();
-        const res = await fetch(`${url}/api/v1/workspaces/${ws}/runs`, { method: 'POST', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: JSON.stringify({ notebook_path: 'nb.ipynb' }) });
+        const res = await fetch(`${url}/api/v1/workspaces/${ws}/runs`, {
+          method: 'POST',
+          headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+          body: JSON.stringify({ notebook_path: 'nb.ipynb' }),
+        });
         if (res.status !== 202) throw new Error(`POST answered ${res.status}: ${await res.text()}`);
         const { id } = await res.json();
         const answered = process.hrtime.bigint();

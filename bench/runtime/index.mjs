@@ -27,11 +27,17 @@ const TOKEN = randomUUID();
 const GiB = 1024 * 1024 * 1024;
 
 async function runtime(enabled) {
-  const kernels = await startTestKernels({ sandbox: { enabled, maxServers: 64, memoryBytes: 4 * GiB, kernelMemoryBytes: 2 * GiB, pidsMax: 512, kernelPidsMax: 256, diskBytes: GiB, tmpBytes: GiB / 2 } });
+  const kernels = await startTestKernels({
+    sandbox: { enabled, maxServers: 64, memoryBytes: 4 * GiB, kernelMemoryBytes: 2 * GiB, pidsMax: 512, kernelPidsMax: 256, diskBytes: GiB, tmpBytes: GiB / 2 },
+  });
   const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: TOKEN });
   const url = `${(await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '')}/api/v1/jupyter`;
   const act = async (body) => {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-internal-service-token': TOKEN }, body: JSON.stringify(body) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-internal-service-token': TOKEN },
+      body: JSON.stringify(body),
+    });
     if (!res.ok) throw new Error(`runtime answered ${res.status}: ${await res.text()}`);
     return res.json();
   };
@@ -87,11 +93,41 @@ async function tcpServer(withExtension, dir) {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const python = join(root, 'services/runtime/python');
-  const child = spawn('/usr/bin/python3', ['-m', 'jupyter_server', `--ServerApp.port=${port}`, '--ServerApp.ip=127.0.0.1', '--ServerApp.open_browser=False', `--ServerApp.root_dir=${dir}`, '--allow-root', ...(withExtension ? ['--ServerApp.jpserver_extensions=codeagent_nodelay=True'] : [])], {
-    env: { PATH: '/usr/bin:/bin', HOME: dir, JUPYTER_TOKEN: TOKEN, JUPYTER_RUNTIME_DIR: join(dir, 'run'), JUPYTER_CONFIG_DIR: join(dir, 'cfg'), JUPYTER_DATA_DIR: join(dir, 'data'), IPYTHONDIR: join(dir, 'ipy'), PYDEVD_DISABLE_FILE_VALIDATION: '1', PYTHONDONTWRITEBYTECODE: '1', ...(withExtension ? { PYTHONPATH: python } : {}) },
-    stdio: 'ignore',
+  const child = spawn(
+    '/usr/bin/python3',
+    [
+      '-m',
+      'jupyter_server',
+      `--ServerApp.port=${port}`,
+      '--ServerApp.ip=127.0.0.1',
+      '--ServerApp.open_browser=False',
+      `--ServerApp.root_dir=${dir}`,
+      '--allow-root',
+      ...(withExtension ? ['--ServerApp.jpserver_extensions=codeagent_nodelay=True'] : []),
+    ],
+    {
+      env: {
+        PATH: '/usr/bin:/bin',
+        HOME: dir,
+        JUPYTER_TOKEN: TOKEN,
+        JUPYTER_RUNTIME_DIR: join(dir, 'run'),
+        JUPYTER_CONFIG_DIR: join(dir, 'cfg'),
+        JUPYTER_DATA_DIR: join(dir, 'data'),
+        IPYTHONDIR: join(dir, 'ipy'),
+        PYDEVD_DISABLE_FILE_VALIDATION: '1',
+        PYTHONDONTWRITEBYTECODE: '1',
+        ...(withExtension ? { PYTHONPATH: python } : {}),
+      },
+      stdio: 'ignore',
+    },
+  );
+  const settings = ServerConnection.makeSettings({
+    baseUrl: `http://127.0.0.1:${port}/`,
+    wsUrl: `ws://127.0.0.1:${port}/`,
+    token: TOKEN,
+    appendToken: true,
+    WebSocket,
   });
-  const settings = ServerConnection.makeSettings({ baseUrl: `http://127.0.0.1:${port}/`, wsUrl: `ws://127.0.0.1:${port}/`, token: TOKEN, appendToken: true, WebSocket });
   for (let i = 0; ; i++) {
     try {
       if ((await fetch(`http://127.0.0.1:${port}/api/status?token=${TOKEN}`)).ok) break;
@@ -164,21 +200,41 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 const m = Object.fromEntries(Object.entries(acc).map(([k, v]) => [k, median(v)]));
 const f = (x) => x.toFixed(1);
-console.log(`\nbench/runtime: kernel starts (${STARTS} per round) and ${N} sequential executes of ${JSON.stringify(CODE)}, ${ROUNDS} interleaved rounds, medians\n`);
-console.log(table([
-  { measure: "a workspace's first kernel, ready (server + kernel start)", 'sandbox ms': f(m['sandbox:cold']), 'no sandbox ms': f(m['off:cold']) },
-  { measure: 'another kernel on a running server, ready', 'sandbox ms': f(m['sandbox:warm']), 'no sandbox ms': f(m['off:warm']) },
-  { measure: 'runtime execute p50', 'sandbox ms': f(m['sandbox:exec50']), 'no sandbox ms': f(m['off:exec50']) },
-  { measure: 'runtime execute p99', 'sandbox ms': f(m['sandbox:exec99']), 'no sandbox ms': f(m['off:exec99']) },
-  { measure: 'KernelService.execute in process (no HTTP) p50 / p99', 'sandbox ms': `${f(m['inproc:exec50'])} / ${f(m['inproc:exec99'])}`, 'no sandbox ms': '–' },
-  { measure: 'direct on the sandboxed server p50 / p99', 'sandbox ms': `${f(m['direct:exec50'])} / ${f(m['direct:exec99'])}`, 'no sandbox ms': '–' },
-  { measure: 'anchor: jupyter_client over ZMQ ipc, no server, p50 / p99', 'sandbox ms': `${f(m['zmq:exec50'])} / ${f(m['zmq:exec99'])}`, 'no sandbox ms': '–' },
-  { measure: 'TCP jupyter_server, plain, direct p50 / p99', 'sandbox ms': '–', 'no sandbox ms': `${f(m['tcp-plain:exec50'])} / ${f(m['tcp-plain:exec99'])}` },
-  { measure: 'TCP jupyter_server + codeagent_nodelay, direct p50 / p99', 'sandbox ms': '–', 'no sandbox ms': `${f(m['tcp-nodelay:exec50'])} / ${f(m['tcp-nodelay:exec99'])}` },
-]));
+console.log(
+  `\nbench/runtime: kernel starts (${STARTS} per round) and ${N} sequential executes of ${JSON.stringify(CODE)}, ${ROUNDS} interleaved rounds, medians\n`,
+);
+console.log(
+  table([
+    { measure: "a workspace's first kernel, ready (server + kernel start)", 'sandbox ms': f(m['sandbox:cold']), 'no sandbox ms': f(m['off:cold']) },
+    { measure: 'another kernel on a running server, ready', 'sandbox ms': f(m['sandbox:warm']), 'no sandbox ms': f(m['off:warm']) },
+    { measure: 'runtime execute p50', 'sandbox ms': f(m['sandbox:exec50']), 'no sandbox ms': f(m['off:exec50']) },
+    { measure: 'runtime execute p99', 'sandbox ms': f(m['sandbox:exec99']), 'no sandbox ms': f(m['off:exec99']) },
+    {
+      measure: 'KernelService.execute in process (no HTTP) p50 / p99',
+      'sandbox ms': `${f(m['inproc:exec50'])} / ${f(m['inproc:exec99'])}`,
+      'no sandbox ms': '–',
+    },
+    { measure: 'direct on the sandboxed server p50 / p99', 'sandbox ms': `${f(m['direct:exec50'])} / ${f(m['direct:exec99'])}`, 'no sandbox ms': '–' },
+    {
+      measure: 'anchor: jupyter_client over ZMQ ipc, no server, p50 / p99',
+      'sandbox ms': `${f(m['zmq:exec50'])} / ${f(m['zmq:exec99'])}`,
+      'no sandbox ms': '–',
+    },
+    { measure: 'TCP jupyter_server, plain, direct p50 / p99', 'sandbox ms': '–', 'no sandbox ms': `${f(m['tcp-plain:exec50'])} / ${f(m['tcp-plain:exec99'])}` },
+    {
+      measure: 'TCP jupyter_server + codeagent_nodelay, direct p50 / p99',
+      'sandbox ms': '–',
+      'no sandbox ms': `${f(m['tcp-nodelay:exec50'])} / ${f(m['tcp-nodelay:exec99'])}`,
+    },
+  ]),
+);
 const overhead = (a, b) => ((m[a] / m[b] - 1) * 100).toFixed(1);
-console.log(`\nsandbox cost: first kernel ${overhead('sandbox:cold', 'off:cold')} %, warm kernel ${overhead('sandbox:warm', 'off:warm')} %, execute p50 ${overhead('sandbox:exec50', 'off:exec50')} %; runtime overhead over direct at p50: ${overhead('sandbox:exec50', 'direct:exec50')} %`);
-console.log(`runtime execute p50 ÷ jupyter_client over ZMQ p50: sandbox ${(m['sandbox:exec50'] / m['zmq:exec50']).toFixed(2)}×, no sandbox ${(m['off:exec50'] / m['zmq:exec50']).toFixed(2)}× (target ≤ 1.5×); TCP kernel websocket with no-delay ÷ without: ${(m['tcp-nodelay:exec50'] / m['tcp-plain:exec50']).toFixed(2)}×`);
+console.log(
+  `\nsandbox cost: first kernel ${overhead('sandbox:cold', 'off:cold')} %, warm kernel ${overhead('sandbox:warm', 'off:warm')} %, execute p50 ${overhead('sandbox:exec50', 'off:exec50')} %; runtime overhead over direct at p50: ${overhead('sandbox:exec50', 'direct:exec50')} %`,
+);
+console.log(
+  `runtime execute p50 ÷ jupyter_client over ZMQ p50: sandbox ${(m['sandbox:exec50'] / m['zmq:exec50']).toFixed(2)}×, no sandbox ${(m['off:exec50'] / m['zmq:exec50']).toFixed(2)}× (target ≤ 1.5×); TCP kernel websocket with no-delay ÷ without: ${(m['tcp-nodelay:exec50'] / m['tcp-plain:exec50']).toFixed(2)}×`,
+);
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(join(root, 'bench/results/runtime.json'), JSON.stringify({ when: new Date().toISOString(), N, STARTS, ROUNDS, medians: m }, null, 2));
 

@@ -29,14 +29,20 @@ async function measure(fn) {
 }
 const rounds = { plain: [], guarded: [] };
 for (let r = 0; r < 3; r++) {
-  rounds.plain.push(await measure(async () => {
-    const res = await request(url, { dispatcher: plain });
-    await res.body.text();
-  }));
+  rounds.plain.push(
+    await measure(async () => {
+      const res = await request(url, { dispatcher: plain });
+      await res.body.text();
+    }),
+  );
   rounds.guarded.push(await measure(() => guarded.fetch(url)));
 }
 const med = (xs, k) => xs.map((x) => x[k]).sort((a, b) => a - b)[1];
-const rows = Object.entries(rounds).map(([name, xs]) => ({ client: name === 'plain' ? 'plain undici request' : 'safe-fetch client', 'p50 ms': med(xs, 'p50').toFixed(3), 'p99 ms': med(xs, 'p99').toFixed(3) }));
+const rows = Object.entries(rounds).map(([name, xs]) => ({
+  client: name === 'plain' ? 'plain undici request' : 'safe-fetch client',
+  'p50 ms': med(xs, 'p50').toFixed(3),
+  'p99 ms': med(xs, 'p99').toFixed(3),
+}));
 console.log(`\nbench/safe-fetch: ${N} sequential GETs on loopback × 3 rounds (median of rounds)\n`);
 console.log(table(rows));
 console.log(`\nsafe-fetch ÷ plain undici at p50: ${(med(rounds.guarded, 'p50') / med(rounds.plain, 'p50')).toFixed(2)}× (target ≤ 1.3×)`);
@@ -61,7 +67,13 @@ await raw.query(`INSERT INTO audit_entries (occurred_at, actor, action, target_t
   FROM generate_series(1, 100000) AS i`);
 await raw.query('ANALYZE audit_entries');
 await raw.end();
-const app = await buildClusterAdminApp({ db: database.db, adminTokens: ['bench'], agentToken: 'a', secretsKey: Buffer.alloc(32, 1), outbound: createOutboundClient() });
+const app = await buildClusterAdminApp({
+  db: database.db,
+  adminTokens: ['bench'],
+  agentToken: 'a',
+  secretsKey: Buffer.alloc(32, 1),
+  outbound: createOutboundClient(),
+});
 const auth = { authorization: 'Bearer bench' };
 const audit = async (q) => {
   const times = [];
@@ -75,7 +87,11 @@ const audit = async (q) => {
   return { p50: times[100].toFixed(2), p95: times[190].toFixed(2) };
 };
 const auditRows = [];
-for (const [name, q] of [['newest 100', '?limit=100'], ['by target_id', '?target_id=00000000-0000-0000-0000-000000000042&limit=100'], ['by action', '?action=cluster.delete&limit=100']]) {
+for (const [name, q] of [
+  ['newest 100', '?limit=100'],
+  ['by target_id', '?target_id=00000000-0000-0000-0000-000000000042&limit=100'],
+  ['by action', '?action=cluster.delete&limit=100'],
+]) {
   auditRows.push({ query: name, ...(await audit(q)) });
 }
 console.log('\nGET /admin/audit with 100,000 entries (PostgreSQL, in-process inject, 200 calls each)\n');

@@ -53,7 +53,7 @@ function tree(root) {
     }
   }
   const inTree = new Set([root]);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const p of procs) {
       if (!inTree.has(p.pid) && inTree.has(p.ppid)) {
@@ -99,15 +99,19 @@ for (const p of procs) {
   groups.set(g.process, g);
 }
 const mb = (kb) => (kb / 1024).toFixed(1);
-const rows = [...groups.values()].sort((a, b) => b.pss - a.pss).map((g) => ({ process: g.process, processes: g.count, 'RSS MB': mb(g.rss), 'PSS MB': mb(g.pss) }));
+const rows = [...groups.values()]
+  .sort((a, b) => b.pss - a.pss)
+  .map((g) => ({ process: g.process, processes: g.count, 'RSS MB': mb(g.rss), 'PSS MB': mb(g.pss) }));
 const total = procs.reduce((a, p) => ({ rss: a.rss + p.rss, pss: a.pss + p.pss }), { rss: 0, pss: 0 });
 rows.push({ process: 'whole tree', processes: procs.length, 'RSS MB': mb(total.rss), 'PSS MB': mb(total.pss) });
 
 console.log(`bench/startup on ${readFileSync('/proc/cpuinfo', 'utf8').match(/^processor/gm).length} cores, node ${process.versions.node}\n`);
-console.log(table([
-  { start: 'cold (fresh DATA_DIR)', 'seconds to running': cold.seconds.toFixed(2) },
-  { start: 'warm (median of 3)', 'seconds to running': warmRuns[1].toFixed(2) },
-]));
+console.log(
+  table([
+    { start: 'cold (fresh DATA_DIR)', 'seconds to running': cold.seconds.toFixed(2) },
+    { start: 'warm (median of 3)', 'seconds to running': warmRuns[1].toFixed(2) },
+  ]),
+);
 console.log(`\nidle process tree after ${settleSeconds} s:\n`);
 console.log(table(rows));
 console.log(`\nidle PSS ÷ the PGlite version's 1.18 GB: ${(total.pss / 1024 / 1208).toFixed(2)}×`);

@@ -45,11 +45,20 @@ await new Promise((r) => bare.listen(barePort, '127.0.0.1', r));
 function upload(url, headers = {}) {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
-    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers } }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
-    });
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'PUT',
+        headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
+      },
+    );
     req.on('error', reject);
     createReadStream(source).pipe(req);
   });
@@ -61,7 +70,9 @@ function download(url, headers = {}) {
       let n = 0;
       res.on('data', (c) => (n += c.length));
       res.on('end', () => (n === size ? resolve(n) : reject(new Error(`${url}: got ${n} bytes`))));
-    }).on('error', reject).end();
+    })
+      .on('error', reject)
+      .end();
   });
 }
 
@@ -98,9 +109,23 @@ await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
 const gateway = startProcess(process.execPath, [cli, 'gateway'], env);
 const base = `http://127.0.0.1:${gatewayPort}/api/v1`;
 await waitFor(`${base}/health`);
-const login = await (await fetch(`${base}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }) })).json();
+const login = await (
+  await fetch(`${base}/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }),
+  })
+).json();
 const auth = { authorization: `Bearer ${login.access_token}` };
-const ws = (await (await fetch(`${base}/platform/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench' }) })).json()).id;
+const ws = (
+  await (
+    await fetch(`${base}/platform/workspaces`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench' }),
+    })
+  ).json()
+).id;
 
 t = process.hrtime.bigint();
 await upload(`${base}/data-resources/${ws}/objects/big.bin`, auth);
@@ -119,7 +144,15 @@ await stopProcess(backend);
 const { default: S3rver } = await import('s3rver');
 const s3rver = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: join(dir, 's3rver') });
 const { port: s3Port } = await s3rver.run();
-const s3Env = { ...env, STORAGE_BACKEND: 's3', S3_ENDPOINT: `http://127.0.0.1:${s3Port}`, S3_REGION: 'us-east-1', S3_FORCE_PATH_STYLE: 'true', S3_ACCESS_KEY_ID: 'S3RVER', S3_SECRET_ACCESS_KEY: 'S3RVER' };
+const s3Env = {
+  ...env,
+  STORAGE_BACKEND: 's3',
+  S3_ENDPOINT: `http://127.0.0.1:${s3Port}`,
+  S3_REGION: 'us-east-1',
+  S3_FORCE_PATH_STYLE: 'true',
+  S3_ACCESS_KEY_ID: 'S3RVER',
+  S3_SECRET_ACCESS_KEY: 'S3RVER',
+};
 const backendS3 = startProcess(process.execPath, [cli, 'backend'], s3Env);
 await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`, { accept: (st) => st === 200 });
 const gatewayS3 = startProcess(process.execPath, [cli, 'gateway'], s3Env);
@@ -145,8 +178,13 @@ console.log(`\nbench/storage: ${SIZE_MB} MiB, local backend, database PostgreSQL
 console.log(table(rows));
 console.log(`\nplatform ÷ bare Node: upload ${(bareUp / platformUp).toFixed(2)}×, download ${(bareDown / platformDown).toFixed(2)}× (target ≥ 0.5×)`);
 console.log(`platform ÷ cp: upload ${(cpSeconds / platformUp).toFixed(2)}×`);
-console.log(`peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each); backend with s3: ${rssS3.toFixed(0)} MB`);
+console.log(
+  `peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each); backend with s3: ${rssS3.toFixed(0)} MB`,
+);
 mkdirSync(join(root, 'bench/results'), { recursive: true });
-writeFileSync(join(root, 'bench/results/storage.json'), JSON.stringify({ when: new Date().toISOString(), SIZE_MB, cpSeconds, bareUp, bareDown, platformUp, platformDown, rss, s3Up, s3Down, rssS3 }, null, 2));
+writeFileSync(
+  join(root, 'bench/results/storage.json'),
+  JSON.stringify({ when: new Date().toISOString(), SIZE_MB, cpSeconds, bareUp, bareDown, platformUp, platformDown, rss, s3Up, s3Down, rssS3 }, null, 2),
+);
 rmSync(dir, { recursive: true, force: true });
 process.exit(0);

@@ -25,11 +25,20 @@ const mbps = (s) => SIZE_MB / s;
 function upload(url, headers) {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
-    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers } }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
-    });
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'PUT',
+        headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
+      },
+    );
     req.on('error', reject);
     createReadStream(source).pipe(req);
   });
@@ -89,10 +98,24 @@ await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
 const gateway = startProcess(process.execPath, [cli, 'gateway'], env);
 const base = `http://127.0.0.1:${gatewayPort}/api/v1`;
 await waitFor(`${base}/health`);
-const login = await (await fetch(`${base}/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }) })).json();
+const login = await (
+  await fetch(`${base}/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }),
+  })
+).json();
 const auth = { authorization: `Bearer ${login.access_token}` };
 const basic = { authorization: `Basic ${Buffer.from(`bench:${login.access_token}`).toString('base64')}` };
-const ws = (await (await fetch(`${base}/platform/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bench' }) })).json()).id;
+const ws = (
+  await (
+    await fetch(`${base}/platform/workspaces`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench' }),
+    })
+  ).json()
+).id;
 const rest = `${base}/data-resources/${ws}/objects`;
 const dav = `${base}/dav/${ws}`;
 
@@ -116,8 +139,14 @@ for (let i = 0; i < FILES; i += 20) {
   await Promise.all(
     Array.from({ length: Math.min(20, FILES - i) }, (_, k) =>
       Promise.all([
-        fetch(`${rest}/folder/file-${String(i + k).padStart(5, '0')}.csv`, { method: 'PUT', headers: { ...auth, 'content-type': 'text/csv' }, body: `a,b\n${i + k},1\n` }).then((r) => r.arrayBuffer()),
-        fetch(`${rest}/other/file-${String(i + k).padStart(5, '0')}.csv`, { method: 'PUT', headers: { ...auth, 'content-type': 'text/csv' }, body: 'x' }).then((r) => r.arrayBuffer()),
+        fetch(`${rest}/folder/file-${String(i + k).padStart(5, '0')}.csv`, {
+          method: 'PUT',
+          headers: { ...auth, 'content-type': 'text/csv' },
+          body: `a,b\n${i + k},1\n`,
+        }).then((r) => r.arrayBuffer()),
+        fetch(`${rest}/other/file-${String(i + k).padStart(5, '0')}.csv`, { method: 'PUT', headers: { ...auth, 'content-type': 'text/csv' }, body: 'x' }).then(
+          (r) => r.arrayBuffer(),
+        ),
       ]),
     ),
   );
@@ -144,9 +173,14 @@ console.log(
     { listing: 'PROPFIND Depth 1', 'req/s': listDav.rps, 'p50 ms': listDav.p50, 'p99 ms': listDav.p99 },
   ]),
 );
-console.log(`\nWebDAV ÷ API: upload ${(restUp / davUp).toFixed(2)}×, download ${(restDown / davDown).toFixed(2)}× (target ≥ 0.9×); listing ${(listDav.rps / listRest.rps).toFixed(2)}×`);
+console.log(
+  `\nWebDAV ÷ API: upload ${(restUp / davUp).toFixed(2)}×, download ${(restDown / davDown).toFixed(2)}× (target ≥ 0.9×); listing ${(listDav.rps / listRest.rps).toFixed(2)}×`,
+);
 console.log(`peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB`);
 mkdirSync(join(root, 'bench/results'), { recursive: true });
-writeFileSync(join(root, 'bench/results/webdav.json'), JSON.stringify({ when: new Date().toISOString(), SIZE_MB, FILES, restUp, davUp, restDown, davDown, listRest, listDav, rss }, null, 2));
+writeFileSync(
+  join(root, 'bench/results/webdav.json'),
+  JSON.stringify({ when: new Date().toISOString(), SIZE_MB, FILES, restUp, davUp, restDown, davDown, listRest, listDav, rss }, null, 2),
+);
 rmSync(dir, { recursive: true, force: true });
 process.exit(0);

@@ -21,13 +21,18 @@ app.listen({ port: Number(process.argv[1]), host: '127.0.0.1' });
 
 function start(flags) {
   return freePort().then(async (port) => {
-    const child = spawn(process.execPath, [...flags, '-e', SERVER, String(port)], { stdio: ['ignore', 'ignore', 'inherit'], cwd: new URL('../..', import.meta.url).pathname });
+    const child = spawn(process.execPath, [...flags, '-e', SERVER, String(port)], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      cwd: new URL('../..', import.meta.url).pathname,
+    });
     await waitFor(`http://127.0.0.1:${port}/list`);
     return { child, port };
   });
 }
 
-const body = JSON.stringify({ cells: Array.from({ length: 400 }, (_, i) => ({ cell_type: 'code', source: `x = ${i}\n`.repeat(40), outputs: [{ text: 'ok '.repeat(30) }] })) });
+const body = JSON.stringify({
+  cells: Array.from({ length: 400 }, (_, i) => ({ cell_type: 'code', source: `x = ${i}\n`.repeat(40), outputs: [{ text: 'ok '.repeat(30) }] })),
+});
 const variants = [
   { name: 'V8 default', flags: [] },
   { name: '--max-semi-space-size=2', flags: ['--max-semi-space-size=2'] },
@@ -38,17 +43,27 @@ for (const v of variants) Object.assign(v, await start(v.flags), { list: [], par
 for (let r = 0; r < rounds; r++) {
   for (const v of variants) {
     v.list.push(await load(`http://127.0.0.1:${v.port}/list`, { duration, connections: 20 }));
-    v.parse.push(await load(`http://127.0.0.1:${v.port}/parse`, { duration, connections: 20, method: 'POST', body, headers: { 'content-type': 'application/json' } }));
+    v.parse.push(
+      await load(`http://127.0.0.1:${v.port}/parse`, { duration, connections: 20, method: 'POST', body, headers: { 'content-type': 'application/json' } }),
+    );
   }
 }
 const best = (runs) => runs.reduce((a, b) => (b.rps > a.rps ? b : a));
 const rows = variants.map((v) => {
   const status = readFileSync(`/proc/${v.child.pid}/status`, 'utf8');
   const hwm = Number(/VmHWM:\s+(\d+)/.exec(status)[1]) / 1024;
-  return { server: v.name, 'list req/s': best(v.list).rps, 'list p99 ms': best(v.list).p99, 'parse req/s': best(v.parse).rps, 'parse p99 ms': best(v.parse).p99, 'peak RSS MB': hwm.toFixed(0) };
+  return {
+    server: v.name,
+    'list req/s': best(v.list).rps,
+    'list p99 ms': best(v.list).p99,
+    'parse req/s': best(v.parse).rps,
+    'parse p99 ms': best(v.parse).p99,
+    'peak RSS MB': hwm.toFixed(0),
+  };
 });
 for (const v of variants) v.child.kill();
 console.log(`bench/young-gen: ${rounds} alternating rounds of ${duration} s, 20 connections, best round each\n`);
 console.log(table(rows) + '\n');
 const [a, ...small] = rows;
-for (const b of small) console.log(`${b.server} ÷ default: list ${(b['list req/s'] / a['list req/s']).toFixed(2)}×, parse ${(b['parse req/s'] / a['parse req/s']).toFixed(2)}×`);
+for (const b of small)
+  console.log(`${b.server} ÷ default: list ${(b['list req/s'] / a['list req/s']).toFixed(2)}×, parse ${(b['parse req/s'] / a['parse req/s']).toFixed(2)}×`);

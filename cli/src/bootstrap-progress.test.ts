@@ -141,7 +141,10 @@ await runStep('a step that waits', process.execPath, ['-e', 'console.log("ready"
 console.error('not reached');
 `,
     );
-    const child = spawn('script', ['-qec', `exec '${process.execPath}' '${file}'`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TERM: 'xterm' } });
+    const child = spawn('script', ['-qec', `exec '${process.execPath}' '${file}'`, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TERM: 'xterm' },
+    });
     let out = '';
     child.stdout.setEncoding('utf8');
     const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -101,7 +101,19 @@ export function cliProgram(): { program: Command; exitCode: () => number } {
     .command('healthcheck')
     .description("exit 0 when the component (default: the container's) answers /livez")
     .argument('[component]', `one of ${Object.keys(components).join(', ')}`)
-    .addHelpText('after', settingsHelp(['PORT', 'BACKEND_PORT', 'RUNTIME_PORT', 'CLUSTER_ADMIN_PORT', 'BRIDGE_PORT', 'JUPYTERLAB_PORT', 'GATEWAY_METRICS_PORT', 'WORKER_METRICS_PORT']))
+    .addHelpText(
+      'after',
+      settingsHelp([
+        'PORT',
+        'BACKEND_PORT',
+        'RUNTIME_PORT',
+        'CLUSTER_ADMIN_PORT',
+        'BRIDGE_PORT',
+        'JUPYTERLAB_PORT',
+        'GATEWAY_METRICS_PORT',
+        'WORKER_METRICS_PORT',
+      ]),
+    )
     .action(async (component: string | undefined) => {
       code = await healthcheck(loadConfig(), Object.keys(components), component === undefined ? [] : [component]);
     });
@@ -115,7 +127,20 @@ export function cliProgram(): { program: Command; exitCode: () => number } {
     .option('--http-only', 'only the content of the http block, to include in an existing nginx.conf')
     .addHelpText(
       'after',
-      NGINX_CONFIG_HELP + '\n' + settingsHelp(['HOST', 'PORT', 'BACKEND_URL', 'CLUSTER_ADMIN_URL', 'BRIDGE_URL', 'JUPYTERLAB_URL', 'JUPYTERLAB_TOKEN', 'INTERNAL_SERVICE_TOKEN', 'TRUSTED_PROXIES', 'MAX_UPLOAD_BYTES']),
+      NGINX_CONFIG_HELP +
+        '\n' +
+        settingsHelp([
+          'HOST',
+          'PORT',
+          'BACKEND_URL',
+          'CLUSTER_ADMIN_URL',
+          'BRIDGE_URL',
+          'JUPYTERLAB_URL',
+          'JUPYTERLAB_TOKEN',
+          'INTERNAL_SERVICE_TOKEN',
+          'TRUSTED_PROXIES',
+          'MAX_UPLOAD_BYTES',
+        ]),
     )
     .action(async (options: NginxConfigOptions) => {
       code = await nginxConfig(loadConfig(), options);

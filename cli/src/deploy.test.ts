@@ -15,7 +15,8 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 const deploy = join(root, 'deploy');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
 /** Every setting the README's table documents (and the ones of the images it names). */
-const documented = (name: string) => readme.includes(`\`${name}\``) || ['POSTGRES_USER', 'POSTGRES_DB', 'POSTGRES_PASSWORD', 'MINIO_ROOT_USER', 'MINIO_ROOT_PASSWORD'].includes(name);
+const documented = (name: string) =>
+  readme.includes(`\`${name}\``) || ['POSTGRES_USER', 'POSTGRES_DB', 'POSTGRES_PASSWORD', 'MINIO_ROOT_USER', 'MINIO_ROOT_PASSWORD'].includes(name);
 
 interface ComposeService {
   image?: string;
@@ -30,7 +31,10 @@ interface ComposeService {
 }
 
 describe('deploy/compose.yaml', () => {
-  const compose = parse(readFileSync(join(deploy, 'compose.yaml'), 'utf8'), { merge: true }) as { services: Record<string, ComposeService>; volumes: Record<string, unknown> };
+  const compose = parse(readFileSync(join(deploy, 'compose.yaml'), 'utf8'), { merge: true }) as {
+    services: Record<string, ComposeService>;
+    volumes: Record<string, unknown>;
+  };
   const services = compose.services;
   const ours = Object.entries(services).filter(([, s]) => s.image === 'codeagent:latest');
 
@@ -47,13 +51,18 @@ describe('deploy/compose.yaml', () => {
   });
 
   it('publishes only the gateway', () => {
-    expect(Object.entries(services).filter(([, s]) => s.ports !== undefined).map(([n]) => n)).toEqual(['gateway']);
+    expect(
+      Object.entries(services)
+        .filter(([, s]) => s.ports !== undefined)
+        .map(([n]) => n),
+    ).toEqual(['gateway']);
   });
 
   it('names only services and volumes that exist, and settings the README documents', () => {
     for (const [name, s] of Object.entries(services)) {
       for (const dep of Object.keys(s.depends_on ?? {})) expect(Object.keys(services), `${name} depends on ${dep}`).toContain(dep);
-      for (const v of ((s as { volumes?: string[] }).volumes ?? []).map((m) => m.split(':')[0]!)) expect(Object.keys(compose.volumes), `${name}: volume ${v}`).toContain(v);
+      for (const v of ((s as { volumes?: string[] }).volumes ?? []).map((m) => m.split(':')[0]!))
+        expect(Object.keys(compose.volumes), `${name}: volume ${v}`).toContain(v);
       for (const key of Object.keys(s.environment ?? {})) expect(documented(key), `${name}: ${key} is not in the README's settings`).toBe(true);
     }
     for (const [, s] of ours) expect(s.build).toEqual({ context: '..', dockerfile: 'deploy/Dockerfile' });
@@ -61,12 +70,27 @@ describe('deploy/compose.yaml', () => {
 
   it('keeps every secret in the env file: none in compose.yaml, the example lists each, make-env.sh makes each', () => {
     const text = readFileSync(join(deploy, 'compose.yaml'), 'utf8');
-    const secrets = ['POSTGRES_PASSWORD', 'DATABASE_URL', 'MINIO_ROOT_PASSWORD', 'S3_SECRET_ACCESS_KEY', 'INTERNAL_SERVICE_TOKEN', 'JWT_SECRET', 'ADMIN_TOKENS', 'SECRETS_KEY', 'AGENT_TOKEN', 'BOOTSTRAP_ADMIN_PASSWORD'];
+    const secrets = [
+      'POSTGRES_PASSWORD',
+      'DATABASE_URL',
+      'MINIO_ROOT_PASSWORD',
+      'S3_SECRET_ACCESS_KEY',
+      'INTERNAL_SERVICE_TOKEN',
+      'JWT_SECRET',
+      'ADMIN_TOKENS',
+      'SECRETS_KEY',
+      'AGENT_TOKEN',
+      'BOOTSTRAP_ADMIN_PASSWORD',
+    ];
     for (const name of secrets) expect(text, name).not.toMatch(new RegExp(`^\\s*${name}:`, 'm'));
     for (const [name, s] of Object.entries(services).filter(([n]) => n !== 'postgres' || true)) {
       if (s.image === 'codeagent:latest' || name === 'postgres' || name === 'minio') expect(s.env_file, name).toEqual(['codeagent.env']);
     }
-    const keys = (env: string) => env.split('\n').filter((l) => /^[A-Z0-9_]+=/.test(l)).map((l) => l.split('=')[0]!);
+    const keys = (env: string) =>
+      env
+        .split('\n')
+        .filter((l) => /^[A-Z0-9_]+=/.test(l))
+        .map((l) => l.split('=')[0]!);
     const example = keys(readFileSync(join(deploy, 'codeagent.env.example'), 'utf8'));
     expect(example).toEqual(expect.arrayContaining(secrets));
     for (const key of example) expect(documented(key), key).toBe(true);
@@ -137,7 +161,10 @@ describe('deploy/kubernetes', () => {
       expect(c.resources.limits.memory).toBeDefined();
       expect(pod.securityContext.runAsNonRoot).toBe(true);
       expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
-      expect(c.envFrom.map((e: { configMapRef?: { name: string }; secretRef?: { name: string } }) => e.configMapRef?.name ?? e.secretRef?.name)).toEqual(['codeagent-settings', 'codeagent-secrets']);
+      expect(c.envFrom.map((e: { configMapRef?: { name: string }; secretRef?: { name: string } }) => e.configMapRef?.name ?? e.secretRef?.name)).toEqual([
+        'codeagent-settings',
+        'codeagent-secrets',
+      ]);
     }
     // The runtime is one instance, replaced (never two side by side); the others scale.
     const runtime = deployments.find((d) => d.metadata.name === 'runtime')!;
@@ -154,7 +181,11 @@ describe('deploy/kubernetes', () => {
     for (const key of Object.keys(of('ConfigMap')[0]!.data)) expect(documented(key), key).toBe(true);
     for (const key of Object.keys(of('Secret')[0]!.stringData)) expect(documented(key), key).toBe(true);
     const podLabels = of('Deployment').map((d) => d.spec.template.metadata.labels);
-    for (const s of of('Service')) expect(podLabels.some((l) => Object.entries(s.spec.selector).every(([k, v]) => l[k] === v)), s.metadata.name).toBe(true);
+    for (const s of of('Service'))
+      expect(
+        podLabels.some((l) => Object.entries(s.spec.selector).every(([k, v]) => l[k] === v)),
+        s.metadata.name,
+      ).toBe(true);
     const serviceNames = of('Service').map((s) => s.metadata.name);
     for (const ing of of('Ingress')) for (const rule of ing.spec.rules) for (const p of rule.http.paths) expect(serviceNames).toContain(p.backend.service.name);
     // Each component's URL in the settings names its Service.

@@ -43,7 +43,14 @@ describe('codeagent start: failed starts leave nothing behind', () => {
     // The backend and the worker cannot reach this S3 endpoint (nothing listens there).
     const platform = await startPlatform(
       dataDir,
-      { STORAGE_BACKEND: 's3', S3_ENDPOINT: `http://127.0.0.1:${closed}`, S3_REGION: 'us-east-1', S3_ACCESS_KEY_ID: 'x', S3_SECRET_ACCESS_KEY: 'y', S3_FORCE_PATH_STYLE: 'true' },
+      {
+        STORAGE_BACKEND: 's3',
+        S3_ENDPOINT: `http://127.0.0.1:${closed}`,
+        S3_REGION: 'us-east-1',
+        S3_ACCESS_KEY_ID: 'x',
+        S3_SECRET_ACCESS_KEY: 'y',
+        S3_FORCE_PATH_STYLE: 'true',
+      },
       false,
     );
     expect(await platform.exited).toBe(1);
@@ -65,20 +72,24 @@ describe('codeagent start: failed starts leave nothing behind', () => {
     expect(res.stderr.trim().split('\n')).toHaveLength(2); // "invalid settings:" and the one problem
   });
 
-  it.runIf(process.getuid?.() === 0)('a full disk: the message names the directory and the fix', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-full-'));
-    // 8 MiB: enough for the secrets, not for a PostgreSQL cluster.
-    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'codeagent-test-full', dataDir]);
-    expect(mounted.status, String(mounted.stderr)).toBe(0);
-    cleanups.push(() => spawnSync('umount', ['-l', dataDir]));
-    const platform = await startPlatform(dataDir, {}, false);
-    expect(await platform.exited).toBe(1);
-    const out = platform.output();
-    expect(out).toContain(dataDir);
-    expect(out).toMatch(/disk is full; free space or choose another DATA_DIR/);
-    expectOneLineReason(out);
-    await expectNothingLeft(dataDir);
-  }, 120_000);
+  it.runIf(process.getuid?.() === 0)(
+    'a full disk: the message names the directory and the fix',
+    async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-full-'));
+      // 8 MiB: enough for the secrets, not for a PostgreSQL cluster.
+      const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'codeagent-test-full', dataDir]);
+      expect(mounted.status, String(mounted.stderr)).toBe(0);
+      cleanups.push(() => spawnSync('umount', ['-l', dataDir]));
+      const platform = await startPlatform(dataDir, {}, false);
+      expect(await platform.exited).toBe(1);
+      const out = platform.output();
+      expect(out).toContain(dataDir);
+      expect(out).toMatch(/disk is full; free space or choose another DATA_DIR/);
+      expectOneLineReason(out);
+      await expectNothingLeft(dataDir);
+    },
+    120_000,
+  );
 
   it('refuses to start over data of the earlier embedded engine (PGlite) and says what to do', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-legacy-'));

@@ -4,7 +4,9 @@ import type { Config } from '@codeagent/config';
 /** The component a container runs: the argument after the CLI in PID 1's command line. */
 export function componentOfContainer(names: readonly string[], cmdline = '/proc/1/cmdline'): string | undefined {
   try {
-    return readFileSync(cmdline, 'utf8').split('\0').find((arg) => names.includes(arg));
+    return readFileSync(cmdline, 'utf8')
+      .split('\0')
+      .find((arg) => names.includes(arg));
   } catch {
     return undefined;
   }

@@ -51,7 +51,7 @@ describe('codeagent --help', () => {
     }
   });
 
-  it('names each component\'s own settings', () => {
+  it("names each component's own settings", () => {
     expect(codeagent(['backend', '--help']).stdout).toMatch(/BACKEND_PORT[\s\S]*STORAGE_BACKEND/);
     expect(codeagent(['gateway', '--help']).stdout).toContain('TRUSTED_PROXIES');
     expect(codeagent(['migrate', '--help']).stdout).toContain('DATABASE_URL');

@@ -14,7 +14,11 @@ function packagesLoadedBy(specifier: string, then = ''): string[] {
     const mod = await import(${JSON.stringify(specifier)});
     ${then}
     console.log(JSON.stringify([...seen]));`;
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: cliDir, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: cliDir,
+    encoding: 'utf8',
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   return JSON.parse(out.trim().split('\n').at(-1)!) as string[];
 }
 
@@ -24,7 +28,10 @@ describe('what an idle component loads', () => {
     const local = packagesLoadedBy('@codeagent/storage', `await mod.createObjectStore({ storageBackend: 'local', localStorageBaseDir: '/nonexistent' });`);
     expect(local).not.toContain('@aws-sdk/client-s3');
     expect(local).not.toContain('@aws-sdk/lib-storage');
-    const s3 = packagesLoadedBy('@codeagent/storage', `await mod.createObjectStore({ storageBackend: 's3', s3: { buckets: { workspace: 'w', version: 'v', run_log: 'r', trash: 't' }, forcePathStyle: true } });`);
+    const s3 = packagesLoadedBy(
+      '@codeagent/storage',
+      `await mod.createObjectStore({ storageBackend: 's3', s3: { buckets: { workspace: 'w', version: 'v', run_log: 'r', trash: 't' }, forcePathStyle: true } });`,
+    );
     expect(s3).toContain('@aws-sdk/client-s3');
   });
 

@@ -64,7 +64,10 @@ export async function importPglite(config: Config): Promise<number> {
 
     // The target gets exactly the schema the old data was written with; later migrations follow the copy.
     const done = new Set((await source.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
-    await migrate(target, listMigrations().filter((m) => done.has(m.version)));
+    await migrate(
+      target,
+      listMigrations().filter((m) => done.has(m.version)),
+    );
 
     const tables = (
       await source.query<{ table_name: string }>(
@@ -72,7 +75,9 @@ export async function importPglite(config: Config): Promise<number> {
       )
     ).rows.map((r) => r.table_name);
     const edges = (
-      await source.query<{ t: string; ref: string }>("SELECT conrelid::regclass::text AS t, confrelid::regclass::text AS ref FROM pg_constraint WHERE contype = 'f'")
+      await source.query<{ t: string; ref: string }>(
+        "SELECT conrelid::regclass::text AS t, confrelid::regclass::text AS ref FROM pg_constraint WHERE contype = 'f'",
+      )
     ).rows;
     const order = dependencyOrder(tables, edges);
 
@@ -84,13 +89,20 @@ export async function importPglite(config: Config): Promise<number> {
         // Only the rows the migrations themselves insert (platform roles) may already be there.
         const seeded = table === 'platform_roles';
         if (!seeded && (existing.rows[0]?.n ?? 0) > 0) {
-          throw new StartError(`the target database already holds data in ${table}; import into an empty database (move DATA_DIR/postgres away, or point DATABASE_URL at a new database)`);
+          throw new StartError(
+            `the target database already holds data in ${table}; import into an empty database (move DATA_DIR/postgres away, or point DATABASE_URL at a new database)`,
+          );
         }
         const rows = (await source.query<{ r: string }>(`SELECT row_to_json(t)::text AS r FROM ${client.escapeIdentifier(table)} t`)).rows;
         for (let i = 0; i < rows.length; i += BATCH) {
-          const batch = `[${rows.slice(i, i + BATCH).map((r) => r.r).join(',')}]`;
+          const batch = `[${rows
+            .slice(i, i + BATCH)
+            .map((r) => r.r)
+            .join(',')}]`;
           const id = client.escapeIdentifier(table);
-          await client.query(`INSERT INTO ${id} SELECT * FROM json_populate_recordset(NULL::${id}, $1::json)${seeded ? ' ON CONFLICT DO NOTHING' : ''}`, [batch]);
+          await client.query(`INSERT INTO ${id} SELECT * FROM json_populate_recordset(NULL::${id}, $1::json)${seeded ? ' ON CONFLICT DO NOTHING' : ''}`, [
+            batch,
+          ]);
         }
         console.log(`  ${table.padEnd(24)} ${rows.length} rows`);
       }

@@ -41,7 +41,11 @@ main(process.argv.slice(2)).then(
     if (process.env.LOG_LEVEL === 'debug') {
       console.error(`${who}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     } else {
-      const message = listen ? `${(err as Error).message}: the port is taken by another program; stop it or choose another port` : err instanceof Error ? err.message : String(err);
+      const message = listen
+        ? `${(err as Error).message}: the port is taken by another program; stop it or choose another port`
+        : err instanceof Error
+          ? err.message
+          : String(err);
       console.error(`${who}: ${message}${known || listen ? '' : ' (LOG_LEVEL=debug shows the stack)'}`);
     }
     process.exit(1);

@@ -50,7 +50,11 @@ describe('isolation under concurrent load (embedded database, through the gatewa
       expect(ws.status).toBe(201);
       const workspace = ((await ws.json()) as { id: string }).id;
       const token = await login(url, email, `password-of-${i}`);
-      const put = await fetch(`${url}/api/v1/data-resources/${workspace}/objects/whoami.txt`, { method: 'PUT', headers: { authorization: `Bearer ${token}` }, body: `owner=${email}` });
+      const put = await fetch(`${url}/api/v1/data-resources/${workspace}/objects/whoami.txt`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${token}` },
+        body: `owner=${email}`,
+      });
       expect(put.status).toBe(201);
       accounts.push({ email, token, workspace });
     }
@@ -69,8 +73,7 @@ describe('isolation under concurrent load (embedded database, through the gatewa
       const auth = { authorization: `Bearer ${me.token}` };
       for (let n = c; Date.now() < deadline; n++) {
         const kind = n % 3;
-        const target =
-          kind === 0 ? `${url}/api/v1/auth/me` : `${url}/api/v1/data-resources/${kind === 1 ? me.workspace : other.workspace}/objects/whoami.txt`;
+        const target = kind === 0 ? `${url}/api/v1/auth/me` : `${url}/api/v1/data-resources/${kind === 1 ? me.workspace : other.workspace}/objects/whoami.txt`;
         const res = await fetch(target, { headers: auth });
         const body = await res.text();
         counts.answers++;

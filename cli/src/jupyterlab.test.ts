@@ -26,7 +26,13 @@ describe('codeagent jupyterlab', () => {
     const port = await freePort();
     const token = 'cli-test-jupyter-token';
     const child = spawn(process.execPath, [CLI, 'jupyterlab'], {
-      env: { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), 'codeagent-jl-')), JUPYTERLAB_PORT: String(port), JUPYTERLAB_TOKEN: token, LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        DATA_DIR: mkdtempSync(join(tmpdir(), 'codeagent-jl-')),
+        JUPYTERLAB_PORT: String(port),
+        JUPYTERLAB_TOKEN: token,
+        LOG_LEVEL: 'warn',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -53,7 +59,11 @@ describe('codeagent jupyterlab', () => {
 
       // The server and its kernels run in the sandbox: another uid (as root), other namespaces,
       // and the token the gateway uses is nowhere inside (the inner server has its own).
-      const kernel = await fetch(`${url}api/kernels`, { method: 'POST', headers: { authorization: `token ${token}`, 'content-type': 'application/json' }, body: '{"name":"python3"}' });
+      const kernel = await fetch(`${url}api/kernels`, {
+        method: 'POST',
+        headers: { authorization: `token ${token}`, 'content-type': 'application/json' },
+        body: '{"name":"python3"}',
+      });
       expect(kernel.status, await kernel.clone().text()).toBe(201);
       const inside = descendants(child.pid!).filter((pid) => {
         const argv = commandLine(pid) ?? [];

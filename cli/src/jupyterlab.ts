@@ -67,7 +67,8 @@ export async function startJupyterlab(config: Config): Promise<string> {
     name: 'jupyterlab',
     uid,
     command: [
-      PYTHON, `${LAB_DIR}/main.py`,
+      PYTHON,
+      `${LAB_DIR}/main.py`,
       '--ServerApp.sock=/run/jupyter.sock',
       '--ServerApp.sock_mode=0600',
       `--ServerApp.base_url=${BASE_URL}`,
@@ -114,7 +115,8 @@ export async function startJupyterlab(config: Config): Promise<string> {
   process.once('SIGTERM', () => void stop(0));
   process.once('SIGINT', () => void stop(0));
   void sandbox.exited.then(({ code }) => {
-    if (!stopping) console.error(`codeagent jupyterlab: the sandboxed JupyterLab server exited (${code}): ${sandbox.output().trim().split('\n').slice(-3).join(' | ')}`);
+    if (!stopping)
+      console.error(`codeagent jupyterlab: the sandboxed JupyterLab server exited (${code}): ${sandbox.output().trim().split('\n').slice(-3).join(' | ')}`);
     void stop(code ?? 1);
   });
 
@@ -213,7 +215,16 @@ async function startUnsandboxed(config: Config, notebooks: string): Promise<stri
     ],
     {
       // The token goes through the environment, not the command line (visible in `ps`).
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? notebooks, LANG: 'C.UTF-8', JUPYTER_TOKEN: config.jupyterlab.token, PYDEVD_DISABLE_FILE_VALIDATION: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: NODELAY_DIR, CODEAGENT_LAB_STATE_DIR: join(config.dataDir, 'jupyterlab') },
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? notebooks,
+        LANG: 'C.UTF-8',
+        JUPYTER_TOKEN: config.jupyterlab.token,
+        PYDEVD_DISABLE_FILE_VALIDATION: '1',
+        PYTHONDONTWRITEBYTECODE: '1',
+        PYTHONPATH: NODELAY_DIR,
+        CODEAGENT_LAB_STATE_DIR: join(config.dataDir, 'jupyterlab'),
+      },
       stdio: ['ignore', 'inherit', 'inherit'],
     },
   );

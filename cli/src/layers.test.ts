@@ -23,7 +23,10 @@ const probes = {
   // Allowed: the rule does not fire on these.
   storageImportsConfig: ['packages/storage/src', "import { loadConfig } from '@codeagent/config';\nexport const x = loadConfig;\n"],
   gatewayImportsHttpKit: ['services/gateway/src', "import { listen } from '@codeagent/service-kit/http';\nexport const x = listen;\n"],
-  filesImportsDbAndKit: ['packages/files/src', "import type { DB } from '@codeagent/db';\nimport { NotFoundError } from '@codeagent/service-kit';\nexport type X = DB;\nexport const x = NotFoundError;\n"],
+  filesImportsDbAndKit: [
+    'packages/files/src',
+    "import type { DB } from '@codeagent/db';\nimport { NotFoundError } from '@codeagent/service-kit';\nexport type X = DB;\nexport const x = NotFoundError;\n",
+  ],
 } as const;
 type Probe = keyof typeof probes;
 

@@ -65,34 +65,55 @@ describe('what a component prints: pretty on a terminal, JSON otherwise, secrets
     expect(pretty).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: gateway \[logs-test-1\] request GET /m);
   });
 
-  it.skipIf(!hasScript)('`codeagent start` on a terminal: the components of one request print readable lines with its request id', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-logs-start-'));
-    const ports = await platformPorts();
-    const env = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'info', LOG_FORMAT: '', STORAGE_BACKEND: 'local', DATABASE_URL: '', ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])) };
-    const child = spawn('script', ['-qec', `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} start`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
-    let colored = '';
-    child.stdout.on('data', (c: Buffer) => (colored += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (colored += c.toString()));
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    try {
-      await waitFor(() => colored.includes('codeagent is running at'), 'the platform to start', 120_000);
-      const res = await fetch(`http://127.0.0.1:${ports.PORT}/api/v1/health?access_token=tok-START-secret`, { headers: { 'x-request-id': 'logs-start-1', cookie: 'codeagent_session=tok-START-cookie' } });
-      expect(res.status).toBe(200);
-      await waitFor(() => /gateway \[logs-start-1\] request GET/.test(stripVTControlCharacters(colored)), 'the access line', 10_000);
-    } finally {
-      process.kill(-child.pid!, 'SIGTERM');
-      await exited;
-    }
-    const out = stripVTControlCharacters(colored);
-    expect(out).not.toContain('tok-START');
-    expect(out).not.toContain('{"level"');
-    expect(out).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: backend \[logs-start-1\] incoming request GET \/api\/v1\/health\?access_token=\[redacted\]/m);
-    expect(out).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: gateway \[logs-start-1\] request GET \/api\/v1\/health\?access_token=\[redacted\] 200 /m);
-    await waitFor(() => componentsOf(dataDir).length === 0, 'the platform processes to exit', 20_000);
-  }, 180_000);
+  it.skipIf(!hasScript)(
+    '`codeagent start` on a terminal: the components of one request print readable lines with its request id',
+    async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-logs-start-'));
+      const ports = await platformPorts();
+      const env = {
+        ...process.env,
+        DATA_DIR: dataDir,
+        LOG_LEVEL: 'info',
+        LOG_FORMAT: '',
+        STORAGE_BACKEND: 'local',
+        DATABASE_URL: '',
+        ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
+      };
+      const child = spawn('script', ['-qec', `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} start`, '/dev/null'], {
+        env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+      });
+      let colored = '';
+      child.stdout.on('data', (c: Buffer) => (colored += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (colored += c.toString()));
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      try {
+        await waitFor(() => colored.includes('codeagent is running at'), 'the platform to start', 120_000);
+        const res = await fetch(`http://127.0.0.1:${ports.PORT}/api/v1/health?access_token=tok-START-secret`, {
+          headers: { 'x-request-id': 'logs-start-1', cookie: 'codeagent_session=tok-START-cookie' },
+        });
+        expect(res.status).toBe(200);
+        await waitFor(() => /gateway \[logs-start-1\] request GET/.test(stripVTControlCharacters(colored)), 'the access line', 10_000);
+      } finally {
+        process.kill(-child.pid!, 'SIGTERM');
+        await exited;
+      }
+      const out = stripVTControlCharacters(colored);
+      expect(out).not.toContain('tok-START');
+      expect(out).not.toContain('{"level"');
+      expect(out).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: backend \[logs-start-1\] incoming request GET \/api\/v1\/health\?access_token=\[redacted\]/m);
+      expect(out).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: gateway \[logs-start-1\] request GET \/api\/v1\/health\?access_token=\[redacted\] 200 /m);
+      await waitFor(() => componentsOf(dataDir).length === 0, 'the platform processes to exit', 20_000);
+    },
+    180_000,
+  );
 
   it('refuses an unknown LOG_FORMAT, naming the allowed values', () => {
-    const result = spawnSync(process.execPath, [CLI, 'gateway'], { env: { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), 'codeagent-logs-')), LOG_FORMAT: 'colour' }, encoding: 'utf8' });
+    const result = spawnSync(process.execPath, [CLI, 'gateway'], {
+      env: { ...process.env, DATA_DIR: mkdtempSync(join(tmpdir(), 'codeagent-logs-')), LOG_FORMAT: 'colour' },
+      encoding: 'utf8',
+    });
     expect(result.status).toBe(78);
     expect(result.stderr).toContain('LOG_FORMAT="colour" is not one of auto, json, pretty');
   });

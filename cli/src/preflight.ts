@@ -82,7 +82,9 @@ export async function checkPortsFree(config: Config): Promise<void> {
   for (const [name, host, port] of ports) {
     if (port === 0) continue;
     if (!(await portFree(host, port))) {
-      throw new StartError(`port ${port} on ${host} (${name}) is already in use, perhaps by another codeagent; stop that program or set ${name} to a free port`);
+      throw new StartError(
+        `port ${port} on ${host} (${name}) is already in use, perhaps by another codeagent; stop that program or set ${name} to a free port`,
+      );
     }
   }
 }

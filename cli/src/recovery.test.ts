@@ -7,7 +7,8 @@ import { hashPassword } from '@codeagent/auth';
 import { listMigrations } from '@codeagent/db';
 import { CLI, componentsOf, login, postmasterOf, startPlatform, waitFor, type Platform } from './testing.js';
 
-const adminPassword = (dataDir: string) => (JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { BOOTSTRAP_ADMIN_PASSWORD: string }).BOOTSTRAP_ADMIN_PASSWORD;
+const adminPassword = (dataDir: string) =>
+  (JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { BOOTSTRAP_ADMIN_PASSWORD: string }).BOOTSTRAP_ADMIN_PASSWORD;
 
 async function createWorkspace(url: string, token: string, name: string): Promise<number> {
   const res = await fetch(`${url}/api/v1/platform/workspaces`, {
@@ -86,12 +87,19 @@ describe('codeagent start: faults while running', () => {
       await old.query('INSERT INTO schema_migrations (version) VALUES ($1)', [m.version]);
     }
     const hash = await hashPassword('old-password-1');
-    const user = await old.query<{ id: string }>("INSERT INTO users (email, name, password_hash, platform_role_id) VALUES ('old@example.com', 'Old', $1, 'admin') RETURNING id", [hash]);
+    const user = await old.query<{ id: string }>(
+      "INSERT INTO users (email, name, password_hash, platform_role_id) VALUES ('old@example.com', 'Old', $1, 'admin') RETURNING id",
+      [hash],
+    );
     const ws = await old.query<{ id: string }>("INSERT INTO workspaces (name) VALUES ('from pglite') RETURNING id");
     await old.query("INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, 'admin')", [ws.rows[0]!.id, user.rows[0]!.id]);
     await old.close();
 
-    const res = spawnSync(process.execPath, [CLI, 'import-pglite'], { env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '' }, encoding: 'utf8', timeout: 120_000 });
+    const res = spawnSync(process.execPath, [CLI, 'import-pglite'], {
+      env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '' },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(res.status, res.stderr).toBe(0);
     expect(res.stdout).toMatch(/users\s+1 rows/);
     expect(res.stdout).toMatch(/workspaces\s+1 rows/);
@@ -101,7 +109,9 @@ describe('codeagent start: faults while running', () => {
     const platform = await startPlatform(dataDir);
     platforms.push(platform);
     const token = await login(platform.url, 'old@example.com', 'old-password-1');
-    const me = (await (await fetch(`${platform.url}/api/v1/auth/me`, { headers: { authorization: `Bearer ${token}` } })).json()) as { workspaces: { name: string; role: string }[] };
+    const me = (await (await fetch(`${platform.url}/api/v1/auth/me`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
+      workspaces: { name: string; role: string }[];
+    };
     expect(me.workspaces).toEqual([expect.objectContaining({ name: 'from pglite', role: 'admin' })]);
     platform.child.kill('SIGTERM');
     expect(await platform.exited).toBe(0);

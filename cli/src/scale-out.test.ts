@@ -44,11 +44,20 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
   };
   const proc = (name: string) => procs.find((p) => p.name === name)!;
   const ready = (name: string, port: number) =>
-    waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.ok, `readiness of ${name} on ${port}`, 90_000).catch((err: unknown) => {
-      throw new Error(`${(err as Error).message}; its output:\n${proc(name).out().slice(-3000)}`);
-    });
+    waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.ok, `readiness of ${name} on ${port}`, 90_000).catch(
+      (err: unknown) => {
+        throw new Error(`${(err as Error).message}; its output:\n${proc(name).out().slice(-3000)}`);
+      },
+    );
   const api = (path: string, init: RequestInit = {}) =>
-    fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, ...(init.body && typeof init.body === 'string' ? { 'content-type': 'application/json' } : {}), ...init.headers } });
+    fetch(`${base}${path}`, {
+      ...init,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(init.body && typeof init.body === 'string' ? { 'content-type': 'application/json' } : {}),
+        ...init.headers,
+      },
+    });
 
   beforeAll(async () => {
     db = await createTestDatabase('postgres');
@@ -93,7 +102,12 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
     start('backend2', 'backend', { BACKEND_PORT: String(ports.backend2) });
     start('runtime', 'runtime');
     start('cluster-admin', 'cluster-admin');
-    await Promise.all([ready('backend1', ports.backend1!), ready('backend2', ports.backend2!), ready('runtime', ports.runtime!), ready('cluster-admin', ports.clusterAdmin!)]);
+    await Promise.all([
+      ready('backend1', ports.backend1!),
+      ready('backend2', ports.backend2!),
+      ready('runtime', ports.runtime!),
+      ready('cluster-admin', ports.clusterAdmin!),
+    ]);
     start('worker1', 'worker', { WORKER_METRICS_PORT: String(ports.worker1) });
     start('worker2', 'worker', { WORKER_METRICS_PORT: String(ports.worker2) });
     start('gateway', 'gateway');
@@ -133,13 +147,19 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
     for (const path of ['/metrics', '/livez', '/readyz']) expect((await fetch(`${base}${path}`)).status, path).toBe(404);
     const text = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     // The health request of the test above went to one of the two backends.
-    expect((await text(ports.backend1!)) + (await text(ports.backend2!))).toMatch(/codeagent_http_requests_total\{route="\/api\/v1\/health",method="GET",status_code="200",component="backend"\} \d+/);
+    expect((await text(ports.backend1!)) + (await text(ports.backend2!))).toMatch(
+      /codeagent_http_requests_total\{route="\/api\/v1\/health",method="GET",status_code="200",component="backend"\} \d+/,
+    );
     expect(await text(ports.backend1!)).toMatch(/codeagent_runs\{status="queued",component="backend"\} \d+/);
     expect(await text(ports.runtime!)).toMatch(/codeagent_runtime_kernels_running\{component="runtime"\} \d+/);
     // Jupyter servers start per workspace on demand: none yet (the runs test below starts one).
     expect(await text(ports.runtime!)).toMatch(/codeagent_runtime_jupyter_servers_running\{component="runtime"\} 0/);
-    expect(await text(ports.gatewayMetrics!)).toMatch(/codeagent_gateway_upstream_up\{upstream="backend",instance="http:\/\/127\.0\.0\.1:\d+",component="gateway"\} 1/);
-    expect(await text(ports.gatewayMetrics!)).toMatch(/codeagent_http_requests_total\{route="\/api\/v1\/\*",method="GET",status_code="200",component="gateway"\}/);
+    expect(await text(ports.gatewayMetrics!)).toMatch(
+      /codeagent_gateway_upstream_up\{upstream="backend",instance="http:\/\/127\.0\.0\.1:\d+",component="gateway"\} 1/,
+    );
+    expect(await text(ports.gatewayMetrics!)).toMatch(
+      /codeagent_http_requests_total\{route="\/api\/v1\/\*",method="GET",status_code="200",component="gateway"\}/,
+    );
     expect(await text(ports.worker1!)).toMatch(/codeagent_worker_runs_in_flight\{component="worker"\} 0/);
     expect(await text(ports.clusterAdmin!)).toMatch(/process_resident_memory_bytes\{component="cluster-admin"\}/);
     for (const port of [ports.backend1, ports.runtime, ports.clusterAdmin, ports.worker1, ports.gatewayMetrics]) {
@@ -160,7 +180,11 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
       // Reads, and writes with a body (a PUT cannot be sent twice once its body streamed).
       const res =
         i % 4 === 3
-          ? await api(`/api/v1/data-resources/${workspace}/objects/load/${i % 16}.bin`, { method: 'PUT', body: upload, headers: { 'content-type': 'application/octet-stream' } })
+          ? await api(`/api/v1/data-resources/${workspace}/objects/load/${i % 16}.bin`, {
+              method: 'PUT',
+              body: upload,
+              headers: { 'content-type': 'application/octet-stream' },
+            })
           : await api(i % 2 === 0 ? '/api/v1/auth/me' : `/api/v1/data-resources/${workspace}/objects?prefix=load/`);
       await res.arrayBuffer();
       if (res.status < 300) served++;
@@ -197,11 +221,14 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
       cells: [{ cell_type: 'code', metadata: {}, outputs: [], execution_count: null, source: 'import time\ntime.sleep(1.5)\nprint("done")' }],
     };
     expect((await api(`/api/v1/data-resources/${workspace}/objects/sleep.ipynb`, { method: 'PUT', body: JSON.stringify(notebook) })).status).toBe(201);
-    const schedule = (await (await api(`/api/v1/workspaces/${workspace}/schedules`, { method: 'POST', body: JSON.stringify({ notebook_path: 'sleep.ipynb', cron: '*/2 * * * * *' }) })).json()) as { id: string };
+    const schedule = (await (
+      await api(`/api/v1/workspaces/${workspace}/schedules`, { method: 'POST', body: JSON.stringify({ notebook_path: 'sleep.ipynb', cron: '*/2 * * * * *' }) })
+    ).json()) as { id: string };
     expect(schedule.id).toBeTruthy();
 
     type Run = { id: string; status: string; schedule_id: string | null; error: string | null; output_path: string | null };
-    const runs = async () => ((await (await api(`/api/v1/workspaces/${workspace}/runs?schedule_id=${schedule.id}&limit=1000`)).json()) as { items: Run[] }).items;
+    const runs = async () =>
+      ((await (await api(`/api/v1/workspaces/${workspace}/runs?schedule_id=${schedule.id}&limit=1000`)).json()) as { items: Run[] }).items;
     // Kill a worker while it executes a run.
     await waitFor(async () => (await runs()).some((r) => r.status === 'running'), 'a running run', 60_000);
     const running = await db.database.db.selectFrom('runs').select(['id', 'worker_id']).where('status', '=', 'running').executeTakeFirstOrThrow();
@@ -209,7 +236,9 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
     proc(victim).child.kill('SIGKILL');
     // Let the schedule fire a few more times with one worker left, then stop it.
     await waitFor(async () => (await runs()).filter((r) => r.status === 'succeeded').length >= 4, 'more runs on the remaining worker', 90_000);
-    expect((await api(`/api/v1/workspaces/${workspace}/schedules/${schedule.id}`, { method: 'PATCH', body: JSON.stringify({ enabled: false }) })).status).toBe(200);
+    expect((await api(`/api/v1/workspaces/${workspace}/schedules/${schedule.id}`, { method: 'PATCH', body: JSON.stringify({ enabled: false }) })).status).toBe(
+      200,
+    );
     await waitFor(async () => (await runs()).every((r) => ['succeeded', 'failed', 'cancelled'].includes(r.status)), 'every run to end', 90_000);
 
     const all = await runs();
@@ -220,20 +249,36 @@ describe('scale-out: gateway, 2 backends, 2 workers, runtime, cluster service as
     const others = all.filter((r) => r.id !== running.id);
     expect(others.every((r) => r.status === 'succeeded')).toBe(true);
     // Exactly once: one executed notebook per succeeded run, one run per schedule tick.
-    const outputs = ((await (await api(`/api/v1/data-resources/${workspace}/objects?prefix=sleep.runs/&limit=1000`)).json()) as { items: { path: string }[] }).items;
+    const outputs = ((await (await api(`/api/v1/data-resources/${workspace}/objects?prefix=sleep.runs/&limit=1000`)).json()) as { items: { path: string }[] })
+      .items;
     expect(outputs.map((o) => o.path).sort()).toEqual(others.map((r) => `sleep.runs/${r.id}.ipynb`).sort());
     // The schedule fires every 2 s: two runs of one tick (two workers enqueuing it) would be
     // created within milliseconds of each other.
-    const created = (await db.database.db.selectFrom('runs').select('created_at').where('schedule_id', '=', schedule.id).orderBy('created_at').execute()).map((r) => r.created_at.getTime());
+    const created = (await db.database.db.selectFrom('runs').select('created_at').where('schedule_id', '=', schedule.id).orderBy('created_at').execute()).map(
+      (r) => r.created_at.getTime(),
+    );
     const duplicateTicks = created.filter((t, i) => i > 0 && t - created[i - 1]! < 1000).length;
     expect(duplicateTicks).toBe(0);
     for (const r of others) {
       // Written once: the current content and no older version.
-      const versions = ((await (await api(`/api/v1/data-resources/${workspace}/versions/sleep.runs/${r.id}.ipynb`)).json()) as { items: { current: boolean }[] }).items;
-      expect(versions.map((v) => v.current), r.id).toEqual([true]);
+      const versions = (
+        (await (await api(`/api/v1/data-resources/${workspace}/versions/sleep.runs/${r.id}.ipynb`)).json()) as { items: { current: boolean }[] }
+      ).items;
+      expect(
+        versions.map((v) => v.current),
+        r.id,
+      ).toEqual([true]);
     }
-    const servers = /codeagent_runtime_jupyter_servers_running\{component="runtime"\} (\d+)/.exec(await (await fetch(`http://127.0.0.1:${ports.runtime}/metrics`)).text());
+    const servers = /codeagent_runtime_jupyter_servers_running\{component="runtime"\} (\d+)/.exec(
+      await (await fetch(`http://127.0.0.1:${ports.runtime}/metrics`)).text(),
+    );
     expect(Number(servers?.[1])).toBe(1); // the workspace's server, started by the first run
-    results.workerKill = { scheduledRuns: all.length, succeeded: others.length, failedWithKilledWorker: 1, duplicateRuns: duplicateTicks, executedNotebooks: outputs.length };
+    results.workerKill = {
+      scheduledRuns: all.length,
+      succeeded: others.length,
+      failedWithKilledWorker: 1,
+      duplicateRuns: duplicateTicks,
+      executedNotebooks: outputs.length,
+    };
   }, 240_000);
 });

@@ -55,8 +55,15 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
     expect(ws.status).toBe(201);
     // Uploads as curl sends them through the gateway: `--data-binary` declares a form type, `-T` none.
     const { id: wsId } = (await ws.json()) as { id: string };
-    for (const [name, headers] of [['form.csv', { 'content-type': 'application/x-www-form-urlencoded' }], ['none.csv', {}]] as const) {
-      const put = await fetch(`${url}/api/v1/data-resources/${wsId}/objects/${name}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, ...headers }, body: new TextEncoder().encode('a,b\n1,2\n') });
+    for (const [name, headers] of [
+      ['form.csv', { 'content-type': 'application/x-www-form-urlencoded' }],
+      ['none.csv', {}],
+    ] as const) {
+      const put = await fetch(`${url}/api/v1/data-resources/${wsId}/objects/${name}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${token}`, ...headers },
+        body: new TextEncoder().encode('a,b\n1,2\n'),
+      });
       expect(put.status, name).toBe(201);
       expect(((await put.json()) as { content_type: string }).content_type, name).toBe('text/csv');
     }
@@ -72,7 +79,10 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
   });
 
   it('refuses a second start on the same data directory instead of sharing the embedded database', async () => {
-    const child = spawn(process.execPath, [CLI, 'start'], { env: { ...process.env, DATA_DIR: dataDir, PORT: '0', BACKEND_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'start'], {
+      env: { ...process.env, DATA_DIR: dataDir, PORT: '0', BACKEND_PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let err = '';
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -103,7 +113,10 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
   });
 
   it('refuses to start with an unknown STORAGE_BACKEND and says how to fix it', async () => {
-    const child = spawn(process.execPath, [CLI, 'backend'], { env: { ...process.env, DATA_DIR: dataDir, STORAGE_BACKEND: 'floppy' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'backend'], {
+      env: { ...process.env, DATA_DIR: dataDir, STORAGE_BACKEND: 'floppy' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let err = '';
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));

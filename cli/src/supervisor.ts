@@ -23,7 +23,6 @@ export function componentExecArgv(execArgv: readonly string[] = process.execArgv
   return given ? [...execArgv] : [...execArgv, '--max-semi-space-size=1'];
 }
 
-
 function signalGroup(group: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-group, signal);
@@ -104,7 +103,12 @@ export async function superviseAll(): Promise<number> {
     if (stopping) return done;
     stopping = true;
     exitCode = code;
-    await Promise.all(supervised.map((s) => s.child).filter((c): c is ChildProcess => c !== undefined).map(stopChild));
+    await Promise.all(
+      supervised
+        .map((s) => s.child)
+        .filter((c): c is ChildProcess => c !== undefined)
+        .map(stopChild),
+    );
     await dbStarting.catch(() => undefined);
     await db?.stop().catch((err: unknown) => say(`stopping PostgreSQL failed: ${(err as Error).message}`));
     releaseLock();
@@ -163,7 +167,9 @@ export async function superviseAll(): Promise<number> {
       return;
     }
     const delay = backoff(dbRestarts.length);
-    say(`the embedded PostgreSQL stopped unexpectedly (${code ?? signal}); restarting it in ${delay} ms (committed data is safe: it recovers from its write-ahead log)`);
+    say(
+      `the embedded PostgreSQL stopped unexpectedly (${code ?? signal}); restarting it in ${delay} ms (committed data is safe: it recovers from its write-ahead log)`,
+    );
     const retry = () => {
       if (stopping) return;
       dbStarting = db!.start();
@@ -240,7 +246,11 @@ function printBanner(url: string, config: Config, health: HealthBody | undefined
   const password = config.bootstrapAdminPasswordGenerated
     ? `${config.bootstrapAdminPassword}   (generated, kept in ${config.dataDir}/${SECRETS_FILE})`
     : '(the value of BOOTSTRAP_ADMIN_PASSWORD)';
-  const checks = health ? `${health.status}  (${Object.entries(health.checks).map(([k, v]) => `${k} ${v}`).join(', ')})` : 'not answering yet';
+  const checks = health
+    ? `${health.status}  (${Object.entries(health.checks)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')})`
+    : 'not answering yet';
   console.log(
     [
       '',

@@ -38,7 +38,15 @@ export async function platformPorts(): Promise<Record<string, number>> {
 export async function startPlatform(dataDir: string, env: NodeJS.ProcessEnv = {}, waitUntilRunning = true): Promise<Platform> {
   const ports = await platformPorts();
   const child = spawn(process.execPath, [CLI, 'start'], {
-    env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'warn', STORAGE_BACKEND: '', DATABASE_URL: '', ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), ...env },
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      STORAGE_BACKEND: '',
+      DATABASE_URL: '',
+      ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -92,7 +100,11 @@ export async function waitFor<T>(probe: () => T | Promise<T>, what: string, time
 }
 
 export async function login(url: string, email: string, password: string): Promise<string> {
-  const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
+  const res = await fetch(`${url}/api/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password }),
+  });
   if (res.status !== 200) throw new Error(`login of ${email} failed: ${res.status} ${await res.text()}`);
   return ((await res.json()) as { access_token: string }).access_token;
 }

@@ -34,7 +34,15 @@ export function App() {
   }, [session.state, route.name, location.pathname, location.search]);
 
   useEffect(() => {
-    const titles: Record<string, string> = { home: 'Workspaces', login: 'Log in', files: 'Files', trash: 'Trash', runs: 'Runs', manage: 'Administration', notFound: 'Not found' };
+    const titles: Record<string, string> = {
+      home: 'Workspaces',
+      login: 'Log in',
+      files: 'Files',
+      trash: 'Trash',
+      runs: 'Runs',
+      manage: 'Administration',
+      notFound: 'Not found',
+    };
     document.title = `${titles[route.name] ?? ''} · codeagent platform`;
   }, [route.name]);
 
@@ -50,8 +58,12 @@ export function App() {
     return (
       <main className="centered">
         <h1>The platform is not reachable</h1>
-        <p className="error" role="alert">{session.message}</p>
-        <button type="button" onClick={() => void refresh()}>Try again</button>
+        <p className="error" role="alert">
+          {session.message}
+        </p>
+        <button type="button" onClick={() => void refresh()}>
+          Try again
+        </button>
       </main>
     );
   }
@@ -63,22 +75,28 @@ export function App() {
   };
   return (
     <>
-      <a className="skip" href="#main">Skip to content</a>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
       <header className="topbar">
-        <Link to="/" className="brand">codeagent</Link>
+        <Link to="/" className="brand">
+          codeagent
+        </Link>
         <nav aria-label="Main">
           <Link to="/">Workspaces</Link>
           {me.is_system_admin ? <Link to="/manage">Administration</Link> : null}
         </nav>
         <span className="who">{me.email}</span>
-        <button type="button" className="secondary" onClick={() => void logout()}>Log out</button>
+        <button type="button" className="secondary" onClick={() => void logout()}>
+          Log out
+        </button>
       </header>
       <main id="main" tabIndex={-1}>
         {route.name === 'home' ? <HomePage me={me} /> : null}
         {route.name === 'files' ? <FilesPage me={me} ws={route.ws} prefix={route.prefix} /> : null}
         {route.name === 'trash' ? <TrashPage me={me} ws={route.ws} /> : null}
         {route.name === 'runs' ? <RunsPage me={me} ws={route.ws} /> : null}
-        {route.name === 'manage' ? (me.is_system_admin ? <ManagePage me={me} /> : <NotFound />) : null}
+        {route.name === 'manage' ? me.is_system_admin ? <ManagePage me={me} /> : <NotFound /> : null}
         {route.name === 'notFound' ? <NotFound /> : null}
       </main>
     </>

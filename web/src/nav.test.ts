@@ -3,9 +3,12 @@ import { loginPath, safeNext } from './nav';
 
 describe('safeNext: the login page follows ?next= only to this app (no open redirect)', () => {
   const origin = 'https://platform.example';
-  it.each(['/', '/workspaces/abc/files/a/', '/manage', '/jupyter/ws-1/lab?reset', '/workspaces/x/files/#top'])('keeps the same-origin relative path %s', (p) => {
-    expect(safeNext(p, origin)).toBe(p);
-  });
+  it.each(['/', '/workspaces/abc/files/a/', '/manage', '/jupyter/ws-1/lab?reset', '/workspaces/x/files/#top'])(
+    'keeps the same-origin relative path %s',
+    (p) => {
+      expect(safeNext(p, origin)).toBe(p);
+    },
+  );
   it.each([
     'https://evil.example/',
     '//evil.example/path',

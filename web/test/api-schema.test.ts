@@ -12,7 +12,9 @@ describe('web/src/api/schema.d.ts', () => {
 
   it('comes from the public document only: the routes the app calls are there, /internal is not', async () => {
     const doc = (await backendOpenApiDocument()) as { paths: Record<string, unknown> };
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v1/auth/login', '/api/v1/auth/me', '/api/v1/data-resources/{ws}/objects', '/api/v1/platform/workspaces/{id}/members']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/api/v1/auth/login', '/api/v1/auth/me', '/api/v1/data-resources/{ws}/objects', '/api/v1/platform/workspaces/{id}/members']),
+    );
     expect(Object.keys(doc.paths).filter((p) => !p.startsWith('/api/v1/'))).toEqual([]);
   });
 });

@@ -18,7 +18,11 @@ describe('the initial JavaScript of the web app', () => {
 
   it('is at most 250 KB gzipped, and index.html has no inline script', () => {
     const vite = resolve(web, '../node_modules/vite/bin/vite.js');
-    const res = spawnSync(process.execPath, [vite, 'build', '--outDir', out, '--emptyOutDir', '--logLevel', 'error'], { cwd: web, encoding: 'utf8', timeout: 120_000 });
+    const res = spawnSync(process.execPath, [vite, 'build', '--outDir', out, '--emptyOutDir', '--logLevel', 'error'], {
+      cwd: web,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(res.status, res.stderr).toBe(0);
     const html = readFileSync(join(out, 'index.html'), 'utf8');
     // Every <script> has a src (the CSP allows no inline script).

@@ -42,7 +42,9 @@ interface AxeResult {
 async function seriousViolations(page: Page): Promise<string[]> {
   await page.evaluate(axeSource);
   const result = (await page.evaluate('axe.run(document, { resultTypes: ["violations"] })')) as AxeResult;
-  return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.help} (${JSON.stringify(v.nodes.map((n) => n.target))})`);
+  return result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id}: ${v.help} (${JSON.stringify(v.nodes.map((n) => n.target))})`);
 }
 
 async function logIn(page: Page, base: string, email: string, password: string, path = '/login'): Promise<void> {
@@ -72,7 +74,10 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     if (built.status !== 0) throw new Error(`node web/build.mjs failed:\n${built.stderr}`);
     b = await startTestBackend({ maxUploadBytes: 64 * MiB });
     const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
-    gateway = await buildGatewayApp({ upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' }, webRoot: join(web, 'dist', 'app') });
+    gateway = await buildGatewayApp({
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      webRoot: join(web, 'dist', 'app'),
+    });
     base = (await gateway.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
     files = mkdtempSync(join(tmpdir(), 'codeagent-web-e2e-'));
@@ -173,7 +178,9 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('button', { name: 'Delete dropped.txt' }).click();
     await page.getByRole('button', { name: 'Delete dropped.txt' }).waitFor({ state: 'detached', ...UI_WAIT });
     const stored = await fetch(`${base}/api/v1/data-resources/${ws}/objects?prefix=`, { headers: bearer(b.adminToken) });
-    expect(((await stored.json()) as { items: { path: string; size: number }[] }).items).toEqual([expect.objectContaining({ path: 'measurements.bin', size: 20 * MiB })]);
+    expect(((await stored.json()) as { items: { path: string; size: number }[] }).items).toEqual([
+      expect.objectContaining({ path: 'measurements.bin', size: 20 * MiB }),
+    ]);
 
     await page.getByRole('button', { name: 'Delete measurements.bin' }).click();
     await page.getByText('No files here yet').waitFor(UI_WAIT);
@@ -190,10 +197,18 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('link', { name: 'measurements.bin' }).first().waitFor(UI_WAIT);
 
     // A file in a folder, replaced once: the folder, its breadcrumbs, the versions, a restore.
-    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email, password: USER.password }) });
+    const login = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: USER.email, password: USER.password }),
+    });
     const token = ((await login.json()) as { access_token: string }).access_token;
     for (const text of ['first draft', 'second draft']) {
-      const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/reports/2026 q1/notes.txt`, { method: 'PUT', headers: { ...bearer(token), 'content-type': 'text/plain' }, body: text });
+      const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/reports/2026 q1/notes.txt`, {
+        method: 'PUT',
+        headers: { ...bearer(token), 'content-type': 'text/plain' },
+        body: text,
+      });
       expect(put.status).toBeLessThan(300);
     }
     await page.reload();
@@ -207,7 +222,9 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await panel.getByRole('button', { name: 'Restore' }).waitFor(UI_WAIT);
     await shot(page, 'versions');
     await panel.getByRole('button', { name: 'Restore' }).click();
-    await expect.poll(async () => (await fetch(`${base}/api/v1/data-resources/${ws}/objects/reports/2026%20q1/notes.txt`, { headers: bearer(token) })).text(), UI_WAIT).toBe('first draft');
+    await expect
+      .poll(async () => (await fetch(`${base}/api/v1/data-resources/${ws}/objects/reports/2026%20q1/notes.txt`, { headers: bearer(token) })).text(), UI_WAIT)
+      .toBe('first draft');
     expect(await seriousViolations(page)).toEqual([]);
     await crumbs.getByRole('link', { name: 'All files' }).click();
     await page.getByRole('link', { name: 'measurements.bin' }).first().waitFor(UI_WAIT);
@@ -220,10 +237,23 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   }, 120_000);
 
   it('an editor runs a notebook now and sees its status change without reloading', async () => {
-    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email, password: USER.password }) });
+    const login = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: USER.email, password: USER.password }),
+    });
     const token = ((await login.json()) as { access_token: string }).access_token;
-    const notebook = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [{ cell_type: 'code', id: 'c1', metadata: {}, source: 'print(1)', outputs: [], execution_count: null }] };
-    const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/analysis.ipynb`, { method: 'PUT', headers: { ...bearer(token), 'content-type': 'application/x-ipynb+json' }, body: JSON.stringify(notebook) });
+    const notebook = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: [{ cell_type: 'code', id: 'c1', metadata: {}, source: 'print(1)', outputs: [], execution_count: null }],
+    };
+    const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/analysis.ipynb`, {
+      method: 'PUT',
+      headers: { ...bearer(token), 'content-type': 'application/x-ipynb+json' },
+      body: JSON.stringify(notebook),
+    });
     expect(put.status).toBe(201);
 
     const page = await newPage();
@@ -247,7 +277,11 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
 
   it('a viewer sees the files but no upload or delete control', async () => {
     const viewer = await createAndLogin(b, 'viewer@example.com');
-    const added = await fetch(`${base}/api/v1/platform/workspaces/${ws}/members`, { method: 'POST', headers: { ...bearer(b.adminToken), 'content-type': 'application/json' }, body: JSON.stringify({ user_id: viewer.id, role: 'viewer' }) });
+    const added = await fetch(`${base}/api/v1/platform/workspaces/${ws}/members`, {
+      method: 'POST',
+      headers: { ...bearer(b.adminToken), 'content-type': 'application/json' },
+      body: JSON.stringify({ user_id: viewer.id, role: 'viewer' }),
+    });
     expect(added.status).toBe(201);
     const page = await newPage();
     await logIn(page, base, 'viewer@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${ws}/files/`)}`);
@@ -267,7 +301,11 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('heading', { name: 'Page not found' }).waitFor(UI_WAIT);
     expect(await page.getByRole('form', { name: 'Create user' }).count()).toBe(0);
     // A workspace the viewer is not a member of: no files, and words that say why.
-    const other = await fetch(`${base}/api/v1/platform/workspaces`, { method: 'POST', headers: { ...bearer(b.adminToken), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Secret' }) });
+    const other = await fetch(`${base}/api/v1/platform/workspaces`, {
+      method: 'POST',
+      headers: { ...bearer(b.adminToken), 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Secret' }),
+    });
     const otherId = ((await other.json()) as { id: string }).id;
     await fetch(`${base}/api/v1/data-resources/${otherId}/objects/secret.txt`, { method: 'PUT', headers: bearer(b.adminToken), body: 'secret' });
     await page.goto(`${base}/workspaces/${otherId}/files/`);
@@ -277,10 +315,18 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   }, 60_000);
 
   it('an uploaded .html file is downloaded as an attachment; its script never runs in the platform origin', async () => {
-    const editor = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: USER.email, password: USER.password }) });
+    const editor = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: USER.email, password: USER.password }),
+    });
     const token = ((await editor.json()) as { access_token: string }).access_token;
     const html = '<!doctype html><html><body><h1>report</h1><script>fetch("/api/v1/pwned-by-upload",{method:"POST"})</script></body></html>';
-    const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/report.html`, { method: 'PUT', headers: { ...bearer(token), 'content-type': 'text/html' }, body: html });
+    const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/report.html`, {
+      method: 'PUT',
+      headers: { ...bearer(token), 'content-type': 'text/html' },
+      body: html,
+    });
     expect(put.status).toBe(201);
 
     const page = await newPage();
@@ -330,7 +376,11 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await reset.getByLabel('New password').fill('viewer-new-password-1');
     await reset.getByRole('button', { name: 'Set password' }).click();
     await page.getByText('New password set for viewer@example.com').waitFor(UI_WAIT);
-    const relogin = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'viewer@example.com', password: 'viewer-new-password-1' }) });
+    const relogin = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'viewer@example.com', password: 'viewer-new-password-1' }),
+    });
     expect(relogin.status).toBe(200);
 
     await page.getByRole('button', { name: 'Rename Secret' }).click();

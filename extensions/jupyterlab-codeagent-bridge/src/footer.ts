@@ -112,7 +112,11 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
     this.showError(null);
     let instruction: string | undefined;
     if (action === 'edit') {
-      const answer = await InputDialog.getText({ title: 'Edit this cell with the code agent', label: 'What should change?', placeholder: 'e.g. use a list comprehension' });
+      const answer = await InputDialog.getText({
+        title: 'Edit this cell with the code agent',
+        label: 'What should change?',
+        placeholder: 'e.g. use a list comprehension',
+      });
       if (!answer.button.accept || (answer.value ?? '').trim() === '') return;
       instruction = answer.value ?? '';
     }

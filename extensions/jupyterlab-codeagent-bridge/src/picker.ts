@@ -32,7 +32,8 @@ export class ProviderSource {
     const body: unknown = await res.json().catch(() => null);
     if (res.ok) return parseProviders(body);
     const code = typeof (body as { error?: unknown } | null)?.error === 'string' ? (body as { error: string }).error : `HTTP ${res.status}`;
-    if (code === 'upstream_unreachable') throw new Error(`The code-agent server is not reachable. Start it (\`opencode serve\`) or correct "Code-agent server URL" in ${SETTINGS_PLACE}.`);
+    if (code === 'upstream_unreachable')
+      throw new Error(`The code-agent server is not reachable. Start it (\`opencode serve\`) or correct "Code-agent server URL" in ${SETTINGS_PLACE}.`);
     throw new Error(`The bridge could not list the models (${code}). Check the code-agent server, then reopen the list.`);
   }
 }

@@ -25,7 +25,12 @@ interface RecordingBridge {
 }
 
 async function startBridge(database: Database, upstream: string, workdir: string): Promise<RecordingBridge> {
-  const app = await buildBridgeApp({ db: database.db, jwtSecret: JWT_SECRET, env: { url: upstream, user: undefined, password: undefined, allowedHosts: [] }, workdir });
+  const app = await buildBridgeApp({
+    db: database.db,
+    jwtSecret: JWT_SECRET,
+    env: { url: upstream, user: undefined, password: undefined, allowedHosts: [] },
+    workdir,
+  });
   const bridgeUrl = (await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
   // A thin recorder in front of the bridge: keeps each /edit body as the extension sent it.
   const edits: Record<string, unknown>[] = [];
@@ -35,7 +40,10 @@ async function startBridge(database: Database, upstream: string, workdir: string
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       if (req.method === 'POST' && req.url?.startsWith('/codeagent-bridge/edit')) edits.push(JSON.parse(body.toString()) as Record<string, unknown>);
-      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'content-length', 'connection'].includes(k))) as Record<string, string>;
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'content-length', 'connection'].includes(k))) as Record<
+        string,
+        string
+      >;
       fetch(`${bridgeUrl}${req.url}`, { method: req.method, headers, ...(body.length > 0 ? { body } : {}) }).then(
         async (r) => {
           res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/json' });
@@ -134,7 +142,9 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
 
   const cellSource = () =>
     page.evaluate(() => {
-      const app = (window as unknown as { jupyterapp: { shell: { currentWidget: { content: { widgets: { model: { sharedModel: { getSource(): string } } }[] } } } } }).jupyterapp;
+      const app = (
+        window as unknown as { jupyterapp: { shell: { currentWidget: { content: { widgets: { model: { sharedModel: { getSource(): string } } }[] } } } } }
+      ).jupyterapp;
       return app.shell.currentWidget.content.widgets[0]!.model.sharedModel.getSource();
     });
   const footer = () => page.locator('.jp-CodeCell').first().locator('.codeagent-CellFooter');
@@ -169,7 +179,13 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     // The kernel runs behind the gateway's websocket proxy; wait until it is idle.
     await page.waitForFunction(
       () => {
-        const app = (window as unknown as { jupyterapp?: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string; connectionStatus: string } | null } | null } } } } }).jupyterapp;
+        const app = (
+          window as unknown as {
+            jupyterapp?: {
+              shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string; connectionStatus: string } | null } | null } } };
+            };
+          }
+        ).jupyterapp;
         const kernel = app?.shell.currentWidget?.sessionContext?.session?.kernel;
         return kernel?.status === 'idle' && kernel.connectionStatus === 'connected';
       },
@@ -192,7 +208,13 @@ describe('JupyterLab bridge extension in Chromium, through the platform gateway'
     await shot('jupyterlab-pending-diff.png');
 
     // What the extension sent: path, cell, and the error without ANSI colour codes.
-    const sent = bridge.edits.at(-1) as { notebook_path: string; action: string; cell: { id: string; source: string }; errors: { ename: string; traceback: string[] }[]; settings?: unknown };
+    const sent = bridge.edits.at(-1) as {
+      notebook_path: string;
+      action: string;
+      cell: { id: string; source: string };
+      errors: { ename: string; traceback: string[] }[];
+      settings?: unknown;
+    };
     expect(sent).toMatchObject({ notebook_path: 'analysis.ipynb', action: 'fix', cell: { id: 'cell-1', source: BROKEN_SOURCE } });
     expect(sent.errors[0]!.ename).toBe('ZeroDivisionError');
     expect(sent.errors[0]!.traceback.join('\n')).not.toContain('\u001b[');

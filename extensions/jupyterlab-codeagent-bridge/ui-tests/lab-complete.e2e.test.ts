@@ -53,7 +53,12 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     agent = await startFakeCodeAgent();
     testDb = await createTestDatabase();
     const db = testDb.database.db;
-    bridge = await buildBridgeApp({ db, jwtSecret: JWT_SECRET, env: { url: agent.url, user: undefined, password: undefined, allowedHosts: [] }, workdir: join(work, 'agent') });
+    bridge = await buildBridgeApp({
+      db,
+      jwtSecret: JWT_SECRET,
+      env: { url: agent.url, user: undefined, password: undefined, allowedHosts: [] },
+      workdir: join(work, 'agent'),
+    });
     const bridgeUrl = (await bridge.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
     await ensureBootstrapAdmin(db, ADMIN.email, ADMIN.password);
     const store = new LocalObjectStore(join(work, 'storage'));
@@ -117,7 +122,12 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     await launcher.waitFor({ state: 'visible', timeout: 60_000 });
     await expect(launcher.locator('.jp-LauncherCard[data-category="Notebook"]').first().getAttribute('title')).resolves.toBe('Python 3 (ipykernel)');
     await expect(launcher.locator('.jp-LauncherCard[data-category="Console"]').count()).resolves.toBe(1);
-    await expect(launcher.locator('.jp-LauncherCard').filter({ hasText: /^Terminal$/ }).count()).resolves.toBe(1);
+    await expect(
+      launcher
+        .locator('.jp-LauncherCard')
+        .filter({ hasText: /^Terminal$/ })
+        .count(),
+    ).resolves.toBe(1);
   }, 90_000);
 
   it('Settings › Settings Editor › Code agent bridge exists and edits the settings', async () => {
@@ -132,7 +142,16 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     const form = page.locator('.jp-SettingsForm').filter({ has: field('codeagentServerUrl') });
     await form.waitFor({ state: 'visible', timeout: 15_000 });
     const titles = await form.locator('.jp-FormGroup-fieldLabel').allTextContents();
-    expect(titles).toEqual(expect.arrayContaining(['Code-agent server URL', 'Code-agent server user', 'Code-agent server password', 'Provider', 'Model', 'Request time-out (seconds)']));
+    expect(titles).toEqual(
+      expect.arrayContaining([
+        'Code-agent server URL',
+        'Code-agent server user',
+        'Code-agent server password',
+        'Provider',
+        'Model',
+        'Request time-out (seconds)',
+      ]),
+    );
     const timeout = field('requestTimeoutSeconds');
     await timeout.fill('45');
     await timeout.press('Tab');
@@ -144,23 +163,35 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     // The Launcher's tab, or a new Launcher (the File browser's "+" does the same).
     const tab = page.locator('.lm-TabBar-tab', { hasText: 'Launcher' }).first();
     if ((await tab.count()) > 0) await tab.click();
-    else await page.locator('.jp-FileBrowser [data-command="launcher:create"], .jp-FileBrowser .jp-ToolbarButtonComponent[title="New Launcher"]').first().click();
-    await page.locator('.jp-LauncherCard').filter({ hasText: /^Terminal$/ }).click();
+    else
+      await page.locator('.jp-FileBrowser [data-command="launcher:create"], .jp-FileBrowser .jp-ToolbarButtonComponent[title="New Launcher"]').first().click();
+    await page
+      .locator('.jp-LauncherCard')
+      .filter({ hasText: /^Terminal$/ })
+      .click();
     await page.locator('.jp-Terminal').first().waitFor({ state: 'visible', timeout: 30_000 });
     // Collect what the terminal's server session sends (the xterm canvas has no text to read).
-    await page.waitForFunction(() => {
-      const w = (window as unknown as { jupyterapp: AnyApp }).jupyterapp.shell.currentWidget as { content?: { session?: { connectionStatus: string; messageReceived: { connect(f: (s: unknown, m: { type: string; content?: string[] }) => void): void } } } };
-      const session = w?.content?.session;
-      if (session?.connectionStatus !== 'connected') return false;
-      const win = window as unknown as { termOut?: string };
-      if (win.termOut === undefined) {
-        win.termOut = '';
-        session.messageReceived.connect((_s, m) => {
-          if (m.type === 'stdout') win.termOut += m.content?.[0] ?? '';
-        });
-      }
-      return true;
-    }, undefined, { timeout: 30_000 });
+    await page.waitForFunction(
+      () => {
+        const w = (window as unknown as { jupyterapp: AnyApp }).jupyterapp.shell.currentWidget as {
+          content?: {
+            session?: { connectionStatus: string; messageReceived: { connect(f: (s: unknown, m: { type: string; content?: string[] }) => void): void } };
+          };
+        };
+        const session = w?.content?.session;
+        if (session?.connectionStatus !== 'connected') return false;
+        const win = window as unknown as { termOut?: string };
+        if (win.termOut === undefined) {
+          win.termOut = '';
+          session.messageReceived.connect((_s, m) => {
+            if (m.type === 'stdout') win.termOut += m.content?.[0] ?? '';
+          });
+        }
+        return true;
+      },
+      undefined,
+      { timeout: 30_000 },
+    );
     // The text as a user reads it: without escape sequences (prompt colours, bracketed paste) and carriage returns.
     const output = async () =>
       (await page.evaluate(() => (window as unknown as { termOut: string }).termOut))
@@ -195,22 +226,30 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
     await picker.waitFor({ state: 'visible', timeout: 30_000 });
     await expect.poll(() => picker.getAttribute('data-state'), { timeout: 15_000 }).toBe('ready');
     const listed = await picker.evaluate((el) =>
-      [...(el as HTMLSelectElement).children].map((c) => (c instanceof HTMLOptGroupElement ? `${c.label}: ${[...c.children].map((o) => o.textContent).join(', ')}` : c.textContent)),
+      [...(el as HTMLSelectElement).children].map((c) =>
+        c instanceof HTMLOptGroupElement ? `${c.label}: ${[...c.children].map((o) => o.textContent).join(', ')}` : c.textContent,
+      ),
     );
     expect(listed).toEqual(['Default model', 'Fake: Fake One (default)', 'Other Labs: Other One, Other Two (default)']);
     expect(await page.content()).not.toContain(FAKE_API_KEY);
 
     await picker.selectOption({ label: 'Other One' });
-    await expect.poll(async () => {
-      const s = await userSettings();
-      return [s.codeagentProvider, s.codeagentModel];
-    }, { timeout: 15_000 }).toEqual(['other', 'other-1']);
+    await expect
+      .poll(
+        async () => {
+          const s = await userSettings();
+          return [s.codeagentProvider, s.codeagentModel];
+        },
+        { timeout: 15_000 },
+      )
+      .toEqual(['other', 'other-1']);
 
     const footer = page.locator('.jp-NotebookPanel:visible .jp-CodeCell').first().locator('.codeagent-CellFooter');
     const proposal = footer.locator('.codeagent-proposal');
     const failure = footer.locator('.codeagent-error');
     // The proposal, or the failure the footer shows instead (so a failing run says why).
-    const outcome = async () => ((await proposal.isVisible()) ? 'proposal' : (await failure.isVisible()) ? `failure: ${await failure.textContent()}` : 'waiting');
+    const outcome = async () =>
+      (await proposal.isVisible()) ? 'proposal' : (await failure.isVisible()) ? `failure: ${await failure.textContent()}` : 'waiting';
     await footer.locator('button.codeagent-fix').click();
     await expect.poll(outcome, { timeout: 30_000 }).toBe('proposal');
     expect(agent.models.at(-1)).toEqual({ providerID: 'other', modelID: 'other-1' });
@@ -218,10 +257,15 @@ describe('a complete JupyterLab host in Chromium, through the platform gateway',
 
     // "Default model" removes both settings: the bridge's own configuration decides again.
     await picker.selectOption({ label: 'Default model' });
-    await expect.poll(async () => {
-      const s = await userSettings();
-      return [s.codeagentProvider ?? '', s.codeagentModel ?? ''];
-    }, { timeout: 15_000 }).toEqual(['', '']);
+    await expect
+      .poll(
+        async () => {
+          const s = await userSettings();
+          return [s.codeagentProvider ?? '', s.codeagentModel ?? ''];
+        },
+        { timeout: 15_000 },
+      )
+      .toEqual(['', '']);
     await footer.locator('button.codeagent-fix').click();
     await expect.poll(outcome, { timeout: 30_000 }).toBe('proposal');
     expect(agent.models.at(-1)).toBeNull();

@@ -86,7 +86,14 @@ export function upgradeStatus(base: string, path: string, headers: Record<string
       path: url.pathname,
       agent: false,
       timeout: 10_000,
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', origin: url.origin, ...headers },
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+        origin: url.origin,
+        ...headers,
+      },
     });
     req.on('upgrade', (_res, socket) => {
       socket.destroy();

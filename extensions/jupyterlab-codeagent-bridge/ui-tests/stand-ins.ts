@@ -47,7 +47,12 @@ export async function startFakeCodeAgent(): Promise<FakeCodeAgent> {
         return send(res, 200, {
           providers: [
             { id: 'fake', name: 'Fake', models: { 'fake-1': { id: 'fake-1', name: 'Fake One' } }, options: { apiKey: FAKE_API_KEY } },
-            { id: 'other', name: 'Other Labs', models: { 'other-1': { id: 'other-1', name: 'Other One' }, 'other-2': { id: 'other-2', name: 'Other Two' } }, options: {} },
+            {
+              id: 'other',
+              name: 'Other Labs',
+              models: { 'other-1': { id: 'other-1', name: 'Other One' }, 'other-2': { id: 'other-2', name: 'Other Two' } },
+              options: {},
+            },
           ],
           default: { fake: 'fake-1', other: 'other-2' },
         });

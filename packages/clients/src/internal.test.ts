@@ -41,10 +41,19 @@ describe('runtimeClient', () => {
   let runtime: Awaited<ReturnType<typeof stub>>;
   beforeAll(async () => {
     runtime = await stub((s) => {
-      if (s.headers['x-internal-service-token'] !== TOKEN) return [401, '{"error":"unauthorized","message":"send the internal service token in X-Internal-Service-Token"}'];
+      if (s.headers['x-internal-service-token'] !== TOKEN)
+        return [401, '{"error":"unauthorized","message":"send the internal service token in X-Internal-Service-Token"}'];
       const body = JSON.parse(s.body) as { action: string; notebook?: unknown };
       if (body.action === 'list_kernels') return [200, '[]'];
-      return [200, JSON.stringify({ status: 'ok', notebook: body.notebook, duration_ms: 5, files: [{ path: 'out.txt', content_base64: Buffer.from('hi').toString('base64') }] })];
+      return [
+        200,
+        JSON.stringify({
+          status: 'ok',
+          notebook: body.notebook,
+          duration_ms: 5,
+          files: [{ path: 'out.txt', content_base64: Buffer.from('hi').toString('base64') }],
+        }),
+      ];
     });
   });
   afterAll(() => new Promise<void>((resolve) => runtime.server.close(() => resolve())));
@@ -71,11 +80,18 @@ describe('runtimeClient', () => {
     });
     expect(result).toEqual({ status: 'ok', notebook, duration_ms: 5, files: [{ path: 'out.txt', content: Buffer.from('hi') }] });
     const sent = JSON.parse(runtime.seen.at(-1)!.body) as Record<string, unknown>;
-    expect(sent).toMatchObject({ action: 'run_notebook', workspace_id: 'ws', notebook_path: 'a.ipynb', files: [{ path: 'in.csv', content_base64: Buffer.from('a,b\n').toString('base64') }] });
+    expect(sent).toMatchObject({
+      action: 'run_notebook',
+      workspace_id: 'ws',
+      notebook_path: 'a.ipynb',
+      files: [{ path: 'in.csv', content_base64: Buffer.from('a,b\n').toString('base64') }],
+    });
   });
 
   it('runNotebook: a refusal names the runtime, the status and its message, never the token', async () => {
-    const err = await runtimeClient(runtime.url, 'wrong').runNotebook({}, 30).catch((e: Error) => e);
+    const err = await runtimeClient(runtime.url, 'wrong')
+      .runNotebook({}, 30)
+      .catch((e: Error) => e);
     expect(String(err)).toContain('the runtime answered 401: unauthorized: send the internal service token');
     expect(String(err)).not.toContain('wrong');
   });
@@ -90,7 +106,9 @@ describe('putInternalObject', () => {
       await putInternalObject([down, backend.url], TOKEN, 'run_log', 'ws/run.log', Buffer.from('log line\n'));
       expect(backend.seen).toHaveLength(2);
       expect(backend.seen[0]).toMatchObject({ url: '/internal/v1/objects?area=run_log&key=ws%2Frun.log', body: 'log line\n' });
-      await expect(putInternalObject(backend.url, 'wrong', 'run_log', 'k', Buffer.from('x'))).rejects.toThrow('POST /internal/v1/objects answered 401: unauthorized');
+      await expect(putInternalObject(backend.url, 'wrong', 'run_log', 'k', Buffer.from('x'))).rejects.toThrow(
+        'POST /internal/v1/objects answered 401: unauthorized',
+      );
     } finally {
       await new Promise<void>((resolve) => backend.server.close(() => resolve()));
     }

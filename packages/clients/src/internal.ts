@@ -106,13 +106,29 @@ export function runtimeClient<N = unknown>(runtimeUrl: string, token: string): R
         files_error?: string;
       };
       const files: RuntimeFile[] | undefined = body.files?.map((f) => ({ path: f.path, content: Buffer.from(f.content_base64, 'base64') }));
-      return { status: body.status, notebook: body.notebook, duration_ms: body.duration_ms, ...(files ? { files } : {}), ...(body.files_error ? { files_error: body.files_error } : {}) };
+      return {
+        status: body.status,
+        notebook: body.notebook,
+        duration_ms: body.duration_ms,
+        ...(files ? { files } : {}),
+        ...(body.files_error ? { files_error: body.files_error } : {}),
+      };
     },
   };
 }
 
 /** The connection failed: that backend is down or going; another may take the write. */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_CLOSED',
+]);
 let nextBackend = 0;
 
 /**
@@ -121,7 +137,14 @@ let nextBackend = 0;
  * the others when one cannot be reached: the write is the same bytes to the same key, so
  * sending it again is safe.
  */
-export async function putInternalObject(backendUrls: string | readonly string[], token: string, area: string, key: string, content: Buffer, requestId?: string): Promise<void> {
+export async function putInternalObject(
+  backendUrls: string | readonly string[],
+  token: string,
+  area: string,
+  key: string,
+  content: Buffer,
+  requestId?: string,
+): Promise<void> {
   const urls = [backendUrls].flat();
   const first = nextBackend++ % urls.length;
   let lastError: unknown;

@@ -54,9 +54,7 @@ export function loadOrCreateSecrets(dataDir: string): GeneratedSecrets {
   }
   const fresh = generate();
   const merged: GeneratedSecrets = { ...fresh, ...(existing ?? {}) };
-  const complete =
-    existing !== null &&
-    (Object.keys(fresh) as (keyof GeneratedSecrets)[]).every((k) => typeof existing?.[k] === 'string');
+  const complete = existing !== null && (Object.keys(fresh) as (keyof GeneratedSecrets)[]).every((k) => typeof existing?.[k] === 'string');
   if (complete) return merged;
   // Write a temporary file first, so that no reader ever sees half a file.
   const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;

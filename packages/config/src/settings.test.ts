@@ -60,7 +60,9 @@ describe('settings', () => {
   it('takes LOG_FORMAT json or pretty, and names the allowed values for anything else', () => {
     expect(loadConfig({ env: { LOG_FORMAT: 'JSON' }, cwd: tmp() }).logFormat).toBe('json');
     expect(loadConfig({ env: { LOG_FORMAT: 'pretty' }, cwd: tmp() }).logFormat).toBe('pretty');
-    expect(problemsOf({ LOG_FORMAT: 'colour' })).toEqual(['LOG_FORMAT="colour" is not one of auto, json, pretty; unset it for pretty lines on a terminal and JSON otherwise']);
+    expect(problemsOf({ LOG_FORMAT: 'colour' })).toEqual([
+      'LOG_FORMAT="colour" is not one of auto, json, pretty; unset it for pretty lines on a terminal and JSON otherwise',
+    ]);
   });
 
   it('refuses half of the S3 credentials, naming the missing one', () => {
@@ -70,7 +72,14 @@ describe('settings', () => {
   });
 
   it('reports every bad variable at once', () => {
-    const problems = problemsOf({ PORT: 'eighty', JWT_TTL_SECONDS: '-1', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', RUNTIME_URL: 'ftp://x', S3_FORCE_PATH_STYLE: 'maybe' });
+    const problems = problemsOf({
+      PORT: 'eighty',
+      JWT_TTL_SECONDS: '-1',
+      LOG_LEVEL: 'loud',
+      DATABASE_URL: 'mysql://x',
+      RUNTIME_URL: 'ftp://x',
+      S3_FORCE_PATH_STYLE: 'maybe',
+    });
     expect(problems.map((p) => p.split(/[=\s]/)[0])).toEqual(
       expect.arrayContaining(['PORT', 'JWT_TTL_SECONDS', 'LOG_LEVEL', 'DATABASE_URL', 'RUNTIME_URL', 'S3_FORCE_PATH_STYLE']),
     );
@@ -82,7 +91,11 @@ describe('settings', () => {
     expect(single.backendUrl).toBe('http://backend:8091');
     expect(single.clusterAdminUrls).toEqual(['http://127.0.0.1:8093']);
     const many = loadConfig({
-      env: { BACKEND_URL: ' http://10.0.0.1:8091, http://10.0.0.2:8091 ,', BRIDGE_URL: 'http://a:1,http://b:2', JUPYTERLAB_URL: 'http://j1:8095,http://j2:8095' },
+      env: {
+        BACKEND_URL: ' http://10.0.0.1:8091, http://10.0.0.2:8091 ,',
+        BRIDGE_URL: 'http://a:1,http://b:2',
+        JUPYTERLAB_URL: 'http://j1:8095,http://j2:8095',
+      },
       cwd: tmp(),
     });
     expect(many.backendUrls).toEqual(['http://10.0.0.1:8091', 'http://10.0.0.2:8091']);
@@ -91,12 +104,17 @@ describe('settings', () => {
     expect(many.jupyterlab.urls).toEqual(['http://j1:8095', 'http://j2:8095']);
     expect(problemsOf({ BACKEND_URL: 'http://ok:1,ftp://bad' })).toEqual([expect.stringMatching(/^BACKEND_URL="ftp:\/\/bad" is not an http\(s\) URL/)]);
     // The runtime keeps its kernels in memory: one instance, one address.
-    expect(problemsOf({ RUNTIME_URL: 'http://r1:8092,http://r2:8092' })).toEqual([expect.stringMatching(/^RUNTIME_URL=.* names several addresses; this component runs as one instance/)]);
+    expect(problemsOf({ RUNTIME_URL: 'http://r1:8092,http://r2:8092' })).toEqual([
+      expect.stringMatching(/^RUNTIME_URL=.* names several addresses; this component runs as one instance/),
+    ]);
   });
 
   it('reads GATEWAY_METRICS_PORT and WORKER_METRICS_PORT (unset: no such port)', () => {
     expect(loadConfig({ env: {}, cwd: tmp() })).toMatchObject({ gatewayMetricsPort: undefined, workerMetricsPort: undefined });
-    expect(loadConfig({ env: { GATEWAY_METRICS_PORT: '9464', WORKER_METRICS_PORT: '9465' }, cwd: tmp() })).toMatchObject({ gatewayMetricsPort: 9464, workerMetricsPort: 9465 });
+    expect(loadConfig({ env: { GATEWAY_METRICS_PORT: '9464', WORKER_METRICS_PORT: '9465' }, cwd: tmp() })).toMatchObject({
+      gatewayMetricsPort: 9464,
+      workerMetricsPort: 9465,
+    });
     expect(problemsOf({ WORKER_METRICS_PORT: 'x' })).toEqual([expect.stringMatching(/^WORKER_METRICS_PORT="x" is not an integer/)]);
   });
 
@@ -113,7 +131,10 @@ describe('settings', () => {
   it('requires secrets in production mode instead of generating them', () => {
     const problems = problemsOf({ NODE_ENV: 'production' });
     for (const name of ['JWT_SECRET', 'INTERNAL_SERVICE_TOKEN', 'ADMIN_TOKENS', 'SECRETS_KEY', 'AGENT_TOKEN', 'BOOTSTRAP_ADMIN_PASSWORD']) {
-      expect(problems.some((p) => p.startsWith(name)), name).toBe(true);
+      expect(
+        problems.some((p) => p.startsWith(name)),
+        name,
+      ).toBe(true);
     }
     const c = loadConfig({ env: PROD_SECRETS, cwd: tmp() });
     expect(c.mode).toBe('production');
@@ -180,14 +201,34 @@ describe('run flood limits, quota and retention (docs/contract/spec.md §4.5)', 
   });
   it('take given values, and name each bad one', () => {
     const c = loadConfig({
-      env: { ...PROD_SECRETS, SCHEDULE_MIN_INTERVAL_SECONDS: '300', MAX_SCHEDULES_PER_WORKSPACE: '5', MAX_QUEUED_RUNS_PER_WORKSPACE: '7', WORKSPACE_QUOTA_BYTES: '1048576', RUN_RETENTION_DAYS: '0', VERSION_RETENTION_COUNT: '3', VERSION_RETENTION_DAYS: '14' },
+      env: {
+        ...PROD_SECRETS,
+        SCHEDULE_MIN_INTERVAL_SECONDS: '300',
+        MAX_SCHEDULES_PER_WORKSPACE: '5',
+        MAX_QUEUED_RUNS_PER_WORKSPACE: '7',
+        WORKSPACE_QUOTA_BYTES: '1048576',
+        RUN_RETENTION_DAYS: '0',
+        VERSION_RETENTION_COUNT: '3',
+        VERSION_RETENTION_DAYS: '14',
+      },
       cwd: tmp(),
     });
     expect(c.runLimits).toEqual({ scheduleMinIntervalSeconds: 300, maxSchedulesPerWorkspace: 5, maxQueuedRunsPerWorkspace: 7 });
     expect(c.workspaceQuotaBytes).toBe(1048576);
     expect(c.retention).toEqual({ runDays: 0, versionCount: 3, versionDays: 14 });
-    const problems = problemsOf({ ...PROD_SECRETS, SCHEDULE_MIN_INTERVAL_SECONDS: '0', MAX_QUEUED_RUNS_PER_WORKSPACE: 'lots', WORKSPACE_QUOTA_BYTES: '10GB', RUN_RETENTION_DAYS: '-1' });
-    expect(problems.map((p) => p.split('=')[0]).sort()).toEqual(['MAX_QUEUED_RUNS_PER_WORKSPACE', 'RUN_RETENTION_DAYS', 'SCHEDULE_MIN_INTERVAL_SECONDS', 'WORKSPACE_QUOTA_BYTES']);
+    const problems = problemsOf({
+      ...PROD_SECRETS,
+      SCHEDULE_MIN_INTERVAL_SECONDS: '0',
+      MAX_QUEUED_RUNS_PER_WORKSPACE: 'lots',
+      WORKSPACE_QUOTA_BYTES: '10GB',
+      RUN_RETENTION_DAYS: '-1',
+    });
+    expect(problems.map((p) => p.split('=')[0]).sort()).toEqual([
+      'MAX_QUEUED_RUNS_PER_WORKSPACE',
+      'RUN_RETENTION_DAYS',
+      'SCHEDULE_MIN_INTERVAL_SECONDS',
+      'WORKSPACE_QUOTA_BYTES',
+    ]);
     expect(problems.find((p) => p.startsWith('WORKSPACE_QUOTA_BYTES'))).toMatch(/unset it for no limit/);
   });
 });

@@ -373,7 +373,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const bootstrapPasswordGiven = str('BOOTSTRAP_ADMIN_PASSWORD');
   const bootstrapAdminPassword = bootstrapPasswordGiven ?? generated?.BOOTSTRAP_ADMIN_PASSWORD ?? '';
   if (bootstrapAdminPassword === '' && production) {
-    problems.push('BOOTSTRAP_ADMIN_PASSWORD is required when NODE_ENV=production; set the first administrator\'s password');
+    problems.push("BOOTSTRAP_ADMIN_PASSWORD is required when NODE_ENV=production; set the first administrator's password");
   }
   const bootstrapAdminEmail = (str('BOOTSTRAP_ADMIN_EMAIL') ?? 'admin@localhost').toLowerCase();
   if (!/^[^@\s]+@[^@\s]+$/.test(bootstrapAdminEmail)) {
@@ -382,9 +382,14 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   // The code agent's project directory holds user text: never DATA_DIR (secrets), the checkout, or an ancestor of either.
   const bridgeWorkdir = resolve(cwd, str('CODEAGENT_BRIDGE_WORKDIR') ?? join(dataDir, 'agent'));
-  for (const [what, dir] of [['DATA_DIR', dataDir], ['the checkout', CHECKOUT]] as const) {
+  for (const [what, dir] of [
+    ['DATA_DIR', dataDir],
+    ['the checkout', CHECKOUT],
+  ] as const) {
     if (isSameOrAncestor(bridgeWorkdir, dir)) {
-      problems.push(`CODEAGENT_BRIDGE_WORKDIR=${JSON.stringify(bridgeWorkdir)} is ${what} or contains it; use an empty directory of its own (default: DATA_DIR/agent)`);
+      problems.push(
+        `CODEAGENT_BRIDGE_WORKDIR=${JSON.stringify(bridgeWorkdir)} is ${what} or contains it; use an empty directory of its own (default: DATA_DIR/agent)`,
+      );
     }
   }
 
@@ -401,12 +406,16 @@ export function loadConfig(options: LoadOptions = {}): Config {
   }
   const sandboxEnabled = !['off', 'false', '0'].includes(sandboxRaw);
   if (sandboxEnabled && str('JUPYTER_URL') !== undefined) {
-    problems.push('JUPYTER_URL points at a Jupyter server the platform cannot sandbox; unset it (the runtime starts sandboxed servers itself), or set KERNEL_SANDBOX=off on a single-developer machine');
+    problems.push(
+      'JUPYTER_URL points at a Jupyter server the platform cannot sandbox; unset it (the runtime starts sandboxed servers itself), or set KERNEL_SANDBOX=off on a single-developer machine',
+    );
   }
   const MiB = 1024 * 1024;
   const cgroupParent = str('SANDBOX_CGROUP_PARENT');
   if (cgroupParent !== undefined && (cgroupParent.split('/').includes('..') || !/^[\w./@:-]+$/.test(cgroupParent))) {
-    problems.push(`SANDBOX_CGROUP_PARENT=${JSON.stringify(cgroupParent)} is not a cgroup path; give it relative to the cgroup2 mount, e.g. system.slice/codeagent-sandboxes`);
+    problems.push(
+      `SANDBOX_CGROUP_PARENT=${JSON.stringify(cgroupParent)} is not a cgroup path; give it relative to the cgroup2 mount, e.g. system.slice/codeagent-sandboxes`,
+    );
   }
 
   const logLevel = str('LOG_LEVEL') ?? 'info';
@@ -416,7 +425,9 @@ export function loadConfig(options: LoadOptions = {}): Config {
 
   const logFormat = (str('LOG_FORMAT') ?? 'auto').toLowerCase() as LogFormat;
   if (!LOG_FORMATS.includes(logFormat)) {
-    problems.push(`LOG_FORMAT=${JSON.stringify(logFormat)} is not one of ${LOG_FORMATS.join(', ')}; unset it for pretty lines on a terminal and JSON otherwise`);
+    problems.push(
+      `LOG_FORMAT=${JSON.stringify(logFormat)} is not one of ${LOG_FORMATS.join(', ')}; unset it for pretty lines on a terminal and JSON otherwise`,
+    );
   }
 
   const backendUrls = urls('BACKEND_URL', `http://127.0.0.1:${backendPort}`);

@@ -1,4 +1,12 @@
-export { openDatabase, openPlatformDatabase, platformConnection, describeConnection, embeddedMaxConnections, DatabaseUnavailableError, DATABASE_POOL_SIZES } from './open.js';
+export {
+  openDatabase,
+  openPlatformDatabase,
+  platformConnection,
+  describeConnection,
+  embeddedMaxConnections,
+  DatabaseUnavailableError,
+  DATABASE_POOL_SIZES,
+} from './open.js';
 export { listenOn } from './notify.js';
 export type { ListenHandlers, Listener } from './notify.js';
 export type { Database, OpenOptions, Connection, ScriptSession, DatabaseClient } from './open.js';

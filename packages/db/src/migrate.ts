@@ -28,9 +28,7 @@ export async function migrate(database: Database, migrations = listMigrations())
   return database.withScriptSession(async (session) => {
     await session.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
     try {
-      await session.exec(
-        'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
-      );
+      await session.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
       const rows = await session.query<{ version: string }>('SELECT version FROM schema_migrations', []);
       const done = new Set(rows.map((r) => r.version));
       const applied: string[] = [];

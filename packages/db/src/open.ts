@@ -116,7 +116,11 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'ENOTFOUND', 'EAI_AGAIN',
  * server that is still starting. Failing that, one sentence that names the setting and the fix.
  */
 export async function openPlatformDatabase(config: Config, client: DatabaseClient, waitMs = 10_000): Promise<Database> {
-  const database = await openDatabase({ connection: platformConnection(config), poolSize: DATABASE_POOL_SIZES[client], applicationName: `codeagent ${client}` });
+  const database = await openDatabase({
+    connection: platformConnection(config),
+    poolSize: DATABASE_POOL_SIZES[client],
+    applicationName: `codeagent ${client}`,
+  });
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {

@@ -29,9 +29,7 @@ export async function findActiveTokenUser(db: Kysely<DB>, token: TokenIdentity):
     .selectAll()
     .where('id', '=', token.sub)
     .where('disabled_at', 'is', null)
-    .where((eb) =>
-      eb.or([eb('tokens_valid_after', 'is', null), eb('tokens_valid_after', '<=', tokenIssuedAt(token)), eb('kept_token_jti', '=', token.jti)]),
-    )
+    .where((eb) => eb.or([eb('tokens_valid_after', 'is', null), eb('tokens_valid_after', '<=', tokenIssuedAt(token)), eb('kept_token_jti', '=', token.jti)]))
     .where((eb) => eb.not(eb.exists(eb.selectFrom('revoked_tokens').select('jti').where('jti', '=', token.jti))))
     .executeTakeFirst();
 }

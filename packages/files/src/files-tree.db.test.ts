@@ -80,7 +80,9 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
     );
     const versions = await files.versions(ws, 'nb.ipynb');
     expect(versions).toHaveLength(saves + 1);
-    const contents = await Promise.all(versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'nb.ipynb', v.version_id)).body.toArray()).toString()));
+    const contents = await Promise.all(
+      versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'nb.ipynb', v.version_id)).body.toArray()).toString()),
+    );
     expect(contents.sort()).toEqual(Array.from({ length: saves + 1 }, (_, i) => `v${i}`).sort());
     expect((await files.listFolder(ws, '', 100)).objects.map((o) => o.path)).toEqual(['nb.ipynb']);
   });
@@ -92,7 +94,13 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
     }
     const versions = await files.versions(ws, 'target');
     expect(versions).toHaveLength(10);
-    const contents = await Promise.all(versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'target', v.version_id)).body.toArray()).toString()));
-    expect(contents.sort()).toEqual(Array.from({ length: 5 }, (_, r) => [`renamed-${r}`, `saved-${r}`]).flat().sort());
+    const contents = await Promise.all(
+      versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'target', v.version_id)).body.toArray()).toString()),
+    );
+    expect(contents.sort()).toEqual(
+      Array.from({ length: 5 }, (_, r) => [`renamed-${r}`, `saved-${r}`])
+        .flat()
+        .sort(),
+    );
   });
 });

@@ -46,7 +46,6 @@ export interface FolderDto {
   updated_at: string;
 }
 
-
 function toObjectDto(r: ObjectRow): ObjectDto {
   return {
     path: r.path,
@@ -73,9 +72,18 @@ export interface WorkspaceFilesOptions {
 export async function storedBytes(db: Kysely<DB>, workspaceId: string): Promise<number> {
   const { total } = await db
     .selectNoFrom((eb) => [
-      sql<string>`${eb.selectFrom('objects').select(sql`coalesce(sum(size), 0)`.as('s')).where('workspace_id', '=', workspaceId)}
-        + ${eb.selectFrom('object_versions').select(sql`coalesce(sum(size), 0)`.as('s')).where('workspace_id', '=', workspaceId)}
-        + ${eb.selectFrom('trash_items').select(sql`coalesce(sum(size), 0)`.as('s')).where('workspace_id', '=', workspaceId)}`.as('total'),
+      sql<string>`${eb
+        .selectFrom('objects')
+        .select(sql`coalesce(sum(size), 0)`.as('s'))
+        .where('workspace_id', '=', workspaceId)}
+        + ${eb
+          .selectFrom('object_versions')
+          .select(sql`coalesce(sum(size), 0)`.as('s'))
+          .where('workspace_id', '=', workspaceId)}
+        + ${eb
+          .selectFrom('trash_items')
+          .select(sql`coalesce(sum(size), 0)`.as('s'))
+          .where('workspace_id', '=', workspaceId)}`.as('total'),
     ])
     .executeTakeFirstOrThrow();
   return Number(total);
@@ -244,7 +252,12 @@ export class WorkspaceFiles {
   async list(workspaceId: string, prefix: string, limit: number, cursor: string | undefined) {
     validatePrefix(prefix);
     const after = decodeCursor(cursor, ['text']);
-    let q = this.db.selectFrom('objects').selectAll().where('workspace_id', '=', workspaceId).orderBy('path').limit(limit + 1);
+    let q = this.db
+      .selectFrom('objects')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .orderBy('path')
+      .limit(limit + 1);
     if (prefix !== '') q = q.where('path', '>=', prefix).where(sql<boolean>`starts_with(path, ${prefix})`);
     if (after) q = q.where('path', '>', after[0]);
     const rows = await q.execute();
@@ -259,8 +272,17 @@ export class WorkspaceFiles {
     validatePrefix(folder);
     // Everything after the folder's own prefix (PostgreSQL counts characters, as substr does).
     const rest = sql<string>`substr(path, char_length(${folder}) + 1)`;
-    const under = this.db.selectFrom('objects').where('workspace_id', '=', workspaceId).where('path', '>=', folder).where(sql<boolean>`starts_with(path, ${folder})`);
-    const objects = await under.selectAll().where(sql<boolean>`strpos(${rest}, '/') = 0`).orderBy('path').limit(limit).execute();
+    const under = this.db
+      .selectFrom('objects')
+      .where('workspace_id', '=', workspaceId)
+      .where('path', '>=', folder)
+      .where(sql<boolean>`starts_with(path, ${folder})`);
+    const objects = await under
+      .selectAll()
+      .where(sql<boolean>`strpos(${rest}, '/') = 0`)
+      .orderBy('path')
+      .limit(limit)
+      .execute();
     const folders = await under
       .select([sql<string>`split_part(${rest}, '/', 1)`.as('name'), sql<Date>`max(updated_at)`.as('updated_at')])
       .where(sql<boolean>`strpos(${rest}, '/') > 0`)
@@ -333,7 +355,14 @@ export class WorkspaceFiles {
         // file over the original): the next one then sees the row the previous one left there.
         await advisoryXactLock(trx, `codeagent:rename:${workspaceId}:${to}`);
         // Both rows locked in path order, as every other writer that takes two of them would.
-        const rows = await trx.selectFrom('objects').selectAll().where('workspace_id', '=', workspaceId).where('path', 'in', [from, to]).orderBy('path').forUpdate().execute();
+        const rows = await trx
+          .selectFrom('objects')
+          .selectAll()
+          .where('workspace_id', '=', workspaceId)
+          .where('path', 'in', [from, to])
+          .orderBy('path')
+          .forUpdate()
+          .execute();
         const source = rows.find((r) => r.path === from);
         if (!source) throw new NotFoundError(`no object at ${from}`);
         const target = rows.find((r) => r.path === to);
@@ -480,7 +509,13 @@ export class WorkspaceFiles {
         if (current) {
           await this.keepAsVersion(trx, current);
           replaced = current;
-          return trx.updateTable('objects').set(values).where('workspace_id', '=', workspaceId).where('path', '=', path).returningAll().executeTakeFirstOrThrow();
+          return trx
+            .updateTable('objects')
+            .set(values)
+            .where('workspace_id', '=', workspaceId)
+            .where('path', '=', path)
+            .returningAll()
+            .executeTakeFirstOrThrow();
         }
         return trx.insertInto('objects').values(values).returningAll().executeTakeFirstOrThrow();
       });
@@ -494,7 +529,13 @@ export class WorkspaceFiles {
 
   async trash(workspaceId: string, limit: number, cursor: string | undefined) {
     const after = decodeCursor(cursor, ['time', 'uuid']);
-    let q = this.db.selectFrom('trash_items').selectAll().where('workspace_id', '=', workspaceId).orderBy('deleted_at', 'desc').orderBy('id', 'desc').limit(limit + 1);
+    let q = this.db
+      .selectFrom('trash_items')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .orderBy('deleted_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit + 1);
     if (after) {
       const [at, id] = after;
       q = q.where((eb) => eb.or([eb('deleted_at', '<', at), eb.and([eb('deleted_at', '=', at), eb('id', '<', id)])]));
@@ -518,7 +559,13 @@ export class WorkspaceFiles {
     let restoredFrom: string | undefined;
     try {
       const row = await this.db.transaction().execute(async (trx) => {
-        const item = await trx.selectFrom('trash_items').selectAll().where('id', '=', trashId).where('workspace_id', '=', workspaceId).forUpdate().executeTakeFirst();
+        const item = await trx
+          .selectFrom('trash_items')
+          .selectAll()
+          .where('id', '=', trashId)
+          .where('workspace_id', '=', workspaceId)
+          .forUpdate()
+          .executeTakeFirst();
         if (!item) throw new NotFoundError(`trash item ${trashId} not found`);
         if (await this.currentRow(trx, workspaceId, item.path, true)) {
           throw new ConflictError(`an object exists at ${item.path} again; delete or rename it first`);
@@ -580,21 +627,12 @@ export class WorkspaceFiles {
     if (keepCount <= 0 && replacedBefore === undefined) return 0;
     const ranked = this.db
       .selectFrom('object_versions')
-      .select([
-        'id',
-        'replaced_at',
-        sql<number>`row_number() OVER (PARTITION BY workspace_id, path ORDER BY replaced_at DESC, created_at DESC, id)`.as('rank'),
-      ])
+      .select(['id', 'replaced_at', sql<number>`row_number() OVER (PARTITION BY workspace_id, path ORDER BY replaced_at DESC, created_at DESC, id)`.as('rank')])
       .as('v');
     const doomed = this.db
       .selectFrom(ranked)
       .select('v.id')
-      .where((eb) =>
-        eb.or([
-          ...(keepCount > 0 ? [eb('v.rank', '>', keepCount)] : []),
-          ...(replacedBefore ? [eb('v.replaced_at', '<', replacedBefore)] : []),
-        ]),
-      )
+      .where((eb) => eb.or([...(keepCount > 0 ? [eb('v.rank', '>', keepCount)] : []), ...(replacedBefore ? [eb('v.replaced_at', '<', replacedBefore)] : [])]))
       .limit(limit);
     const gone = await this.db.deleteFrom('object_versions').where('id', 'in', doomed).returning(['workspace_id', 'id']).execute();
     for (const v of gone) await this.discard('version', blobKey(v.workspace_id, v.id));

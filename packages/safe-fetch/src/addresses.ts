@@ -45,7 +45,13 @@ const EMBEDDING: { range: string; ipv4: (parts: number[]) => number[][] }[] = [
   // IPv4-translated (RFC 2765 SIIT): `::ffff:0:a.b.c.d`.
   { range: '::ffff:0:0:0/96', ipv4: (p) => [[p[6]!, p[7]!]] },
   // Teredo (RFC 4380): the server in bits 32–63, the client (bit-inverted) in bits 96–127.
-  { range: '2001::/32', ipv4: (p) => [[p[2]!, p[3]!], [p[6]! ^ 0xffff, p[7]! ^ 0xffff]] },
+  {
+    range: '2001::/32',
+    ipv4: (p) => [
+      [p[2]!, p[3]!],
+      [p[6]! ^ 0xffff, p[7]! ^ 0xffff],
+    ],
+  },
 ];
 
 const parse = (cidr: string) => ipaddr.parseCIDR(cidr);

@@ -22,10 +22,7 @@ export interface OutboundOptions {
   lookup?: LookupFunction;
 }
 
-export type AuthAdapter =
-  | { type: 'none' }
-  | { type: 'simple'; username: string }
-  | { type: 'basic'; username: string; password?: string | undefined };
+export type AuthAdapter = { type: 'none' } | { type: 'simple'; username: string } | { type: 'basic'; username: string; password?: string | undefined };
 
 export interface OutboundRequest {
   method?: 'GET' | 'HEAD';
@@ -103,7 +100,8 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
     } catch {
       throw new OutboundError('invalid_url', `not a URL: ${String(raw).slice(0, 200)}`);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OutboundError('scheme_not_allowed', `scheme ${url.protocol} is not allowed; use http or https`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new OutboundError('scheme_not_allowed', `scheme ${url.protocol} is not allowed; use http or https`);
     if (url.username || url.password) throw new OutboundError('invalid_url', 'credentials in the URL are not allowed; use the cluster auth settings');
     if (!url.hostname) throw new OutboundError('invalid_url', 'the URL has no host');
     if (!hostAllowed(url.hostname, allowlist)) throw new OutboundError('host_not_allowed', `host ${canonicalHost(url.hostname)} is not in OUTBOUND_ALLOWLIST`);

@@ -12,7 +12,10 @@ function fakeDns(table: Record<string, string[]>, calls: string[] = []): LookupF
     calls.push(hostname);
     const answer = table[hostname.toLowerCase().replace(/\.$/, '')];
     if (!answer) return cb(Object.assign(new Error('not found'), { code: 'ENOTFOUND' }), []);
-    cb(null, answer.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })));
+    cb(
+      null,
+      answer.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })),
+    );
   }) as unknown as LookupFunction;
 }
 
@@ -183,10 +186,42 @@ describe('SSRF corpus: refused before any connection to a non-loopback address',
 
 describe('address classes', () => {
   it('blocks the 16 ranges and nothing public', () => {
-    for (const a of ['0.1.2.3', '10.9.9.9', '100.127.0.1', '127.255.0.1', '169.254.0.1', '172.20.0.1', '192.0.0.255', '192.168.0.1', '198.18.5.5', '224.1.1.1', '250.0.0.1', '::', '::1', '::ffff:1.2.3.4', 'fc00::', 'fdff::1', 'fe80::abcd', 'febf::1']) {
+    for (const a of [
+      '0.1.2.3',
+      '10.9.9.9',
+      '100.127.0.1',
+      '127.255.0.1',
+      '169.254.0.1',
+      '172.20.0.1',
+      '192.0.0.255',
+      '192.168.0.1',
+      '198.18.5.5',
+      '224.1.1.1',
+      '250.0.0.1',
+      '::',
+      '::1',
+      '::ffff:1.2.3.4',
+      'fc00::',
+      'fdff::1',
+      'fe80::abcd',
+      'febf::1',
+    ]) {
       expect(isBlockedAddress(a), a).toBe(true);
     }
-    for (const a of ['8.8.8.8', '1.1.1.1', '100.63.255.255', '100.128.0.1', '172.15.255.255', '172.32.0.1', '192.0.1.1', '198.17.255.255', '198.20.0.1', '223.255.255.255', '2001:4860:4860::8888', 'fec0::1']) {
+    for (const a of [
+      '8.8.8.8',
+      '1.1.1.1',
+      '100.63.255.255',
+      '100.128.0.1',
+      '172.15.255.255',
+      '172.32.0.1',
+      '192.0.1.1',
+      '198.17.255.255',
+      '198.20.0.1',
+      '223.255.255.255',
+      '2001:4860:4860::8888',
+      'fec0::1',
+    ]) {
       expect(isBlockedAddress(a), a).toBe(false);
     }
   });
@@ -215,18 +250,32 @@ describe('address classes', () => {
     expect(isBlockedAddress('2003:7f00:1::')).toBe(false); // not 6to4
     expect(isBlockedAddress('1::7f00:1')).toBe(false); // not IPv4-compatible
     // IPv4-mapped: blocked whatever it carries
-    for (const a of ['::ffff:8.8.8.8', '::ffff:808:808', '::ffff:1.1.1.1', '::ffff:0.0.0.0', '::ffff:255.255.255.255']) expect(isBlockedAddress(a), a).toBe(true);
+    for (const a of ['::ffff:8.8.8.8', '::ffff:808:808', '::ffff:1.1.1.1', '::ffff:0.0.0.0', '::ffff:255.255.255.255'])
+      expect(isBlockedAddress(a), a).toBe(true);
     // beyond the SPEC list: IPv6 multicast and the local-use NAT64 prefix
     for (const a of ['ff02::1', 'ff0e::8.8.8.8', '64:ff9b:1::808:808']) expect(isBlockedAddress(a), a).toBe(true);
     // the literal forms a socket or a resolver may report: brackets, zone id, upper case, full form
-    for (const a of ['[64:ff9b::7f00:1]', '64:FF9B::7F00:1', '0064:ff9b:0000:0000:0000:0000:7f00:0001', '::7f00:1%lo']) expect(isBlockedAddress(a), a).toBe(true);
+    for (const a of ['[64:ff9b::7f00:1]', '64:FF9B::7F00:1', '0064:ff9b:0000:0000:0000:0000:7f00:0001', '::7f00:1%lo'])
+      expect(isBlockedAddress(a), a).toBe(true);
   });
 
   it('lets only 127.0.0.0/8 and ::1 through with allowLoopback, not loopback inside another form', () => {
     expect(isBlockedAddress('127.0.0.1', true)).toBe(false);
     expect(isBlockedAddress('127.8.9.10', true)).toBe(false);
     expect(isBlockedAddress('::1', true)).toBe(false);
-    for (const a of ['10.0.0.1', '169.254.169.254', '0.0.0.0', '::', 'fe80::1', '192.168.0.1', '::ffff:127.0.0.1', '64:ff9b::127.0.0.1', '2002:7f00:1::', '::127.0.0.1', '::ffff:0:127.0.0.1']) {
+    for (const a of [
+      '10.0.0.1',
+      '169.254.169.254',
+      '0.0.0.0',
+      '::',
+      'fe80::1',
+      '192.168.0.1',
+      '::ffff:127.0.0.1',
+      '64:ff9b::127.0.0.1',
+      '2002:7f00:1::',
+      '::127.0.0.1',
+      '::ffff:0:127.0.0.1',
+    ]) {
       expect(isBlockedAddress(a, true), a).toBe(true);
     }
   });

@@ -45,13 +45,20 @@ describe('detectCgroups', () => {
       procSelfCgroup: '0::/system.slice/codeagent.service\n',
       mountinfo: '25 1 0:23 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw',
     };
-    const ok = detectCgroups({ ...input, readFile: files({ '/sys/fs/cgroup/system.slice/codeagent.service/cgroup.controllers': 'cpuset cpu io memory pids\n' }) });
+    const ok = detectCgroups({
+      ...input,
+      readFile: files({ '/sys/fs/cgroup/system.slice/codeagent.service/cgroup.controllers': 'cpuset cpu io memory pids\n' }),
+    });
     expect(ok.controllers.memory).toEqual({ version: 2, dir: '/sys/fs/cgroup/system.slice/codeagent.service' });
     expect(ok.problems).toEqual([]);
     const partial = detectCgroups({ ...input, readFile: files({ '/sys/fs/cgroup/system.slice/codeagent.service/cgroup.controllers': 'memory\n' }) });
     expect(partial.controllers.pids).toBeUndefined();
     expect(partial.problems.join()).toMatch(/pids is not delegated/);
-    const parent = detectCgroups({ ...input, v2Parent: 'codeagent.slice/sandboxes', readFile: files({ '/sys/fs/cgroup/codeagent.slice/sandboxes/cgroup.controllers': 'cpu memory pids' }) });
+    const parent = detectCgroups({
+      ...input,
+      v2Parent: 'codeagent.slice/sandboxes',
+      readFile: files({ '/sys/fs/cgroup/codeagent.slice/sandboxes/cgroup.controllers': 'cpu memory pids' }),
+    });
     expect(parent.controllers.cpu).toEqual({ version: 2, dir: '/sys/fs/cgroup/codeagent.slice/sandboxes' });
   });
 
@@ -72,11 +79,13 @@ describe('Cgroup limits (written to a directory shaped like the cgroup file syst
 
   it('writes v1 files: memory (and memsw), pids.max, the CFS quota', () => {
     const root = fake();
-    const g = new Cgroup(new Map([
-      ['memory', { version: 1 as const, dir: join(root, 'v1mem') }],
-      ['pids', { version: 1 as const, dir: join(root, 'v1pids') }],
-      ['cpu', { version: 1 as const, dir: join(root, 'v1cpu') }],
-    ])).child('ws-1');
+    const g = new Cgroup(
+      new Map([
+        ['memory', { version: 1 as const, dir: join(root, 'v1mem') }],
+        ['pids', { version: 1 as const, dir: join(root, 'v1pids') }],
+        ['cpu', { version: 1 as const, dir: join(root, 'v1cpu') }],
+      ]),
+    ).child('ws-1');
     mkdirSync(join(root, 'v1mem', 'ws-1'));
     writeFileSync(join(root, 'v1mem', 'ws-1', 'memory.memsw.limit_in_bytes'), '');
     g.create({ memoryBytes: 512 * 1024 * 1024, pids: 128, cpus: 1.5 });
@@ -90,11 +99,13 @@ describe('Cgroup limits (written to a directory shaped like the cgroup file syst
   it('writes v2 files, delegates the controllers to children, and reads hierarchical events', () => {
     const root = fake();
     const dir = join(root, 'v2');
-    const g = new Cgroup(new Map([
-      ['memory', { version: 2 as const, dir }],
-      ['pids', { version: 2 as const, dir }],
-      ['cpu', { version: 2 as const, dir }],
-    ])).child('ws-2');
+    const g = new Cgroup(
+      new Map([
+        ['memory', { version: 2 as const, dir }],
+        ['pids', { version: 2 as const, dir }],
+        ['cpu', { version: 2 as const, dir }],
+      ]),
+    ).child('ws-2');
     mkdirSync(join(dir, 'ws-2'));
     writeFileSync(join(dir, 'ws-2', 'cgroup.controllers'), 'cpu memory pids');
     writeFileSync(join(dir, 'ws-2', 'memory.swap.max'), '');
@@ -118,7 +129,12 @@ describe('Cgroup limits (written to a directory shaped like the cgroup file syst
 });
 
 describe('sandbox identities', () => {
-  const none = { passwd: 'root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/bash\n', group: 'root:x:0:\n', subuid: 'alice:100000:65536\n', subgid: '' };
+  const none = {
+    passwd: 'root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/bash\n',
+    group: 'root:x:0:\n',
+    subuid: 'alice:100000:65536\n',
+    subgid: '',
+  };
 
   it('accepts a uid range no real user, group or subordinate range touches', () => {
     expect(() => checkUidRange(1_900_000_000, none)).not.toThrow();
@@ -143,7 +159,9 @@ describe('sandbox identities', () => {
 
   it('generates passwd and group for the sandbox user only', () => {
     const etc = etcFiles(1_900_000_003, 1_900_000_003, '/workspace');
-    expect(etc['/etc/passwd']).toBe('user:x:1900000003:1900000003:sandbox user:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n');
+    expect(etc['/etc/passwd']).toBe(
+      'user:x:1900000003:1900000003:sandbox user:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n',
+    );
     expect(etc['/etc/passwd']).not.toMatch(/^root:/m);
     expect(etc['/etc/hosts']).not.toMatch(/\d+\.\d+\.\d+\.\d+\s+(?!localhost)/);
   });

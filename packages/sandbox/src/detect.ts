@@ -93,9 +93,16 @@ export async function prepareSandbox(opts: PrepareOptions): Promise<PreparedSand
   };
 
   if (!opts.enabled) {
-    warnings.push('KERNEL_SANDBOX=off: user code runs UNSANDBOXED as the platform user and can read every secret and file of the platform. Use this only as a single developer on your own machine.');
+    warnings.push(
+      'KERNEL_SANDBOX=off: user code runs UNSANDBOXED as the platform user and can read every secret and file of the platform. Use this only as a single developer on your own machine.',
+    );
     const offRoot = opts.offRoot ?? mkdtempSync(join(tmpdir(), 'cas-'));
-    return { launcher: new Launcher({ mode: 'off', tools, cgroups: isRoot ? cgroupsFor() : undefined, offRoot, ownsOffRoot: opts.offRoot === undefined }), mode: 'off', notes, warnings };
+    return {
+      launcher: new Launcher({ mode: 'off', tools, cgroups: isRoot ? cgroupsFor() : undefined, offRoot, ownsOffRoot: opts.offRoot === undefined }),
+      mode: 'off',
+      notes,
+      warnings,
+    };
   }
 
   for (const [name, path] of Object.entries(tools)) {
@@ -113,7 +120,9 @@ export async function prepareSandbox(opts: PrepareOptions): Promise<PreparedSand
     }
     notes.push(`mode: root; each workspace's sandbox runs as its own uid from ${opts.uidBase + 1} (scratch sandbox: ${opts.uidBase})`);
   } else {
-    notes.push('mode: not root; sandboxes use bubblewrap\'s user namespace and all run as the platform\'s own user (no per-workspace uid: run the runtime as root for that)');
+    notes.push(
+      "mode: not root; sandboxes use bubblewrap's user namespace and all run as the platform's own user (no per-workspace uid: run the runtime as root for that)",
+    );
   }
   const failed = await trial(mode, tools, isRoot ? opts.uidBase : (process.getuid?.() ?? 1000));
   if (failed !== undefined) {
@@ -124,6 +133,7 @@ export async function prepareSandbox(opts: PrepareOptions): Promise<PreparedSand
     throw new SandboxUnavailableError(`the kernel sandbox cannot start: bubblewrap failed (${failed.split('\n').slice(-2).join(' ')}); ${fix}, ${OFF_HINT}`);
   }
   const cgroups = isRoot || opts.cgroupParent ? cgroupsFor() : undefined;
-  if (!cgroups && !isRoot && !opts.cgroupParent) warnings.push('not root: no cgroups; memory and process limits are rlimits (prlimit --as/--nproc), counted per user');
+  if (!cgroups && !isRoot && !opts.cgroupParent)
+    warnings.push('not root: no cgroups; memory and process limits are rlimits (prlimit --as/--nproc), counted per user');
   return { launcher: new Launcher({ mode, tools, cgroups }), mode, notes, warnings };
 }

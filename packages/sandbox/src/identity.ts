@@ -44,13 +44,19 @@ export function checkUidRange(base: number, files: IdentityFiles = hostIdentityF
   }
   const clash = (what: string, id: number) =>
     new UidRangeError(`SANDBOX_UID_BASE=${base}: ${what} ${id} lies in the sandbox uid range ${base}…${end - 1}; choose another base`);
-  for (const [what, text] of [['user id', files.passwd], ['group id', files.group]] as const) {
+  for (const [what, text] of [
+    ['user id', files.passwd],
+    ['group id', files.group],
+  ] as const) {
     for (const line of text.split('\n')) {
       const id = Number(line.split(':')[2]);
       if (line.trim() && Number.isInteger(id) && id >= base && id < end) throw clash(what, id);
     }
   }
-  for (const [what, text] of [['subordinate uid range starting at', files.subuid], ['subordinate gid range starting at', files.subgid]] as const) {
+  for (const [what, text] of [
+    ['subordinate uid range starting at', files.subuid],
+    ['subordinate gid range starting at', files.subgid],
+  ] as const) {
     for (const line of text.split('\n')) {
       const [, start, count] = line.split(':').map(Number) as [number, number, number];
       if (Number.isInteger(start) && Number.isInteger(count) && start < end && start + count > base) throw clash(what, start);

@@ -20,7 +20,12 @@ const spec = (over: Partial<SandboxSpec> = {}): SandboxSpec => ({
 });
 
 describe('buildChain (the command line, without running it)', () => {
-  const cgroup = new Cgroup(new Map([['memory', { version: 1 as const, dir: '/sys/fs/cgroup/memory/x/probe/main' }], ['pids', { version: 1 as const, dir: '/sys/fs/cgroup/pids/x/probe/main' }]]));
+  const cgroup = new Cgroup(
+    new Map([
+      ['memory', { version: 1 as const, dir: '/sys/fs/cgroup/memory/x/probe/main' }],
+      ['pids', { version: 1 as const, dir: '/sys/fs/cgroup/pids/x/probe/main' }],
+    ]),
+  );
 
   it('drops to the sandbox uid before bwrap and unshares every namespace, with no network', () => {
     const chain = buildChain(spec({ env: { JUPYTER_TOKEN: 'per-sandbox-token' } }), { mode: 'root', tools: DEFAULT_TOOLS, cgroup, offDir: undefined });
@@ -29,12 +34,16 @@ describe('buildChain (the command line, without running it)', () => {
     const bwrap = chain.args.indexOf('/usr/bin/bwrap');
     expect(setpriv).toBeGreaterThan(0);
     expect(bwrap).toBeGreaterThan(setpriv);
-    expect(chain.args.slice(setpriv, bwrap)).toEqual(expect.arrayContaining([`--reuid=${UID_BASE + 77}`, `--regid=${UID_BASE + 77}`, '--clear-groups', '--no-new-privs']));
+    expect(chain.args.slice(setpriv, bwrap)).toEqual(
+      expect.arrayContaining([`--reuid=${UID_BASE + 77}`, `--regid=${UID_BASE + 77}`, '--clear-groups', '--no-new-privs']),
+    );
     for (const flag of ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--disable-userns', '--die-with-parent', '--new-session']) {
       expect(chain.args).toContain(flag);
     }
     // the cgroup is joined first, by the shell, before prlimit/setpriv/bwrap run
-    expect(chain.args.slice(0, 6)).toEqual(expect.arrayContaining(['/sys/fs/cgroup/memory/x/probe/main/cgroup.procs', '/sys/fs/cgroup/pids/x/probe/main/cgroup.procs']));
+    expect(chain.args.slice(0, 6)).toEqual(
+      expect.arrayContaining(['/sys/fs/cgroup/memory/x/probe/main/cgroup.procs', '/sys/fs/cgroup/pids/x/probe/main/cgroup.procs']),
+    );
     // root and /dev end read-only; nothing of the host is bound writable
     expect(chain.args.join(' ')).toContain('--remount-ro /dev --remount-ro /');
     expect(chain.args).not.toContain('--bind');
@@ -42,14 +51,24 @@ describe('buildChain (the command line, without running it)', () => {
   });
 
   it('keeps secrets off the command line and replaces the environment entirely', () => {
-    const chain = buildChain(spec({ env: { JUPYTER_TOKEN: 'per-sandbox-token' } }), { mode: 'root', tools: DEFAULT_TOOLS, cgroup: undefined, offDir: undefined });
+    const chain = buildChain(spec({ env: { JUPYTER_TOKEN: 'per-sandbox-token' } }), {
+      mode: 'root',
+      tools: DEFAULT_TOOLS,
+      cgroup: undefined,
+      offDir: undefined,
+    });
     expect(chain.args.join(' ')).not.toContain('per-sandbox-token');
     expect(chain.args).not.toContain('--setenv');
     expect(Object.keys(chain.env).sort()).toEqual(['HOME', 'JUPYTER_TOKEN', 'LANG', 'PATH', 'TMPDIR']);
   });
 
   it('falls back to rlimits for memory and processes without cgroups', () => {
-    const chain = buildChain(spec({ limits: { memoryBytes: 512 * MiB, pids: 64 } }), { mode: 'root', tools: DEFAULT_TOOLS, cgroup: undefined, offDir: undefined });
+    const chain = buildChain(spec({ limits: { memoryBytes: 512 * MiB, pids: 64 } }), {
+      mode: 'root',
+      tools: DEFAULT_TOOLS,
+      cgroup: undefined,
+      offDir: undefined,
+    });
     expect(chain.file).toBe('/usr/bin/prlimit');
     expect(chain.args).toEqual(expect.arrayContaining(['--core=0', '--nproc=64', `--as=${512 * MiB}`]));
     const withCgroup = buildChain(spec({ limits: { memoryBytes: 512 * MiB, pids: 64 } }), { mode: 'root', tools: DEFAULT_TOOLS, cgroup, offDir: undefined });
@@ -66,7 +85,9 @@ describe('buildChain (the command line, without running it)', () => {
   });
 
   it('rejects a sandbox name that could leave its cgroup directory', () => {
-    expect(() => buildChain(spec({ name: '../escape' }), { mode: 'root', tools: DEFAULT_TOOLS, cgroup: undefined, offDir: undefined })).toThrow(/invalid sandbox name/);
+    expect(() => buildChain(spec({ name: '../escape' }), { mode: 'root', tools: DEFAULT_TOOLS, cgroup: undefined, offDir: undefined })).toThrow(
+      /invalid sandbox name/,
+    );
   });
 });
 
@@ -141,7 +162,23 @@ print(json.dumps(out))
 
   it('shows only what was bound, as an unprivileged uid, with a cleared environment and no network', async () => {
     const { code, output } = await run(
-      spec({ command: ['/usr/bin/python3', '-c', PROBE, String(port), secretDir, join(secretDir, 'secrets.json'), process.cwd(), '/root', '/work', '/home', '/sys', '/var'], env: { SANDBOX_TOKEN: 'own-token' } }),
+      spec({
+        command: [
+          '/usr/bin/python3',
+          '-c',
+          PROBE,
+          String(port),
+          secretDir,
+          join(secretDir, 'secrets.json'),
+          process.cwd(),
+          '/root',
+          '/work',
+          '/home',
+          '/sys',
+          '/var',
+        ],
+        env: { SANDBOX_TOKEN: 'own-token' },
+      }),
     );
     expect(code, output).toBe(0);
     const o = JSON.parse(output.trim().split('\n').at(-1)!);
@@ -189,7 +226,13 @@ for cmd in (["/usr/bin/unshare", "-U", "true"], ["/usr/bin/unshare", "-r", "id"]
   });
 
   it.runIf(process.getuid?.() === 0)('ends a memory hog at its cgroup limit with an OOM kill, and counts it', async () => {
-    const sandbox = await prepared.launcher.start(spec({ name: 'hog', limits: { memoryBytes: 64 * MiB, pids: 64 }, command: ['/usr/bin/python3', '-c', 'x = bytearray(256 * 1024 * 1024)\nprint("survived")'] }));
+    const sandbox = await prepared.launcher.start(
+      spec({
+        name: 'hog',
+        limits: { memoryBytes: 64 * MiB, pids: 64 },
+        command: ['/usr/bin/python3', '-c', 'x = bytearray(256 * 1024 * 1024)\nprint("survived")'],
+      }),
+    );
     const end = await sandbox.exited;
     expect(sandbox.output()).not.toContain('survived');
     expect(end.signal ?? end.code).not.toBe(0);
@@ -198,7 +241,8 @@ for cmd in (["/usr/bin/unshare", "-U", "true"], ["/usr/bin/unshare", "-r", "id"]
   });
 
   it.runIf(process.getuid?.() === 0)('contains a fork bomb at its pids limit, and stop() leaves no process behind', async () => {
-    const bomb = 'import os, time\nn = 0\nwhile True:\n  try:\n    if os.fork() == 0:\n      time.sleep(60)\n      os._exit(0)\n    n += 1\n  except OSError:\n    print("refused after", n, flush=True)\n    time.sleep(60)';
+    const bomb =
+      'import os, time\nn = 0\nwhile True:\n  try:\n    if os.fork() == 0:\n      time.sleep(60)\n      os._exit(0)\n    n += 1\n  except OSError:\n    print("refused after", n, flush=True)\n    time.sleep(60)';
     const sandbox = await prepared.launcher.start(spec({ name: 'bomb', limits: { pids: 32 }, command: ['/usr/bin/python3', '-c', bomb] }));
     for (let i = 0; i < 100 && !sandbox.output().includes('refused'); i++) await new Promise((r) => setTimeout(r, 100));
     expect(sandbox.output()).toMatch(/refused after \d+/);
@@ -222,7 +266,8 @@ for cmd in (["/usr/bin/unshare", "-U", "true"], ["/usr/bin/unshare", "-r", "id"]
   });
 
   it('serves a Unix socket inside that the host reaches through /proc/<pid>/root, with no shared host directory', async () => {
-    const server = 'import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind("/run/probe.sock")\ns.listen(1)\nprint("ready", flush=True)\nc, _ = s.accept()\nc.sendall(b"inside\\n")\nc.close()';
+    const server =
+      'import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind("/run/probe.sock")\ns.listen(1)\nprint("ready", flush=True)\nc, _ = s.accept()\nc.sendall(b"inside\\n")\nc.close()';
     const sandbox = await prepared.launcher.start(spec({ name: 'sock', command: ['/usr/bin/python3', '-c', server] }));
     for (let i = 0; i < 100 && !sandbox.output().includes('ready'); i++) await new Promise((r) => setTimeout(r, 50));
     const { connect } = await import('node:net');
@@ -238,7 +283,8 @@ for cmd in (["/usr/bin/unshare", "-U", "true"], ["/usr/bin/unshare", "-r", "id"]
   });
 
   it('shows SandboxSpec.files read-only under /run, by content (no host path shared)', async () => {
-    const probe = 'import os\nprint(open("/run/lib/hello.py").read())\ntry:\n  open("/run/lib/hello.py", "w")\nexcept OSError as e:\n  print("write refused:", e.strerror)';
+    const probe =
+      'import os\nprint(open("/run/lib/hello.py").read())\ntry:\n  open("/run/lib/hello.py", "w")\nexcept OSError as e:\n  print("write refused:", e.strerror)';
     const { output } = await run(spec({ name: 'files', command: ['/usr/bin/python3', '-c', probe], files: { 'lib/hello.py': 'GREETING = "hi"' } }));
     expect(output).toContain('GREETING = "hi"');
     expect(output).toMatch(/write refused: (Read-only file system|Permission denied)/);
@@ -263,9 +309,14 @@ describe('without bubblewrap', () => {
     await off.launcher.close();
   });
 
-  it('KERNEL_SANDBOX=off writes SandboxSpec.files into the sandbox\'s own run directory, and refuses paths that leave it', async () => {
+  it("KERNEL_SANDBOX=off writes SandboxSpec.files into the sandbox's own run directory, and refuses paths that leave it", async () => {
     const off = await prepareSandbox({ enabled: false, uidBase: UID_BASE, isRoot: false });
-    const sandbox = await off.launcher.start(spec({ command: ['/usr/bin/python3', '-c', 'import sys; print(open(sys.argv[1]).read())', `${off.launcher.layout('probe').run}/lib/hello.py`], files: { 'lib/hello.py': 'hello' } }));
+    const sandbox = await off.launcher.start(
+      spec({
+        command: ['/usr/bin/python3', '-c', 'import sys; print(open(sys.argv[1]).read())', `${off.launcher.layout('probe').run}/lib/hello.py`],
+        files: { 'lib/hello.py': 'hello' },
+      }),
+    );
     await sandbox.exited;
     expect(sandbox.output().trim()).toBe('hello');
     await sandbox.stop();

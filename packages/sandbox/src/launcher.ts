@@ -139,7 +139,19 @@ export function buildChain(
   // directory inside a private mount namespace of this chain only: no mount is left on the host.
   const staged = mode === 'root' && spec.workspaceDir !== undefined && opts.stageDir !== undefined;
   if (staged) {
-    chain.push(tools.unshare, '--mount', '--propagation', 'private', '--', tools.sh, '-c', `${tools.mount} --bind "$1" "$2" && shift 2 && exec "$@"`, 'sh', spec.workspaceDir!, opts.stageDir!);
+    chain.push(
+      tools.unshare,
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      tools.sh,
+      '-c',
+      `${tools.mount} --bind "$1" "$2" && shift 2 && exec "$@"`,
+      'sh',
+      spec.workspaceDir!,
+      opts.stageDir!,
+    );
   }
   const rlimits = ['--core=0'];
   if (!opts.cgroup && spec.limits?.pids) rlimits.push(`--nproc=${spec.limits.pids}`);
@@ -156,11 +168,36 @@ export function buildChain(
     let fd = 3;
     infoFd = fd++;
     const b: string[] = [
-      '--unshare-user', '--uid', String(spec.uid), '--gid', String(spec.uid), '--disable-userns',
-      '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--unshare-net',
-      '--hostname', 'sandbox', '--die-with-parent', '--new-session',
-      '--ro-bind', '/usr', '/usr',
-      '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--symlink', 'usr/sbin', '/sbin',
+      '--unshare-user',
+      '--uid',
+      String(spec.uid),
+      '--gid',
+      String(spec.uid),
+      '--disable-userns',
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--unshare-cgroup-try',
+      '--unshare-net',
+      '--hostname',
+      'sandbox',
+      '--die-with-parent',
+      '--new-session',
+      '--ro-bind',
+      '/usr',
+      '/usr',
+      '--symlink',
+      'usr/bin',
+      '/bin',
+      '--symlink',
+      'usr/lib',
+      '/lib',
+      '--symlink',
+      'usr/lib64',
+      '/lib64',
+      '--symlink',
+      'usr/sbin',
+      '/sbin',
     ];
     for (const [path, content] of Object.entries(etcFiles(spec.uid, spec.uid, layout.home))) {
       dataFds.set(fd, content);
@@ -270,7 +307,9 @@ export class Sandbox {
         }
       };
       info.on('data', onData);
-      void this.exited.then(({ code, signal }) => reject(new SandboxStartError(`the sandbox exited before it started (${code ?? signal}): ${this.output().trim().split('\n').slice(-5).join(' | ')}`)));
+      void this.exited.then(({ code, signal }) =>
+        reject(new SandboxStartError(`the sandbox exited before it started (${code ?? signal}): ${this.output().trim().split('\n').slice(-5).join(' | ')}`)),
+      );
     });
   }
 

@@ -37,7 +37,9 @@ export function descendants(root: number): number[] {
 /** NUL-separated arguments of a process, or undefined when it is gone. */
 export function commandLine(pid: number): string[] | undefined {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((a) => a !== '');
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+      .split('\0')
+      .filter((a) => a !== '');
   } catch {
     return undefined;
   }

@@ -35,7 +35,9 @@ export function databaseUidAllocator(db: Kysely<DB>, base: number): UidAllocator
           .insertInto('sandbox_identities')
           .columns(['workspace_id', 'slot'])
           .expression(
-            db.selectFrom('sandbox_identities').select([sql<string>`${workspaceId}::uuid`.as('workspace_id'), sql<number>`coalesce(max(slot), 0) + 1`.as('slot')]),
+            db
+              .selectFrom('sandbox_identities')
+              .select([sql<string>`${workspaceId}::uuid`.as('workspace_id'), sql<number>`coalesce(max(slot), 0) + 1`.as('slot')]),
           )
           .onConflict((oc) => oc.doNothing())
           .execute();
@@ -44,4 +46,3 @@ export function databaseUidAllocator(db: Kysely<DB>, base: number): UidAllocator
     },
   };
 }
-

@@ -7,7 +7,16 @@ describe(`sandbox uids in the database (${process.env.CODEAGENT_TEST_DB ?? 'post
   const ws: string[] = [];
   beforeAll(async () => {
     t = await createTestDatabase();
-    for (let i = 0; i < 12; i++) ws.push((await t.database.db.insertInto('workspaces').values({ name: `w${i}` }).returning('id').executeTakeFirstOrThrow()).id);
+    for (let i = 0; i < 12; i++)
+      ws.push(
+        (
+          await t.database.db
+            .insertInto('workspaces')
+            .values({ name: `w${i}` })
+            .returning('id')
+            .executeTakeFirstOrThrow()
+        ).id,
+      );
   });
   afterAll(async () => {
     await t.drop();

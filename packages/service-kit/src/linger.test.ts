@@ -15,11 +15,21 @@ interface Answer {
 function post(base: string, path: string, body: Buffer, headers: Record<string, string> = {}): Promise<Answer> {
   const url = new URL(path, base);
   return new Promise((resolve, reject) => {
-    const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': String(body.length), ...headers } }, (res: IncomingMessage) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': String(body.length), ...headers },
+      },
+      (res: IncomingMessage) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -48,7 +58,12 @@ describe('answers before the body was read (413, 401) reach the client', () => {
   });
 
   it('answers 413 to a chunked body that passes the limit while it streams', async () => {
-    const res = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: new Blob([big]).stream(), duplex: 'half' } as RequestInit);
+    const res = await fetch(`${base}/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: new Blob([big]).stream(),
+      duplex: 'half',
+    } as RequestInit);
     expect(res.status).toBe(413);
   });
 

@@ -22,7 +22,11 @@ function logSecrets(format: 'json' | 'pretty'): string {
   const child = log.child({ reqId: 'req-1' });
   child.info(
     {
-      req: { method: 'GET', url: '/jupyter/api?token=tok-QUERY&page=2', headers: { authorization: 'Bearer tok-AUTH', cookie: 'sid=tok-COOKIE', 'x-internal-service-token': 'tok-INTERNAL' } },
+      req: {
+        method: 'GET',
+        url: '/jupyter/api?token=tok-QUERY&page=2',
+        headers: { authorization: 'Bearer tok-AUTH', cookie: 'sid=tok-COOKIE', 'x-internal-service-token': 'tok-INTERNAL' },
+      },
       res: { statusCode: 200, headers: { 'set-cookie': 'sid=tok-SETCOOKIE' } },
       responseTime: 1.25,
     },
@@ -36,8 +40,17 @@ describe('component logs', () => {
   it('JSON: one object a line, secrets redacted (headers, fields, query parameters of the URL)', () => {
     const text = logSecrets('json');
     for (const secret of SECRETS) expect(text).not.toContain(secret);
-    const [first, second] = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(first).toMatchObject({ level: 30, name: 'backend', reqId: 'req-1', msg: 'request completed', req: { method: 'GET', url: '/jupyter/api?token=[redacted]&page=2' } });
+    const [first, second] = text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(first).toMatchObject({
+      level: 30,
+      name: 'backend',
+      reqId: 'req-1',
+      msg: 'request completed',
+      req: { method: 'GET', url: '/jupyter/api?token=[redacted]&page=2' },
+    });
     expect(second).toMatchObject({ token: '[redacted]', access_token: '[redacted]', body: { email: 'a@b.c', password: '[redacted]' } });
   });
 
@@ -53,7 +66,10 @@ describe('component logs', () => {
 
   it('pretty: an error is its message on the line, its stack only at debug', () => {
     const info = sink();
-    createLogger({ level: 'info', format: 'pretty' }, 'worker', info.stream).warn({ err: Object.assign(new Error('disk full'), { code: 'ENOSPC' }) }, 'run failed');
+    createLogger({ level: 'info', format: 'pretty' }, 'worker', info.stream).warn(
+      { err: Object.assign(new Error('disk full'), { code: 'ENOSPC' }) },
+      'run failed',
+    );
     expect(info.text()).toMatch(/WARN: worker run failed \(ENOSPC: disk full\)\n$/);
     const debug = sink();
     createLogger({ level: 'debug', format: 'pretty' }, 'worker', debug.stream).warn({ err: new Error('disk full') }, 'run failed');

@@ -5,7 +5,19 @@ import type { PrettyOptions } from 'pino-pretty';
 
 /** Header and field names whose values are secrets: written as `[redacted]` in every format. */
 const SECRET_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'x-internal-service-token', 'x-api-key'];
-const SECRET_FIELDS = ['password', 'AuthPassword', 'password_enc', 'token', 'access_token', 'refresh_token', 'secret', 'apiKey', 'api_key', 'authorization', 'cookie'];
+const SECRET_FIELDS = [
+  'password',
+  'AuthPassword',
+  'password_enc',
+  'token',
+  'access_token',
+  'refresh_token',
+  'secret',
+  'apiKey',
+  'api_key',
+  'authorization',
+  'cookie',
+];
 
 export const REDACTED = '[redacted]';
 

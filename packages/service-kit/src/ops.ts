@@ -16,7 +16,11 @@ export class Metrics {
   constructor(readonly component: string) {
     this.registry.setDefaultLabels({ component });
     collectDefaultMetrics({ register: this.registry });
-    this.httpRequests = this.counter('codeagent_http_requests_total', 'HTTP requests answered, by route pattern, method and status', ['route', 'method', 'status_code']);
+    this.httpRequests = this.counter('codeagent_http_requests_total', 'HTTP requests answered, by route pattern, method and status', [
+      'route',
+      'method',
+      'status_code',
+    ]);
     this.httpDuration = new Histogram({
       name: 'codeagent_http_request_duration_seconds',
       help: 'Time to answer an HTTP request (until the response is written), by route pattern',
@@ -37,7 +41,13 @@ export class Metrics {
       help,
       labelNames,
       registers: [this.registry],
-      ...(collect ? { async collect(this: Gauge<L>) { await collect(this); } } : {}),
+      ...(collect
+        ? {
+            async collect(this: Gauge<L>) {
+              await collect(this);
+            },
+          }
+        : {}),
     });
   }
 
@@ -112,14 +122,24 @@ function serve(app: FastifyInstance, metrics: Metrics, readiness: ReadinessCheck
       .header('cache-control', 'no-store')
       .send({ status: ready ? 'ok' : closing() ? 'stopping' : 'error', checks });
   });
-  app.get('/metrics', hide, async (_req, reply) => reply.type(metrics.registry.contentType).header('cache-control', 'no-store').send(await metrics.text()));
+  app.get('/metrics', hide, async (_req, reply) =>
+    reply
+      .type(metrics.registry.contentType)
+      .header('cache-control', 'no-store')
+      .send(await metrics.text()),
+  );
 }
 
 /**
  * A port of its own for /metrics, /livez, /readyz (GATEWAY_METRICS_PORT, WORKER_METRICS_PORT):
  * for the gateway, whose only port is public, and the worker, which has none.
  */
-export async function startOpsServer(metrics: Metrics, host: string, port: number, readiness: ReadinessChecks = {}): Promise<{ app: FastifyInstance; url: string; stopping(): void }> {
+export async function startOpsServer(
+  metrics: Metrics,
+  host: string,
+  port: number,
+  readiness: ReadinessChecks = {},
+): Promise<{ app: FastifyInstance; url: string; stopping(): void }> {
   const app = Fastify({ logger: false });
   let closing = false;
   serve(app, metrics, readiness, () => closing);

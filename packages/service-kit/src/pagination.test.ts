@@ -8,7 +8,15 @@ const AT = '2024-05-06T07:08:09.123Z';
 
 describe('keyset cursors (docs/contract/spec.md §4.5: a malformed or foreign cursor is 400, never 500)', () => {
   it('round-trips the sort key of the last item, typed by the shape of the list', () => {
-    const page = keysetPage([{ at: new Date(AT), id: ID }, { at: new Date(AT), id: ID }], 1, (r) => [r.at.toISOString(), r.id], (r) => r.id);
+    const page = keysetPage(
+      [
+        { at: new Date(AT), id: ID },
+        { at: new Date(AT), id: ID },
+      ],
+      1,
+      (r) => [r.at.toISOString(), r.id],
+      (r) => r.id,
+    );
     expect(page.items).toEqual([ID]);
     const key = decodeCursor(page.next_cursor!, ['time', 'uuid']);
     expect(key).toEqual([new Date(AT), ID]);

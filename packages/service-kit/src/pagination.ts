@@ -73,12 +73,16 @@ export function decodeCursor<const S extends readonly CursorField[]>(cursor: str
  * One page of a keyset query that fetched `limit + 1` rows: the items, and the cursor of the
  * last item when there is more.
  */
-export function keysetPage<R, T>(rows: R[], limit: number, key: (row: R) => (string | number)[], toItem: (row: R) => T): { items: T[]; next_cursor: string | null } {
+export function keysetPage<R, T>(
+  rows: R[],
+  limit: number,
+  key: (row: R) => (string | number)[],
+  toItem: (row: R) => T,
+): { items: T[]; next_cursor: string | null } {
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   return { items: page.map(toItem), next_cursor: rows.length > limit && last !== undefined ? encodeCursor(key(last)) : null };
 }
-
 
 /** Ids are UUIDs (docs/contract/spec.md §3): anything else cannot name a row, so callers answer 404 without a query. */
 export function isUuid(value: string): boolean {

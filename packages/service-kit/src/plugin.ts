@@ -112,7 +112,10 @@ export const serviceKit = fp<ServiceKitOptions>(
 
     app.setErrorHandler(async (err: FastifyError, req, reply) => {
       if (err instanceof AppError) {
-        return reply.code(err.statusCode).headers(err.headers).send({ error: err.code, message: err.message, ...err.extra });
+        return reply
+          .code(err.statusCode)
+          .headers(err.headers)
+          .send({ error: err.code, message: err.message, ...err.extra });
       }
       if (err instanceof HashingBusyError) {
         // Password hashing is at its cap (admission control): refuse at once, never queue.
@@ -136,7 +139,10 @@ export const serviceKit = fp<ServiceKitOptions>(
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
           return reply
             .code(413)
-            .send({ error: 'payload_too_large', message: `request body is larger than the ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit} bytes this route accepts` });
+            .send({
+              error: 'payload_too_large',
+              message: `request body is larger than the ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit} bytes this route accepts`,
+            });
         case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
           return reply
             .code(415)

@@ -24,7 +24,9 @@ async function app() {
     },
     async () => ({ ok: true }),
   );
-  a.get('/items', { schema: { querystring: Type.Object({ order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])) }) } }, async () => ({ ok: true }));
+  a.get('/items', { schema: { querystring: Type.Object({ order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])) }) } }, async () => ({
+    ok: true,
+  }));
   return a;
 }
 
@@ -50,7 +52,9 @@ describe('validation errors name the allowed values (one handler for every route
   it('a role of another type, an enum and a nested union all name their values', async () => {
     expect((await post({ email: 'a@example.com', role: 7 })).body.fields).toEqual({ role: 'must be one of viewer, editor, admin' });
     expect((await post({ email: 'a@example.com', role: 'viewer', mode: 'slow' })).body.fields).toEqual({ mode: 'must be one of fast, safe' });
-    expect((await post({ email: 'a@example.com', role: 'viewer', settings: { theme: 'blue' } })).body.fields).toEqual({ 'settings.theme': 'must be one of light, dark' });
+    expect((await post({ email: 'a@example.com', role: 'viewer', settings: { theme: 'blue' } })).body.fields).toEqual({
+      'settings.theme': 'must be one of light, dark',
+    });
   });
 
   it('other problems keep their own words', async () => {

@@ -110,7 +110,11 @@ function contract(name: string, make: () => Promise<ObjectStore>, cleanup: () =>
 }
 
 const localDir = mkdtempSync(join(tmpdir(), 'codeagent-local-store-'));
-contract('local', async () => new LocalObjectStore(localDir), async () => undefined);
+contract(
+  'local',
+  async () => new LocalObjectStore(localDir),
+  async () => undefined,
+);
 
 let s3rver: S3rver | undefined;
 const s3Dir = mkdtempSync(join(tmpdir(), 'codeagent-s3rver-'));
@@ -120,7 +124,12 @@ contract(
     s3rver = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: s3Dir });
     const { port } = await s3rver.run();
     return new S3ObjectStore({
-      client: { endpoint: `http://127.0.0.1:${port}`, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } },
+      client: {
+        endpoint: `http://127.0.0.1:${port}`,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+      },
       buckets: { workspace: 'ca-workspace', version: 'ca-version', run_log: 'ca-run-log', trash: 'ca-trash' },
     });
   },
@@ -148,7 +157,12 @@ describe('s3 backend specifics', () => {
     try {
       const replica = () =>
         new S3ObjectStore({
-          client: { endpoint: `http://127.0.0.1:${port}`, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } },
+          client: {
+            endpoint: `http://127.0.0.1:${port}`,
+            region: 'us-east-1',
+            forcePathStyle: true,
+            credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+          },
           buckets: { workspace: 'race-workspace', version: 'race-version', run_log: 'race-run-log', trash: 'race-trash' },
         });
       const replicas = Array.from({ length: 4 }, replica);

@@ -6,7 +6,17 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { HashingCounter } from './hashing.js';
 import { validateObjectPath } from './paths.js';
-import { AREAS, type Area, type ByteRange, type GetResult, type ListPage, type ObjectInfo, type ObjectStore, type PutOptions, type PutResult } from './store.js';
+import {
+  AREAS,
+  type Area,
+  type ByteRange,
+  type GetResult,
+  type ListPage,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+  type PutResult,
+} from './store.js';
 
 /**
  * `local` backend: one directory per area under `baseDir`. A write goes to a temporary file in

@@ -6,13 +6,21 @@ describe('s3StartError', () => {
   const minio = { endpoint: 'http://admin:hunter2@127.0.0.1:9000', region: 'us-east-1' };
 
   it('no credentials: names S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, and STORAGE_BACKEND=local', () => {
-    const err = s3StartError(Object.assign(new Error('Could not load credentials from any providers'), { name: 'CredentialsProviderError' }), {}, 'codeagent-workspace');
+    const err = s3StartError(
+      Object.assign(new Error('Could not load credentials from any providers'), { name: 'CredentialsProviderError' }),
+      {},
+      'codeagent-workspace',
+    );
     expect(err).toBeInstanceOf(StorageUnavailableError);
     expect(err.message).toMatch(/S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY.*STORAGE_BACKEND=local/);
   });
 
   it('refused credentials (403): names the key settings and the buckets', () => {
-    const err = s3StartError(Object.assign(new Error('Forbidden'), { name: 'InvalidAccessKeyId', $metadata: { httpStatusCode: 403 } }), minio, 'codeagent-workspace');
+    const err = s3StartError(
+      Object.assign(new Error('Forbidden'), { name: 'InvalidAccessKeyId', $metadata: { httpStatusCode: 403 } }),
+      minio,
+      'codeagent-workspace',
+    );
     expect(err.message).toContain('S3_ENDPOINT http://127.0.0.1:9000 refused the credentials for bucket codeagent-workspace');
     expect(err.message).toContain('S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY');
   });

@@ -15,7 +15,10 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNR
 /** Why `init` failed, said as the settings that fix it (the SDK's own errors name none). */
 export function s3StartError(err: unknown, client: S3ClientConfig, bucket: string): StorageUnavailableError {
   const e = err as { name?: string; code?: string; message?: string; $metadata?: { httpStatusCode?: number } };
-  const where = typeof client.endpoint === 'string' ? `S3_ENDPOINT ${client.endpoint.replace(/\/\/[^/@]*@/, '//')}` : `AWS S3 (S3_REGION ${typeof client.region === 'string' ? client.region : 'us-east-1'})`;
+  const where =
+    typeof client.endpoint === 'string'
+      ? `S3_ENDPOINT ${client.endpoint.replace(/\/\/[^/@]*@/, '//')}`
+      : `AWS S3 (S3_REGION ${typeof client.region === 'string' ? client.region : 'us-east-1'})`;
   const why = e.code ?? e.name ?? 'error';
   if (e.name === 'CredentialsProviderError' || /credential/i.test(e.message ?? '')) {
     return new StorageUnavailableError(
@@ -25,10 +28,16 @@ export function s3StartError(err: unknown, client: S3ClientConfig, bucket: strin
   }
   const status = e.$metadata?.httpStatusCode;
   if (status === 403 || e.name === 'InvalidAccessKeyId' || e.name === 'SignatureDoesNotMatch' || e.name === 'AccessDenied') {
-    return new StorageUnavailableError(`${where} refused the credentials for bucket ${bucket} (${why}): check S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, and that they may use the S3_BUCKET_* buckets`);
+    return new StorageUnavailableError(
+      `${where} refused the credentials for bucket ${bucket} (${why}): check S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, and that they may use the S3_BUCKET_* buckets`,
+    );
   }
   if (NETWORK_CODES.has(why) || status === undefined) {
-    return new StorageUnavailableError(`cannot reach ${where} (${why}${e.message && e.message !== why ? `: ${e.message}` : ''}): start that server or correct S3_ENDPOINT and S3_REGION, or set STORAGE_BACKEND=local`);
+    return new StorageUnavailableError(
+      `cannot reach ${where} (${why}${e.message && e.message !== why ? `: ${e.message}` : ''}): start that server or correct S3_ENDPOINT and S3_REGION, or set STORAGE_BACKEND=local`,
+    );
   }
-  return new StorageUnavailableError(`${where} answered ${status} (${why}) for bucket ${bucket}: check the S3_* settings (S3_FORCE_PATH_STYLE=true for MinIO and most S3-compatible servers)`);
+  return new StorageUnavailableError(
+    `${where} answered ${status} (${why}) for bucket ${bucket}: check the S3_* settings (S3_FORCE_PATH_STYLE=true for MinIO and most S3-compatible servers)`,
+  );
 }

@@ -15,7 +15,17 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { HashingCounter } from './hashing.js';
 import { s3StartError } from './s3-errors.js';
 import { validateObjectPath } from './paths.js';
-import { AREAS, type Area, type ByteRange, type GetResult, type ListPage, type ObjectInfo, type ObjectStore, type PutOptions, type PutResult } from './store.js';
+import {
+  AREAS,
+  type Area,
+  type ByteRange,
+  type GetResult,
+  type ListPage,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+  type PutResult,
+} from './store.js';
 
 export interface S3StoreOptions {
   client: S3ClientConfig;

@@ -86,7 +86,12 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
   const throttle = new LoginThrottle(opts.db, { ...DEFAULT_LOGIN_THROTTLE, ...opts.loginThrottle });
   const readRunLog = async (key: string) => (await opts.store.get('run_log', key))?.body;
 
-  await app.register(internalRoutes, { prefix: '/internal/v1', store: opts.store, internalServiceToken: opts.internalServiceToken, maxUploadBytes: opts.maxUploadBytes });
+  await app.register(internalRoutes, {
+    prefix: '/internal/v1',
+    store: opts.store,
+    internalServiceToken: opts.internalServiceToken,
+    maxUploadBytes: opts.maxUploadBytes,
+  });
 
   await app.register(
     async (api) => {

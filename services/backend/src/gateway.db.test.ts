@@ -69,7 +69,11 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
   });
 
   const login = async (at: string, email: string, password: string, headers: Record<string, string> = {}) =>
-    fetch(`${at}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ email, password }) });
+    fetch(`${at}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ email, password }),
+    });
   const sessionCookie = (res: Response) => /codeagent_session=[^;]+/.exec(res.headers.get('set-cookie') ?? '')![0];
 
   describe('uploads and body limits', () => {
@@ -87,7 +91,17 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
       out.end();
       await finished(out);
       const sha256 = hash.digest('hex');
-      const { stdout, stderr } = await run(CURL, ['-sS', '-v', '-T', file, '-H', `authorization: Bearer ${b.adminToken}`, '-w', '\n%{http_code}', `${base}/api/v1/data-resources/${ws}/objects/big.bin`]);
+      const { stdout, stderr } = await run(CURL, [
+        '-sS',
+        '-v',
+        '-T',
+        file,
+        '-H',
+        `authorization: Bearer ${b.adminToken}`,
+        '-w',
+        '\n%{http_code}',
+        `${base}/api/v1/data-resources/${ws}/objects/big.bin`,
+      ]);
       expect(stderr).toMatch(/> Expect: 100-continue/i);
       const [body, status] = stdout.split('\n');
       expect(status).toBe('201');
@@ -106,7 +120,18 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
       out.end(payload);
       await finished(out);
       for (let i = 0; i < 3; i++) {
-        const { stdout } = await run(CURL, ['-sS', '-X', 'POST', '-H', 'content-type: application/json', '--data-binary', `@${file}`, '-w', '\n%{http_code}', `${base}/api/v1/auth/login`]);
+        const { stdout } = await run(CURL, [
+          '-sS',
+          '-X',
+          'POST',
+          '-H',
+          'content-type: application/json',
+          '--data-binary',
+          `@${file}`,
+          '-w',
+          '\n%{http_code}',
+          `${base}/api/v1/auth/login`,
+        ]);
         const [body, status] = stdout.split('\n');
         expect(status).toBe('413');
         expect(JSON.parse(body!)).toEqual({ error: 'payload_too_large', message: 'request body is larger than the 1048576 bytes this route accepts' });
@@ -123,7 +148,14 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
         let continued = false;
         const url = new URL(`${base}/api/v1/data-resources/${ws}/objects/huge.bin`);
         const req = request(
-          { host: url.hostname, port: url.port, path: url.pathname, method: 'PUT', agent: false, headers: { ...bearer(b.adminToken), 'content-length': String(MAX_UPLOAD + 65 * 1024 + 1), expect: '100-continue' } },
+          {
+            host: url.hostname,
+            port: url.port,
+            path: url.pathname,
+            method: 'PUT',
+            agent: false,
+            headers: { ...bearer(b.adminToken), 'content-length': String(MAX_UPLOAD + 65 * 1024 + 1), expect: '100-continue' },
+          },
           (res) => {
             let text = '';
             res.on('data', (c: Buffer) => (text += c.toString()));
@@ -173,7 +205,9 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
       const plain = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { cookie: `codeagent_session=${member.token}` } });
       expect(plain.json()).toEqual({ user_id: member.id, is_system_admin: false });
       expect((await b.app.inject({ method: 'GET', url: '/api/v1/auth/session' })).statusCode).toBe(401);
-      expect((await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: bearer('not-a-token') })).json()).toMatchObject({ error: 'unauthorized' });
+      expect((await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: bearer('not-a-token') })).json()).toMatchObject({
+        error: 'unauthorized',
+      });
       const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json<{ paths: Record<string, unknown> }>();
       expect(doc.paths).toHaveProperty('/api/v1/auth/session');
     });
@@ -211,7 +245,12 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
 
     it('a logged-in member who is not a system administrator gets 403, over HTTP and websockets', async () => {
       const member = await createAndLogin(b, 'jupyter-member@example.com');
-      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: member.id, role: 'admin' } });
+      await b.app.inject({
+        method: 'POST',
+        url: `/api/v1/platform/workspaces/${ws}/members`,
+        headers: bearer(b.adminToken),
+        payload: { user_id: member.id, role: 'admin' },
+      });
       const before = jupyterSeen.length;
       const origin = `http://${new URL(base).host}`;
       const res = await fetch(`${base}/jupyter/lab`, { headers: { cookie: `codeagent_session=${member.token}` } });

@@ -31,16 +31,27 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab of a workspace in Chr
     b = await startTestBackend();
     const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
     kernels = await startTestKernels({ lab: defaultLabHost() });
-    runtime = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: 'runtime-token', lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }) });
+    runtime = await buildRuntimeApp({
+      kernels: kernels.kernels,
+      internalServiceToken: 'runtime-token',
+      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }),
+    });
     const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
     gateway = await buildGatewayApp({
       upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
       jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true },
     });
     base = await gateway.listen({ host: '127.0.0.1', port: 0 });
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'browser lab' } })).json<{ id: string }>().id;
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'browser lab' } })).json<{
+      id: string;
+    }>().id;
     editor = await createAndLogin(b, 'browser-editor@example.com');
-    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: editor.id, role: 'editor' } });
+    await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: editor.id, role: 'editor' },
+    });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   }, 120_000);
@@ -65,13 +76,22 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab of a workspace in Chr
     await page.locator('#jp-main-dock-panel').waitFor({ timeout: 90_000 });
 
     const command = (id: string, args: object = {}) =>
-      page.evaluate(([id, args]) => (globalThis as unknown as { jupyterapp: { commands: { execute(id: string, args?: object): Promise<unknown> } } }).jupyterapp.commands.execute(id as string, args as object), [id, args] as const);
+      page.evaluate(
+        ([id, args]) =>
+          (globalThis as unknown as { jupyterapp: { commands: { execute(id: string, args?: object): Promise<unknown> } } }).jupyterapp.commands.execute(
+            id as string,
+            args as object,
+          ),
+        [id, args] as const,
+      );
     await command('notebook:create-new', { kernelName: 'python3' });
     const cell = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first();
     await cell.waitFor({ timeout: 60_000 });
     // The kernel is up (its websocket goes through the gateway and the runtime) before typing.
     await page.waitForFunction(
-      () => (globalThis as unknown as { jupyterapp: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string } } } } } } }).jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle',
+      () =>
+        (globalThis as unknown as { jupyterapp: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string } } } } } } }).jupyterapp
+          .shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle',
       undefined,
       { timeout: 90_000 },
     );
@@ -90,7 +110,10 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab of a workspace in Chr
     // The first save of an untitled notebook asks for a name (JupyterLab 4): keep the proposed one.
     void command('docmanager:save').catch(() => undefined);
     const rename = page.locator('.jp-Dialog .jp-mod-accept');
-    await rename.waitFor({ timeout: 15_000 }).then(() => rename.click(), () => undefined);
+    await rename.waitFor({ timeout: 15_000 }).then(
+      () => rename.click(),
+      () => undefined,
+    );
     await page.locator('.jp-Dialog').waitFor({ state: 'detached', timeout: 15_000 });
     // Saved: the tab no longer shows unsaved changes.
     await page.locator('.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached', timeout: 30_000 });

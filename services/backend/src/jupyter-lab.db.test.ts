@@ -56,19 +56,33 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     b = await startTestBackend();
     const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
     kernels = await startTestKernels({ lab: defaultLabHost() });
-    runtime = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: RUNTIME_INTERNAL_TOKEN, lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }) });
+    runtime = await buildRuntimeApp({
+      kernels: kernels.kernels,
+      internalServiceToken: RUNTIME_INTERNAL_TOKEN,
+      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }),
+    });
     runtimeBase = await runtime.listen({ host: '127.0.0.1', port: 0 });
     gateway = await buildGatewayApp({
       upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
       jupyter: { url: runtimeBase, token: LAB_TOKEN, perWorkspace: true },
     });
     base = await gateway.listen({ host: '127.0.0.1', port: 0 });
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'lab' } })).json<{ id: string }>().id;
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'lab' } })).json<{
+      id: string;
+    }>().id;
     editor = await createAndLogin(b, 'lab-editor@example.com');
     viewer = await createAndLogin(b, 'lab-viewer@example.com');
     outsider = await createAndLogin(b, 'lab-outsider@example.com');
-    for (const [user, role] of [[editor, 'editor'], [viewer, 'viewer']] as const) {
-      const res = await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: user.id, role } });
+    for (const [user, role] of [
+      [editor, 'editor'],
+      [viewer, 'viewer'],
+    ] as const) {
+      const res = await b.app.inject({
+        method: 'POST',
+        url: `/api/v1/platform/workspaces/${ws}/members`,
+        headers: bearer(b.adminToken),
+        payload: { user_id: user.id, role },
+      });
       expect(res.statusCode).toBe(201);
     }
   }, 120_000);
@@ -107,7 +121,7 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     expect(text).not.toContain(LAB_TOKEN);
   }, 120_000);
 
-  it('the runtime serves the lab only to whoever holds the gateway\'s token', async () => {
+  it("the runtime serves the lab only to whoever holds the gateway's token", async () => {
     const direct = await fetch(`${runtimeBase}/jupyter/${ws}/api/contents`);
     expect(direct.status).toBe(403);
     expect(await upgrade(runtimeBase, `/jupyter/${ws}/api/kernels/x/channels`, {})).toBe(403);
@@ -127,18 +141,34 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     expect((await fetch(`${base}/jupyter/lab`, { headers: bearer(editor.token) })).status).toBe(404);
     // nginx's auth_request passes on only 401 and 403: asked with `x-codeagent-require: member`,
     // the backend marks a non-member's 403 as a 404 to give.
-    const forNginx = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer(outsider.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read', 'x-codeagent-require': 'member' } });
+    const forNginx = await b.app.inject({
+      method: 'GET',
+      url: '/api/v1/auth/session',
+      headers: { ...bearer(outsider.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read', 'x-codeagent-require': 'member' },
+    });
     expect(forNginx.statusCode).toBe(403);
     expect(forNginx.headers['x-codeagent-refusal']).toBe('not_found');
-    const member = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer(viewer.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read' } });
+    const member = await b.app.inject({
+      method: 'GET',
+      url: '/api/v1/auth/session',
+      headers: { ...bearer(viewer.token), 'x-codeagent-workspace': ws, 'x-codeagent-access': 'read' },
+    });
     expect(member.json()).toMatchObject({ user_id: viewer.id, workspace_role: 'viewer' });
   });
 
   it('an editor saves notebooks, starts kernels and opens their websockets', async () => {
     const nb = { type: 'notebook', content: { cells: [], metadata: {}, nbformat: 4, nbformat_minor: 5 } };
-    const put = await fetch(lab('api/contents/editor.ipynb'), { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: JSON.stringify(nb) });
+    const put = await fetch(lab('api/contents/editor.ipynb'), {
+      method: 'PUT',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: JSON.stringify(nb),
+    });
     expect(put.status).toBe(201);
-    const kernel = await fetch(lab('api/kernels'), { method: 'POST', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: '{"name":"python3"}' });
+    const kernel = await fetch(lab('api/kernels'), {
+      method: 'POST',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: '{"name":"python3"}',
+    });
     expect(kernel.status).toBe(201);
     const { id } = (await kernel.json()) as { id: string };
     expect(await upgrade(base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(editor.token))).toBe(101);
@@ -151,8 +181,16 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     expect(await read.json()).toMatchObject({ name: 'editor.ipynb', type: 'notebook' });
     const nb = { type: 'notebook', content: { cells: [], metadata: {}, nbformat: 4, nbformat_minor: 5 } };
     const refusals = [
-      fetch(lab('api/contents/editor.ipynb'), { method: 'PUT', headers: { ...bearer(viewer.token), 'content-type': 'application/json' }, body: JSON.stringify(nb) }),
-      fetch(lab('api/contents/editor.ipynb'), { method: 'PATCH', headers: { ...bearer(viewer.token), 'content-type': 'application/json' }, body: '{"path":"renamed.ipynb"}' }),
+      fetch(lab('api/contents/editor.ipynb'), {
+        method: 'PUT',
+        headers: { ...bearer(viewer.token), 'content-type': 'application/json' },
+        body: JSON.stringify(nb),
+      }),
+      fetch(lab('api/contents/editor.ipynb'), {
+        method: 'PATCH',
+        headers: { ...bearer(viewer.token), 'content-type': 'application/json' },
+        body: '{"path":"renamed.ipynb"}',
+      }),
       fetch(lab('api/contents/editor.ipynb'), { method: 'DELETE', headers: bearer(viewer.token) }),
       fetch(lab('api/kernels'), { method: 'POST', headers: { ...bearer(viewer.token), 'content-type': 'application/json' }, body: '{"name":"python3"}' }),
       fetch(lab('api/terminals'), { method: 'POST', headers: bearer(viewer.token) }),
@@ -168,7 +206,11 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
   });
 
   it('after logout the same session loses access at once: API calls 401, pages go to the login page and back', async () => {
-    const login = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'lab-editor@example.com', password: 'password-123' }) });
+    const login = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'lab-editor@example.com', password: 'password-123' }),
+    });
     const cookie = /codeagent_session=[^;]+/.exec(login.headers.get('set-cookie') ?? '')![0];
     expect((await fetch(lab('api/contents'), { headers: { cookie } })).status).toBe(200);
     const out = await fetch(`${base}/api/v1/auth/logout`, { method: 'POST', headers: { cookie, origin: base } });
@@ -189,7 +231,11 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     const pool = kernels.pool as SandboxedServers;
     expect(pool.status(ws)).toEqual({ state: 'running' });
     // A server with a running kernel is not idle.
-    const kernel = await fetch(lab('api/kernels'), { method: 'POST', headers: { ...bearer(editor.token), 'content-type': 'application/json' }, body: '{"name":"python3"}' });
+    const kernel = await fetch(lab('api/kernels'), {
+      method: 'POST',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: '{"name":"python3"}',
+    });
     const { id } = (await kernel.json()) as { id: string };
     await pool.cullIdle(Date.now() + 24 * 3600_000);
     expect(pool.status(ws)).toEqual({ state: 'running' });

@@ -34,7 +34,11 @@ export async function startBackend(config: Config): Promise<void> {
   // Metrics and probes on the internal port (issue 18): never routed by the ingress.
   const metrics = new Metrics('backend');
   metrics.gauge('codeagent_runs', 'Runs by status, counted in the database at each scrape (the same figure from every backend)', ['status'], async (g) => {
-    const rows = await database.db.selectFrom('runs').select(['status', database.db.fn.countAll<number>().as('n')]).groupBy('status').execute();
+    const rows = await database.db
+      .selectFrom('runs')
+      .select(['status', database.db.fn.countAll<number>().as('n')])
+      .groupBy('status')
+      .execute();
     g.reset();
     for (const status of ['queued', 'running', 'succeeded', 'failed', 'cancelled']) g.set({ status }, Number(rows.find((r) => r.status === status)?.n ?? 0));
   });

@@ -24,13 +24,15 @@ const FILES = [
     path: 'report.html',
     type: 'text/html',
     email: 'xss-html@example.com',
-    content: (js: string) => `<!doctype html><html><body><h1>Quarterly report</h1><script>${js}</script><img src="x" onerror="${js.replace(/"/g, '&quot;')}"></body></html>`,
+    content: (js: string) =>
+      `<!doctype html><html><body><h1>Quarterly report</h1><script>${js}</script><img src="x" onerror="${js.replace(/"/g, '&quot;')}"></body></html>`,
   },
   {
     path: 'image.svg',
     type: 'image/svg+xml',
     email: 'xss-svg@example.com',
-    content: (js: string) => `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10" onload="${js.replace(/"/g, '&quot;')}"><script>${js}</script></svg>`,
+    content: (js: string) =>
+      `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10" onload="${js.replace(/"/g, '&quot;')}"><script>${js}</script></svg>`,
   },
   {
     // The same HTML declared as something harmless: only nosniff stops a browser from guessing.
@@ -58,10 +60,19 @@ describe(`uploaded HTML and SVG run no script in the platform's origin (${proces
     base = (await gateway.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
 
     // The administrator creates the workspace (and so is its admin member); an editor joins.
-    const created = await fetch(`${base}/api/v1/platform/workspaces`, { method: 'POST', headers: { ...bearer(b.adminToken), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'reports' }) });
+    const created = await fetch(`${base}/api/v1/platform/workspaces`, {
+      method: 'POST',
+      headers: { ...bearer(b.adminToken), 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'reports' }),
+    });
     ws = ((await created.json()) as { id: string }).id;
     const editor = await createAndLogin(b, 'editor@example.com');
-    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: editor.id, role: 'editor' } });
+    await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: editor.id, role: 'editor' },
+    });
     for (const f of FILES) {
       const res = await fetch(`${base}/api/v1/data-resources/${ws}/objects/${f.path}`, {
         method: 'PUT',
@@ -107,7 +118,10 @@ describe(`uploaded HTML and SVG run no script in the platform's origin (${proces
       // A script that ran at parse time (or from onload/onerror, before `load`) has sent its request by now.
       await Promise.all(attempts.map((r) => r.response()));
       await page.close();
-      expect(attempts.map((r) => r.frame().url()), 'requests the file sent').toEqual([]);
+      expect(
+        attempts.map((r) => r.frame().url()),
+        'requests the file sent',
+      ).toEqual([]);
       expect(await userEmails()).not.toContain(f.email);
     });
   }

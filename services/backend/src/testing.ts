@@ -85,11 +85,7 @@ export function bearer(token: string): Record<string, string> {
 }
 
 /** Creates a user through the API and logs them in. */
-export async function createAndLogin(
-  b: TestBackend,
-  email: string,
-  role: 'admin' | 'user' = 'user',
-): Promise<{ id: string; token: string }> {
+export async function createAndLogin(b: TestBackend, email: string, role: 'admin' | 'user' = 'user'): Promise<{ id: string; token: string }> {
   const res = await b.app.inject({
     method: 'POST',
     url: '/api/v1/platform/users',

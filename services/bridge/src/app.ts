@@ -88,7 +88,10 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
       bridge.get('/health', async () => {
         const { resolved, upstream } = client();
         const latency = await upstream.ping(3000);
-        return { status: latency === undefined ? 'degraded' : 'ok', upstream: { url: resolved.url, reachable: latency !== undefined, latency_ms: latency ?? null } };
+        return {
+          status: latency === undefined ? 'degraded' : 'ok',
+          upstream: { url: resolved.url, reachable: latency !== undefined, latency_ms: latency ?? null },
+        };
       });
 
       await bridge.register(async (inner) => {
@@ -123,36 +126,46 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
           // common case), and across bridge instances through a lease in the database (issue 18).
           const leased = <T>(work: () => Promise<T>) =>
             withLease(opts.db, `bridge:${key}`, { holder: `${instanceId}:${req.id}`, ttlMs: 30_000, waitMs: timeoutMs }, work).catch((err: unknown) => {
-              if (err instanceof LeaseBusyError) throw new ConflictError('another edit of this notebook is still running (on another bridge instance); try again when it ends');
+              if (err instanceof LeaseBusyError)
+                throw new ConflictError('another edit of this notebook is still running (on another bridge instance); try again when it ends');
               throw err;
             });
-          return locks.run(key, () => leased(async () => {
-            const sessionFor = async (fresh: boolean) => {
-              const known = fresh ? undefined : await sessions.get(owner, body.notebook_path, resolved.url);
-              if (known) return known;
-              const id = await upstream.createSession(`codeagent: ${body.notebook_path}`, timeoutMs);
-              await sessions.set(owner, body.notebook_path, id, resolved.url);
-              for (const old of await sessions.evictBeyond(owner, maxSessions)) {
-                if (old.upstream_url === resolved.url) void upstream.deleteSession(old.session_id, 5000);
+          return locks.run(key, () =>
+            leased(async () => {
+              const sessionFor = async (fresh: boolean) => {
+                const known = fresh ? undefined : await sessions.get(owner, body.notebook_path, resolved.url);
+                if (known) return known;
+                const id = await upstream.createSession(`codeagent: ${body.notebook_path}`, timeoutMs);
+                await sessions.set(owner, body.notebook_path, id, resolved.url);
+                for (const old of await sessions.evictBeyond(owner, maxSessions)) {
+                  if (old.upstream_url === resolved.url) void upstream.deleteSession(old.session_id, 5000);
+                }
+                return id;
+              };
+              let sessionId = await sessionFor(false);
+              let reply;
+              try {
+                reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, timeoutMs - (Date.now() - started));
+              } catch (err) {
+                if (!(err instanceof SessionGoneError)) throw err;
+                // docs/contract/seed.md §3 rule 4: the stored session is gone upstream; forget it and retry once.
+                await sessions.drop(owner, body.notebook_path);
+                sessionId = await sessionFor(true);
+                reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, Math.max(1000, timeoutMs - (Date.now() - started)));
               }
-              return id;
-            };
-            let sessionId = await sessionFor(false);
-            let reply;
-            try {
-              reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, timeoutMs - (Date.now() - started));
-            } catch (err) {
-              if (!(err instanceof SessionGoneError)) throw err;
-              // docs/contract/seed.md §3 rule 4: the stored session is gone upstream; forget it and retry once.
-              await sessions.drop(owner, body.notebook_path);
-              sessionId = await sessionFor(true);
-              reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, Math.max(1000, timeoutMs - (Date.now() - started)));
-            }
-            await sessions.touch(owner, body.notebook_path);
-            const code = extractCode(reply.text);
-            if (!code) throw upstreamError(200, 'the code agent answered without a code block; try again or rephrase the instruction');
-            return { source: code.source, explanation: code.explanation, session_id: sessionId, provider: reply.providerID, model: reply.modelID, duration_ms: Date.now() - started };
-          }));
+              await sessions.touch(owner, body.notebook_path);
+              const code = extractCode(reply.text);
+              if (!code) throw upstreamError(200, 'the code agent answered without a code block; try again or rephrase the instruction');
+              return {
+                source: code.source,
+                explanation: code.explanation,
+                session_id: sessionId,
+                provider: reply.providerID,
+                model: reply.modelID,
+                duration_ms: Date.now() - started,
+              };
+            }),
+          );
         });
 
         authed.get('/sessions', async (req) => ({ sessions: await sessions.list(ownerOf(req)) }));

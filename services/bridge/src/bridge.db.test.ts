@@ -59,7 +59,10 @@ class FakeOpencode {
     const path = url.split('?')[0]!;
     if (path === '/global/health') return json(200, { healthy: true });
     if (path === '/config/providers') {
-      return json(200, { providers: [{ id: 'fake', name: 'Fake LLM', options: { apiKey: 'sk-secret-key' }, models: { 'fake-model': { id: 'fake-model', name: 'Fake Model' } } }], default: { fake: 'fake-model' } });
+      return json(200, {
+        providers: [{ id: 'fake', name: 'Fake LLM', options: { apiKey: 'sk-secret-key' }, models: { 'fake-model': { id: 'fake-model', name: 'Fake Model' } } }],
+        default: { fake: 'fake-model' },
+      });
     }
     if (method === 'POST' && path === '/session') {
       const id = `ses_${++this.next}`;
@@ -101,7 +104,11 @@ class FakeOpencode {
       default:
         return json(200, {
           info: { role: 'assistant', providerID: 'fake', modelID: 'fake-model' },
-          parts: [{ type: 'step-start' }, { type: 'text', text: 'Here is the fix:\n```python\nprint(1 / 1)\n```\nDivision by one cannot fail.' }, { type: 'step-finish' }],
+          parts: [
+            { type: 'step-start' },
+            { type: 'text', text: 'Here is the fix:\n```python\nprint(1 / 1)\n```\nDivision by one cannot fail.' },
+            { type: 'step-finish' },
+          ],
         });
     }
   }
@@ -135,13 +142,26 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
 
   beforeAll(async () => {
     t = await createTestDatabase();
-    const user = await t.database.db.insertInto('users').values({ email: 'u@example.com', name: 'U', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
+    const user = await t.database.db
+      .insertInto('users')
+      .values({ email: 'u@example.com', name: 'U', password_hash: 'x', platform_role_id: 'user' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     token = (await issueUserToken(user.id, SECRET, 3600)).token;
-    const other = await t.database.db.insertInto('users').values({ email: 'b@example.com', name: 'B', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
+    const other = await t.database.db
+      .insertInto('users')
+      .values({ email: 'b@example.com', name: 'B', password_hash: 'x', platform_role_id: 'user' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     otherToken = (await issueUserToken(other.id, SECRET, 3600)).token;
     fake = new FakeOpencode();
     await fake.start();
-    app = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: [] }, workdir: '/tmp' });
+    app = await buildBridgeApp({
+      db: t.database.db,
+      jwtSecret: SECRET,
+      env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: [] },
+      workdir: '/tmp',
+    });
     appUrl = (await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
   });
   afterAll(async () => {
@@ -158,7 +178,12 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect((await app.inject({ method: 'GET', url: '/codeagent-bridge/hello' })).json()).toEqual({ name: 'codeagent-bridge', version: '0.1.0' });
     const health = (await app.inject({ method: 'GET', url: '/codeagent-bridge/health' })).json();
     expect(health).toMatchObject({ status: 'ok', upstream: { url: fake.url, reachable: true } });
-    for (const [method, url] of [['GET', '/codeagent-bridge/providers'], ['POST', '/codeagent-bridge/edit'], ['GET', '/codeagent-bridge/sessions'], ['DELETE', '/codeagent-bridge/session?notebook=a']]) {
+    for (const [method, url] of [
+      ['GET', '/codeagent-bridge/providers'],
+      ['POST', '/codeagent-bridge/edit'],
+      ['GET', '/codeagent-bridge/sessions'],
+      ['DELETE', '/codeagent-bridge/session?notebook=a'],
+    ]) {
       const res = await app.inject({ method: method as 'GET', url });
       expect(res.statusCode, url).toBe(401);
       expect(res.json().error).toBe('unauthorized');
@@ -167,7 +192,10 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
 
   it('lists providers with ids and names only (no options, no keys)', async () => {
     const res = await app.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: { authorization: `Bearer ${token}` } });
-    expect(res.json()).toEqual({ providers: [{ id: 'fake', name: 'Fake LLM', models: [{ id: 'fake-model', name: 'Fake Model' }] }], default: { fake: 'fake-model' } });
+    expect(res.json()).toEqual({
+      providers: [{ id: 'fake', name: 'Fake LLM', models: [{ id: 'fake-model', name: 'Fake Model' }] }],
+      default: { fake: 'fake-model' },
+    });
     expect(res.body).not.toContain('sk-secret-key');
   });
 
@@ -197,15 +225,21 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const del = await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session?notebook=nb/s1.ipynb', headers: { authorization: `Bearer ${token}` } });
     expect(del.json()).toEqual({ removed: true });
     expect(fake.sessions.has(a1)).toBe(false);
-    expect((await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session?notebook=nb/s1.ipynb', headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(404);
+    expect(
+      (await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session?notebook=nb/s1.ipynb', headers: { authorization: `Bearer ${token}` } })).statusCode,
+    ).toBe(404);
     expect((await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session', headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(400);
   });
 
   it('two users with the same notebook path never share a session (docs/contract/spec.md §9.3)', async () => {
     const as = (tok: string) => ({ authorization: `Bearer ${tok}` });
     const list = async (tok: string) =>
-      (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: as(tok) })).json().sessions as { notebook_path: string; session_id: string }[];
-    const remove = (tok: string, nb: string) => app.inject({ method: 'DELETE', url: `/codeagent-bridge/session?notebook=${encodeURIComponent(nb)}`, headers: as(tok) });
+      (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: as(tok) })).json().sessions as {
+        notebook_path: string;
+        session_id: string;
+      }[];
+    const remove = (tok: string, nb: string) =>
+      app.inject({ method: 'DELETE', url: `/codeagent-bridge/session?notebook=${encodeURIComponent(nb)}`, headers: as(tok) });
 
     const before = fake.prompts.length;
     const a = (await edit('Untitled.ipynb', { instruction: 'secret cell of A' }, token)).json().session_id as string;
@@ -257,7 +291,12 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     // A second code agent on an allowed host, run by a user, recording what it receives.
     const own = new FakeOpencode('127.0.0.2', null);
     await own.start();
-    const bridge = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: ['127.0.0.2'] }, workdir: '/tmp' });
+    const bridge = await buildBridgeApp({
+      db: t.database.db,
+      jwtSecret: SECRET,
+      env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: ['127.0.0.2'] },
+      workdir: '/tmp',
+    });
     try {
       const toOwn = await edit('nb/own.ipynb', { settings: { codeagentServerUrl: own.url } }, token, bridge);
       expect(toOwn.statusCode, toOwn.body).toBe(200);
@@ -272,7 +311,14 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       const seen = own.authorizations.length;
       const port = new URL(own.url).port;
       const fakePort = new URL(fake.url).port;
-      for (const url of [`http://127.0.0.1:${port}`, `http://localhost:${fakePort}`, `http://[::1]:${fakePort}`, 'http://127.0.0.1:22', 'http://127.0.0.3:4096', 'http://169.254.169.254/']) {
+      for (const url of [
+        `http://127.0.0.1:${port}`,
+        `http://localhost:${fakePort}`,
+        `http://[::1]:${fakePort}`,
+        'http://127.0.0.1:22',
+        'http://127.0.0.3:4096',
+        'http://169.254.169.254/',
+      ]) {
         const res = await edit('nb/probe.ipynb', { settings: { codeagentServerUrl: url } }, token, bridge);
         expect(res.statusCode, url).toBe(400);
         expect(res.json().error).toBe('invalid_request');
@@ -290,10 +336,18 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
   });
 
   it('caps the sessions of one user: the least recently used beyond the cap go, upstream too', async () => {
-    const capped = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: [] }, workdir: '/tmp', maxSessionsPerUser: 2 });
+    const capped = await buildBridgeApp({
+      db: t.database.db,
+      jwtSecret: SECRET,
+      env: { url: fake.url, user: undefined, password: PASSWORD, allowedHosts: [] },
+      workdir: '/tmp',
+      maxSessionsPerUser: 2,
+    });
     try {
       const list = async (tok: string) =>
-        (await capped.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${tok}` } })).json().sessions as { session_id: string }[];
+        (await capped.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${tok}` } })).json().sessions as {
+          session_id: string;
+        }[];
       const ids: string[] = [];
       for (const nb of ['cap/1.ipynb', 'cap/2.ipynb', 'cap/3.ipynb']) ids.push((await edit(nb, {}, token, capped)).json().session_id);
       const kept = (await list(token)).map((x) => x.session_id);
@@ -310,7 +364,11 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const res = await edit('nb/gone.ipynb');
     expect(res.statusCode).toBe(200);
     expect(res.json().session_id).not.toBe(first);
-    const mapped = await t.database.db.selectFrom('bridge_sessions').select('session_id').where('notebook_path', '=', 'nb/gone.ipynb').executeTakeFirstOrThrow();
+    const mapped = await t.database.db
+      .selectFrom('bridge_sessions')
+      .select('session_id')
+      .where('notebook_path', '=', 'nb/gone.ipynb')
+      .executeTakeFirstOrThrow();
     expect(mapped.session_id).toBe(res.json().session_id);
   });
 
@@ -330,12 +388,22 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
   });
 
   it('answers 502 upstream_unreachable when the code agent is down, upstream_auth_failed on wrong credentials', async () => {
-    const nothingThere = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: 'http://127.0.0.1:9', user: undefined, password: PASSWORD, allowedHosts: [] }, workdir: '/tmp' });
+    const nothingThere = await buildBridgeApp({
+      db: t.database.db,
+      jwtSecret: SECRET,
+      env: { url: 'http://127.0.0.1:9', user: undefined, password: PASSWORD, allowedHosts: [] },
+      workdir: '/tmp',
+    });
     const down = await edit('nb/d.ipynb', {}, token, nothingThere);
     expect(down.statusCode).toBe(502);
     expect(down.json().error).toBe('upstream_unreachable');
     await nothingThere.close();
-    const other = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: fake.url, user: undefined, password: 'wrong', allowedHosts: [] }, workdir: '/tmp' });
+    const other = await buildBridgeApp({
+      db: t.database.db,
+      jwtSecret: SECRET,
+      env: { url: fake.url, user: undefined, password: 'wrong', allowedHosts: [] },
+      workdir: '/tmp',
+    });
     const res = await other.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: { authorization: `Bearer ${token}` } });
     expect(res.statusCode).toBe(502);
     expect(res.json().error).toBe('upstream_auth_failed');

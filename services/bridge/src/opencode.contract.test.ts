@@ -69,7 +69,14 @@ describe('bridge against the real opencode server', () => {
     const home = mkdtempSync(join(tmpdir(), 'codeagent-opencode-'));
     const port = await freePort();
     const config = {
-      provider: { fake: { npm: '@ai-sdk/openai-compatible', name: 'Fake LLM', options: { baseURL: `${llm.url}/v1`, apiKey: 'dummy' }, models: { 'fake-model': { name: 'Fake Model', tool_call: false } } } },
+      provider: {
+        fake: {
+          npm: '@ai-sdk/openai-compatible',
+          name: 'Fake LLM',
+          options: { baseURL: `${llm.url}/v1`, apiKey: 'dummy' },
+          models: { 'fake-model': { name: 'Fake Model', tool_call: false } },
+        },
+      },
       model: 'fake/fake-model',
       small_model: 'fake/fake-model',
       enabled_providers: ['fake'],
@@ -111,9 +118,18 @@ describe('bridge against the real opencode server', () => {
     });
     opencodeUrl = `http://127.0.0.1:${port}`;
     t = await createTestDatabase();
-    const user = await t.database.db.insertInto('users').values({ email: 'c@example.com', name: 'C', password_hash: 'x', platform_role_id: 'user' }).returning('id').executeTakeFirstOrThrow();
+    const user = await t.database.db
+      .insertInto('users')
+      .values({ email: 'c@example.com', name: 'C', password_hash: 'x', platform_role_id: 'user' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     token = (await issueUserToken(user.id, SECRET, 3600)).token;
-    app = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: opencodeUrl, user: 'opencode', password: PASSWORD, allowedHosts: [] }, workdir: home });
+    app = await buildBridgeApp({
+      db: t.database.db,
+      jwtSecret: SECRET,
+      env: { url: opencodeUrl, user: 'opencode', password: PASSWORD, allowedHosts: [] },
+      workdir: home,
+    });
   }, 90_000);
 
   afterAll(async () => {
@@ -158,7 +174,10 @@ describe('bridge against the real opencode server', () => {
 
   it('recreates a session that was deleted upstream', async () => {
     const before = (await fix('work/c.ipynb')).json().session_id as string;
-    const del = await fetch(`${opencodeUrl}/session/${before}`, { method: 'DELETE', headers: { authorization: `Basic ${Buffer.from(`opencode:${PASSWORD}`).toString('base64')}` } });
+    const del = await fetch(`${opencodeUrl}/session/${before}`, {
+      method: 'DELETE',
+      headers: { authorization: `Basic ${Buffer.from(`opencode:${PASSWORD}`).toString('base64')}` },
+    });
     expect(del.status).toBe(200);
     const after = await fix('work/c.ipynb');
     expect(after.statusCode).toBe(200);
@@ -166,7 +185,12 @@ describe('bridge against the real opencode server', () => {
   }, 120_000);
 
   it('reports a wrong password as 502 upstream_auth_failed', async () => {
-    const wrong = await buildBridgeApp({ db: t.database.db, jwtSecret: SECRET, env: { url: opencodeUrl, user: 'opencode', password: 'wrong', allowedHosts: [] }, workdir: '/tmp' });
+    const wrong = await buildBridgeApp({
+      db: t.database.db,
+      jwtSecret: SECRET,
+      env: { url: opencodeUrl, user: 'opencode', password: 'wrong', allowedHosts: [] },
+      workdir: '/tmp',
+    });
     const res = await wrong.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: auth() });
     expect(res.statusCode).toBe(502);
     expect(res.json().error).toBe('upstream_auth_failed');

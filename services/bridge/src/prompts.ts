@@ -25,7 +25,14 @@ const TASKS: Record<EditAction, string> = {
   edit: 'Change this cell as the user asks below.',
 };
 
-export function buildPrompt(input: { action: EditAction; notebookPath: string; source: string; cellType?: string | undefined; errors: CellError[]; instruction?: string | undefined }): string {
+export function buildPrompt(input: {
+  action: EditAction;
+  notebookPath: string;
+  source: string;
+  cellType?: string | undefined;
+  errors: CellError[];
+  instruction?: string | undefined;
+}): string {
   const parts = [
     `You are editing one ${input.cellType ?? 'code'} cell of the Jupyter notebook ${input.notebookPath}.`,
     TASKS[input.action],
@@ -58,6 +65,9 @@ export function extractCode(reply: string): { source: string; explanation: strin
   const best = blocks.reduce((a, b) => ((b[1]?.length ?? 0) > (a[1]?.length ?? 0) ? b : a));
   const source = (best[1] ?? '').replace(/\n$/, '');
   if (source.trim() === '') return undefined;
-  const explanation = reply.replace(best[0], '').replace(/```[\s\S]*?```/g, '').trim();
+  const explanation = reply
+    .replace(best[0], '')
+    .replace(/```[\s\S]*?```/g, '')
+    .trim();
   return { source, explanation };
 }

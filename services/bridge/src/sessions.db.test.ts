@@ -44,7 +44,16 @@ describe(`bridge session map (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, 
     expect(await map.get(owners[0]!, 'Untitled.ipynb', URL_)).toBe('ses_new0');
     expect(await map.get(owners[2]!, 'Untitled.ipynb', URL_)).toBe('ses_new2');
     expect(await map.get(owners[1]!, 'Untitled.ipynb', URL_)).toBe('ses_1');
-    expect(Number((await t.database.db.selectFrom('bridge_sessions').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)).toBe(5);
+    expect(
+      Number(
+        (
+          await t.database.db
+            .selectFrom('bridge_sessions')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      ),
+    ).toBe(5);
 
     // drop removes the owner's mapping only
     expect(await map.drop(owners[1]!, 'Untitled.ipynb')).toEqual({ session_id: 'ses_1', upstream_url: URL_ });
@@ -63,9 +72,17 @@ describe(`bridge session map (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, 
     const other: SessionOwner = { userId: a, workspaceId: ws1 };
     for (let i = 0; i < 5; i++) {
       await map.set(owner, `nb/${i}.ipynb`, `ses_lru${i}`, URL_);
-      await t.database.db.updateTable('bridge_sessions').set({ last_used_at: new Date(Date.UTC(2030, 0, 1, 0, i)) }).where('session_id', '=', `ses_lru${i}`).execute();
+      await t.database.db
+        .updateTable('bridge_sessions')
+        .set({ last_used_at: new Date(Date.UTC(2030, 0, 1, 0, i)) })
+        .where('session_id', '=', `ses_lru${i}`)
+        .execute();
     }
-    await t.database.db.updateTable('bridge_sessions').set({ last_used_at: new Date(Date.UTC(2030, 0, 2)) }).where('session_id', '=', 'ses_lru0').execute();
+    await t.database.db
+      .updateTable('bridge_sessions')
+      .set({ last_used_at: new Date(Date.UTC(2030, 0, 2)) })
+      .where('session_id', '=', 'ses_lru0')
+      .execute();
     const otherBefore = await map.list(other);
     const evicted = await map.evictBeyond(owner, 3);
     expect(evicted.map((e) => e.session_id).sort()).toEqual(['ses_3', 'ses_lru1', 'ses_lru2'].sort());

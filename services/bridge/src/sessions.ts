@@ -60,7 +60,12 @@ export class SessionMap {
   }
 
   async drop(owner: SessionOwner, notebookPath: string): Promise<StoredSession | undefined> {
-    return this.db.deleteFrom('bridge_sessions').where(this.mine(owner)).where('notebook_path', '=', notebookPath).returning(['session_id', 'upstream_url']).executeTakeFirst();
+    return this.db
+      .deleteFrom('bridge_sessions')
+      .where(this.mine(owner))
+      .where('notebook_path', '=', notebookPath)
+      .returning(['session_id', 'upstream_url'])
+      .executeTakeFirst();
   }
 
   /**
@@ -74,6 +79,11 @@ export class SessionMap {
 
   async list(owner: SessionOwner) {
     const rows = await this.db.selectFrom('bridge_sessions').selectAll().where(this.mine(owner)).orderBy('last_used_at', 'desc').orderBy('id').execute();
-    return rows.map((r) => ({ notebook_path: r.notebook_path, session_id: r.session_id, created_at: r.created_at.toISOString(), last_used_at: r.last_used_at.toISOString() }));
+    return rows.map((r) => ({
+      notebook_path: r.notebook_path,
+      session_id: r.session_id,
+      created_at: r.created_at.toISOString(),
+      last_used_at: r.last_used_at.toISOString(),
+    }));
   }
 }

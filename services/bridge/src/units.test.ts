@@ -9,7 +9,12 @@ describe('settings resolution (docs/contract/spec.md §9.1)', () => {
   const cases: [string, UserSettings | undefined, BridgeEnvironment, Partial<ReturnType<typeof resolveSettings>>][] = [
     ['defaults', undefined, none, { url: 'http://127.0.0.1:4096', user: 'codeagent', password: '', provider: '', model: '', timeoutSeconds: 120 }],
     ['env URL over default', {}, env, { url: 'http://127.0.0.1:5000' }],
-    ['user URL with the origin of the env URL', { codeagentServerUrl: 'http://127.0.0.1:5000/' }, env, { url: 'http://127.0.0.1:5000', user: 'env-user', password: 'env-pw' }],
+    [
+      'user URL with the origin of the env URL',
+      { codeagentServerUrl: 'http://127.0.0.1:5000/' },
+      env,
+      { url: 'http://127.0.0.1:5000', user: 'env-user', password: 'env-pw' },
+    ],
     ['another spelling of the env origin', { codeagentServerUrl: 'http://127.1:5000/?x=1#y' }, env, { url: 'http://127.0.0.1:5000', password: 'env-pw' }],
     ['user URL with the default origin when the env URL is unset', { codeagentServerUrl: 'http://127.0.0.1:4096' }, none, { url: 'http://127.0.0.1:4096' }],
     ['env user over user setting', { codeagentServerUser: 'me' }, env, { user: 'env-user' }],
@@ -18,15 +23,30 @@ describe('settings resolution (docs/contract/spec.md §9.1)', () => {
     ['user password when env is unset', { codeagentServerPassword: 'mine' }, none, { password: 'mine' }],
     ['provider and model', { codeagentProvider: 'p', codeagentModel: 'm' }, none, { provider: 'p', model: 'm' }],
     ['timeout bounds', { requestTimeoutSeconds: 5 }, none, { timeoutSeconds: 5 }],
-    ['allowed host: never the server credentials', { codeagentServerUrl: 'https://agent.internal:4096' }, env, { url: 'https://agent.internal:4096', user: 'codeagent', password: '' }],
+    [
+      'allowed host: never the server credentials',
+      { codeagentServerUrl: 'https://agent.internal:4096' },
+      env,
+      { url: 'https://agent.internal:4096', user: 'codeagent', password: '' },
+    ],
     [
       "allowed host: the user's own credentials",
       { codeagentServerUrl: 'https://agent.internal:4096', codeagentServerUser: 'me', codeagentServerPassword: 'mine' },
       env,
       { user: 'me', password: 'mine' },
     ],
-    ['allowed host compared as a host (case, trailing dot)', { codeagentServerUrl: 'http://AGENT.Internal.:9000/' }, env, { url: 'http://agent.internal.:9000' }],
-    ['a loopback host listed explicitly', { codeagentServerUrl: 'http://[::1]:7000' }, { ...env, allowedHosts: ['[::1]'] }, { url: 'http://[::1]:7000', password: '' }],
+    [
+      'allowed host compared as a host (case, trailing dot)',
+      { codeagentServerUrl: 'http://AGENT.Internal.:9000/' },
+      env,
+      { url: 'http://agent.internal.:9000' },
+    ],
+    [
+      'a loopback host listed explicitly',
+      { codeagentServerUrl: 'http://[::1]:7000' },
+      { ...env, allowedHosts: ['[::1]'] },
+      { url: 'http://[::1]:7000', password: '' },
+    ],
   ];
   it.each(cases)('%s', (_name, user, e, expected) => {
     expect(resolveSettings(user, e)).toMatchObject(expected);
@@ -68,7 +88,9 @@ describe('prompts and code extraction', () => {
     expect(extractCode('```\ny = 2\n```')?.source).toBe('y = 2');
   });
   it('takes the longest of several blocks and refuses replies without code', () => {
-    expect(extractCode('```python\nimport pandas as pd\ndf = pd.read_csv("a.csv")\n```\nUse it like:\n```python\ndf\n```')?.source).toBe('import pandas as pd\ndf = pd.read_csv("a.csv")');
+    expect(extractCode('```python\nimport pandas as pd\ndf = pd.read_csv("a.csv")\n```\nUse it like:\n```python\ndf\n```')?.source).toBe(
+      'import pandas as pd\ndf = pd.read_csv("a.csv")',
+    );
     expect(extractCode('no code here')).toBeUndefined();
     expect(extractCode('```python\n\n```')).toBeUndefined();
   });

@@ -3,10 +3,15 @@ import { AppError } from '@codeagent/service-kit';
 import type { ResolvedSettings } from './settings.js';
 
 /** Failures of the code-agent server, with the bodies of docs/contract/spec.md §9.2. */
-export const upstreamUnreachable = (url: string) => new AppError(502, 'upstream_unreachable', `the code agent at ${url} is not reachable; start it with \`opencode serve --port 4096\``);
+export const upstreamUnreachable = (url: string) =>
+  new AppError(502, 'upstream_unreachable', `the code agent at ${url} is not reachable; start it with \`opencode serve --port 4096\``);
 export const upstreamTimeout = (s: number) => new AppError(504, 'upstream_timeout', `the code agent did not answer within ${s} s (requestTimeoutSeconds)`);
 export const upstreamAuthFailed = () =>
-  new AppError(502, 'upstream_auth_failed', 'the code agent refused the credentials; check CODEAGENT_BRIDGE_USER and CODEAGENT_BRIDGE_PASSWORD (opencode: OPENCODE_SERVER_USERNAME/PASSWORD)');
+  new AppError(
+    502,
+    'upstream_auth_failed',
+    'the code agent refused the credentials; check CODEAGENT_BRIDGE_USER and CODEAGENT_BRIDGE_PASSWORD (opencode: OPENCODE_SERVER_USERNAME/PASSWORD)',
+  );
 export const upstreamError = (status: number, message: string) => new AppError(502, 'upstream_error', message, { status });
 
 export class SessionGoneError extends Error {}
@@ -39,7 +44,13 @@ export class OpencodeClient {
     }
   }
 
-  private async call(method: Dispatcher.HttpMethod, path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<{ status: number; json: unknown }> {
+  private async call(
+    method: Dispatcher.HttpMethod,
+    path: string,
+    body: unknown,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ status: number; json: unknown }> {
     let res: Dispatcher.ResponseData;
     try {
       res = await request(`${this.settings.url}${path}`, {
@@ -75,7 +86,10 @@ export class OpencodeClient {
     const providers = body.providers.map((p: { id?: unknown; name?: unknown; models?: unknown }) => ({
       id: String(p.id ?? ''),
       name: String(p.name ?? p.id ?? ''),
-      models: Object.values((p.models ?? {}) as Record<string, { id?: unknown; name?: unknown }>).map((m) => ({ id: String(m.id ?? ''), name: String(m.name ?? m.id ?? '') })),
+      models: Object.values((p.models ?? {}) as Record<string, { id?: unknown; name?: unknown }>).map((m) => ({
+        id: String(m.id ?? ''),
+        name: String(m.name ?? m.id ?? ''),
+      })),
     }));
     const def: Record<string, string> = {};
     for (const [k, v] of Object.entries((body.default ?? {}) as Record<string, unknown>)) def[k] = String(v);

@@ -59,9 +59,22 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
   });
 
   const admin = (method: string, url: string, payload?: unknown, token = TOKENS[0]!) =>
-    app.inject({ method: method as 'GET', url: `/admin${url}`, headers: { authorization: `Bearer ${token}` }, ...(payload !== undefined ? { payload: payload as object } : {}) });
+    app.inject({
+      method: method as 'GET',
+      url: `/admin${url}`,
+      headers: { authorization: `Bearer ${token}` },
+      ...(payload !== undefined ? { payload: payload as object } : {}),
+    });
   const valid = (name: string, extra: Record<string, unknown> = {}) => ({ name, base_url: clusterUrl, auth_type: 'none', rate_limit: 0, ...extra });
-  const auditCount = async () => Number((await t.database.db.selectFrom('audit_entries').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+  const auditCount = async () =>
+    Number(
+      (
+        await t.database.db
+          .selectFrom('audit_entries')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
 
   describe('bearer parsing (docs/contract/spec.md §8.1)', () => {
     const cases: [Record<string, string>, number, string | null][] = [
@@ -87,7 +100,11 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
   describe('cluster records and audit', () => {
     it('creates (201) with has_password and never returns the password', async () => {
       const before = await auditCount();
-      const res = await admin('POST', '/clusters', valid('yarn-prod', { auth_type: 'basic', username: 'ops', AuthPassword: 'hunter2', description: 'YARN RM' }));
+      const res = await admin(
+        'POST',
+        '/clusters',
+        valid('yarn-prod', { auth_type: 'basic', username: 'ops', AuthPassword: 'hunter2', description: 'YARN RM' }),
+      );
       expect(res.statusCode).toBe(201);
       const c = res.json();
       expect(c).toMatchObject({ name: 'yarn-prod', auth_type: 'basic', username: 'ops', has_password: true, rate_limit: 0, description: 'YARN RM' });
@@ -166,7 +183,9 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       const seen: string[] = [];
       let cursor: string | null = null;
       do {
-        const page: { entries: { id: string }[]; next_cursor: string | null } = (await admin('GET', `/audit?limit=2${cursor ? `&cursor=${cursor}` : ''}`)).json();
+        const page: { entries: { id: string }[]; next_cursor: string | null } = (
+          await admin('GET', `/audit?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+        ).json();
         seen.push(...page.entries.map((e) => e.id));
         cursor = page.next_cursor;
       } while (cursor);
@@ -185,7 +204,9 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     it('100 concurrent updates of one cluster: 100 audit entries forming one before/after chain', async () => {
       const c = (await admin('POST', '/clusters', valid('race'))).json();
       const results = await Promise.all(
-        Array.from({ length: 100 }, (_, i) => admin('PUT', `/clusters/${c.id}`, valid('race', { rate_limit: i + 1, description: `update ${i}` }), TOKENS[i % 2])),
+        Array.from({ length: 100 }, (_, i) =>
+          admin('PUT', `/clusters/${c.id}`, valid('race', { rate_limit: i + 1, description: `update ${i}` }), TOKENS[i % 2]),
+        ),
       );
       expect(results.every((r) => r.statusCode === 200)).toBe(true);
       const entries = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update&limit=1000`)).json().entries as {
@@ -220,7 +241,15 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
   });
 
   describe('credentials never in base_url (docs/contract/spec.md §8.2)', () => {
-    const clusterCount = async () => Number((await t.database.db.selectFrom('clusters').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+    const clusterCount = async () =>
+      Number(
+        (
+          await t.database.db
+            .selectFrom('clusters')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
 
     it('refuses user info and secret-looking query parameters with 400, stores nothing, audits nothing, echoes no secret', async () => {
       const before = { audit: await auditCount(), clusters: await clusterCount() };
@@ -252,7 +281,13 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     });
 
     it('asks for a new password when base_url changes origin, so a stored password never follows the record', async () => {
-      const c = (await admin('POST', '/clusters', valid('moving', { base_url: 'https://rm.example.com/a', auth_type: 'basic', username: 'ops', AuthPassword: 'old-host-pw' }))).json();
+      const c = (
+        await admin(
+          'POST',
+          '/clusters',
+          valid('moving', { base_url: 'https://rm.example.com/a', auth_type: 'basic', username: 'ops', AuthPassword: 'old-host-pw' }),
+        )
+      ).json();
       const before = await auditCount();
       for (const base_url of ['https://evil.example/a', 'http://rm.example.com/a', 'https://rm.example.com:8443/a']) {
         for (const extra of [{}, { AuthPassword: '' }, { AuthPassword: null }, { auth_type: 'none', username: null }]) {
@@ -266,12 +301,20 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       expect(unchanged.base_url).toBe('https://rm.example.com/a');
 
       // the same origin (another path, the default port spelled out): the password is kept
-      const samePlace = await admin('PUT', `/clusters/${c.id}`, valid('moving', { base_url: 'https://RM.example.com:443/b', auth_type: 'basic', username: 'ops' }));
+      const samePlace = await admin(
+        'PUT',
+        `/clusters/${c.id}`,
+        valid('moving', { base_url: 'https://RM.example.com:443/b', auth_type: 'basic', username: 'ops' }),
+      );
       expect(samePlace.statusCode).toBe(200);
       expect(samePlace.json().has_password).toBe(true);
 
       // a new origin with a new password: accepted, audited without either password
-      const moved = await admin('PUT', `/clusters/${c.id}`, valid('moving', { base_url: 'https://other.example/a', auth_type: 'basic', username: 'ops', AuthPassword: 'new-host-pw' }));
+      const moved = await admin(
+        'PUT',
+        `/clusters/${c.id}`,
+        valid('moving', { base_url: 'https://other.example/a', auth_type: 'basic', username: 'ops', AuthPassword: 'new-host-pw' }),
+      );
       expect(moved.statusCode).toBe(200);
       expect(moved.json()).toMatchObject({ base_url: 'https://other.example/a', has_password: true });
       const entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json().entries[0];
@@ -286,7 +329,15 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     it('records stored before the rule: credentials in base_url are never shown (API, audit, get_cluster)', async () => {
       const legacy = await t.database.db
         .insertInto('clusters')
-        .values({ name: 'legacy', base_url: 'https://ops:legacy-pw@rm.example.com/x?token=legacy-token&a=1', auth_type: 'none', username: null, password_enc: null, rate_limit: 0, description: null })
+        .values({
+          name: 'legacy',
+          base_url: 'https://ops:legacy-pw@rm.example.com/x?token=legacy-token&a=1',
+          auth_type: 'none',
+          username: null,
+          password_enc: null,
+          rate_limit: 0,
+          description: null,
+        })
         .returning('id')
         .executeTakeFirstOrThrow();
       const shown = (await admin('GET', `/clusters/${legacy.id}`)).json();
@@ -297,7 +348,11 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       const entry = (await admin('GET', `/audit?target_id=${legacy.id}`)).json().entries[0];
       expect(entry.details.changed).toEqual(['base_url']);
       expect(JSON.stringify(entry)).not.toMatch(/legacy-pw|legacy-token/);
-      await t.database.db.updateTable('clusters').set({ base_url: 'https://ops:legacy-pw@rm.example.com/x?token=legacy-token' }).where('id', '=', legacy.id).execute();
+      await t.database.db
+        .updateTable('clusters')
+        .set({ base_url: 'https://ops:legacy-pw@rm.example.com/x?token=legacy-token' })
+        .where('id', '=', legacy.id)
+        .execute();
       const client = new Client({ name: 'test-agent', version: '1.0.0' });
       await client.connect(new StreamableHTTPClientTransport(new URL(`${gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${AGENT}` } } }));
       const results = [
@@ -317,7 +372,7 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       await client.connect(new StreamableHTTPClientTransport(new URL(`${gatewayUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
       return client;
     }
-    const textOf = (r: unknown) => ((r as { content: { text: string }[] }).content[0]!.text);
+    const textOf = (r: unknown) => (r as { content: { text: string }[] }).content[0]!.text;
 
     it('refuses a missing or wrong agent token with 401 unauthorized', async () => {
       for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: `Bearer ${TOKENS[0]}` }] as Record<string, string>[]) {
@@ -329,7 +384,12 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     });
 
     it('refuses browser requests from foreign origins (DNS-rebinding guard), allows loopback pages', async () => {
-      const init = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
+      const init = JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      });
       const headers = { authorization: `Bearer ${AGENT}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
       const evil = await fetch(`${serviceUrl}/mcp`, { method: 'POST', headers: { ...headers, origin: 'http://evil.example' }, body: init });
       expect(evil.status).toBe(403);
@@ -338,7 +398,14 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     });
 
     it('lists and calls the tools; no secret in any result', async () => {
-      await admin('POST', '/clusters', { name: 'livy', base_url: `${clusterUrl}/base`, auth_type: 'basic', username: 'agent-user', AuthPassword: 'top-secret-pw', rate_limit: 2 });
+      await admin('POST', '/clusters', {
+        name: 'livy',
+        base_url: `${clusterUrl}/base`,
+        auth_type: 'basic',
+        username: 'agent-user',
+        AuthPassword: 'top-secret-pw',
+        rate_limit: 2,
+      });
       await admin('POST', '/clusters', { name: 'simple-rm', base_url: clusterUrl, auth_type: 'simple', username: 'yarn', rate_limit: 0 });
       const client = await connect();
       const tools = (await client.listTools()).tools.map((tool) => tool.name).sort();
@@ -356,7 +423,9 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       expect(body.status).toBe(200);
       expect(JSON.parse(body.body)).toEqual({ path: '/base/sessions?from=0', auth: `Basic ${Buffer.from('agent-user:top-secret-pw').toString('base64')}` });
       expect(body.headers).not.toHaveProperty('set-cookie');
-      const simple = JSON.parse(textOf(await client.callTool({ name: 'cluster_request', arguments: { cluster: 'simple-rm', method: 'GET', path: 'ws/v1/cluster' } })));
+      const simple = JSON.parse(
+        textOf(await client.callTool({ name: 'cluster_request', arguments: { cluster: 'simple-rm', method: 'GET', path: 'ws/v1/cluster' } })),
+      );
       expect(JSON.parse(simple.body).path).toBe('/ws/v1/cluster?user.name=yarn');
       expect(simple.final_url).not.toContain('user.name');
 
@@ -373,7 +442,13 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     });
 
     it('keeps cluster_request paths under the base path: traversal, encodings, other hosts and query smuggling are refused, nothing is sent', async () => {
-      await admin('POST', '/clusters', { name: 'scoped', base_url: `${clusterUrl}/gateway/yarn?tenant=a`, auth_type: 'simple', username: 'yarn', rate_limit: 0 });
+      await admin('POST', '/clusters', {
+        name: 'scoped',
+        base_url: `${clusterUrl}/gateway/yarn?tenant=a`,
+        auth_type: 'simple',
+        username: 'yarn',
+        rate_limit: 0,
+      });
       const client = await connect();
       const call = (path: string, query?: Record<string, string>) =>
         client.callTool({ name: 'cluster_request', arguments: { cluster: 'scoped', method: 'GET', path, ...(query ? { query } : {}) } });

@@ -27,14 +27,23 @@ describe('MCP conformance suite against /mcp', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    app = await buildClusterAdminApp({ db: database.database.db, adminTokens: ['admin'], agentToken: 'agent', secretsKey: Buffer.alloc(32, 3), outbound: createOutboundClient() });
+    app = await buildClusterAdminApp({
+      db: database.database.db,
+      adminTokens: ['admin'],
+      agentToken: 'agent',
+      secretsKey: Buffer.alloc(32, 3),
+      outbound: createOutboundClient(),
+    });
     const target = new URL(await app.listen({ host: '127.0.0.1', port: 0 }));
     // The tool cannot send a bearer token: this proxy adds AGENT_TOKEN and passes the rest as is.
     proxy = createServer((req, res) => {
-      const up = request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: { ...req.headers, authorization: 'Bearer agent' } }, (r) => {
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-      });
+      const up = request(
+        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: { ...req.headers, authorization: 'Bearer agent' } },
+        (r) => {
+          res.writeHead(r.statusCode ?? 502, r.headers);
+          r.pipe(res);
+        },
+      );
       up.on('error', () => res.destroy());
       req.pipe(up);
     });

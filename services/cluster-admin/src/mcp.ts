@@ -27,15 +27,17 @@ export interface McpEvents {
 export function buildMcpServer(clusters: ClusterService, outbound: OutboundClient, limiter: RateLimiter, events: McpEvents = {}): McpServer {
   const server = new McpServer({ name: 'codeagent-cluster-admin', version: '0.1.0' });
 
-  server.registerTool(
-    'list_clusters',
-    { title: 'List clusters', description: 'The registered compute clusters (no secrets).', inputSchema: {} },
-    async () => text({ clusters: await clusters.list() }),
+  server.registerTool('list_clusters', { title: 'List clusters', description: 'The registered compute clusters (no secrets).', inputSchema: {} }, async () =>
+    text({ clusters: await clusters.list() }),
   );
 
   server.registerTool(
     'get_cluster',
-    { title: 'Get a cluster', description: 'One cluster by id or name (no secrets).', inputSchema: { cluster: z.string().min(1).describe('cluster id or name') } },
+    {
+      title: 'Get a cluster',
+      description: 'One cluster by id or name (no secrets).',
+      inputSchema: { cluster: z.string().min(1).describe('cluster id or name') },
+    },
     async ({ cluster }) => {
       try {
         return text(toClusterDto(await clusters.row(cluster)));
@@ -94,7 +96,14 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
         const finalUrl = new URL(res.finalUrl);
         finalUrl.searchParams.delete('user.name');
         const headers = Object.fromEntries(Object.entries(res.headers).filter(([k]) => !HIDDEN_HEADERS.has(k)));
-        return text({ status: res.status, headers, body: res.body, truncated: res.truncated, final_url: redactBaseUrl(finalUrl.toString()), redirects: res.redirects });
+        return text({
+          status: res.status,
+          headers,
+          body: res.body,
+          truncated: res.truncated,
+          final_url: redactBaseUrl(finalUrl.toString()),
+          redirects: res.redirects,
+        });
       } catch (err) {
         if (err instanceof OutboundError) {
           events.outboundRefused?.(err.code);

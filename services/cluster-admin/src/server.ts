@@ -18,8 +18,12 @@ export async function startClusterAdmin(config: Config): Promise<void> {
     allowLoopback: config.outbound.allowLoopback,
   });
   const metrics = new Metrics('cluster-admin');
-  const auditWrites = metrics.counter('codeagent_audit_writes_total', 'Audit entries written (each with its change, in one transaction), by action', ['action']);
-  const refusals = metrics.counter('codeagent_outbound_refusals_total', 'cluster_request calls refused before or instead of an outbound request, by code', ['code']);
+  const auditWrites = metrics.counter('codeagent_audit_writes_total', 'Audit entries written (each with its change, in one transaction), by action', [
+    'action',
+  ]);
+  const refusals = metrics.counter('codeagent_outbound_refusals_total', 'cluster_request calls refused before or instead of an outbound request, by code', [
+    'code',
+  ]);
   const app = await buildClusterAdminApp({
     events: { auditWritten: (action) => auditWrites.inc({ action }), outboundRefused: (code) => refusals.inc({ code }) },
     db: database.db,

@@ -4,15 +4,34 @@ import Fastify, {
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
-  type FastifyBaseLogger, type FastifyServerOptions,
+  type FastifyBaseLogger,
+  type FastifyServerOptions,
   type RawServerBase,
   type RouteGenericInterface,
 } from 'fastify';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
-import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, redactUrl, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
+import {
+  WEBDAV_EXTRA_METHODS,
+  hasRequestBody,
+  opsRoutes,
+  redactUrl,
+  requestBody,
+  requestIdOptions,
+  serviceKit,
+  type Metrics,
+} from '@codeagent/service-kit/http';
 import { registerWebApp } from './web-app.js';
 import { PAGES } from './landing.js';
-import { backendSessionChecker, checkJupyterAccess, checkWorkspaceLabAccess, isPageRequest, loginRedirect, SESSION_COOKIE, withoutCookie, type SessionChecker } from './jupyter-auth.js';
+import {
+  backendSessionChecker,
+  checkJupyterAccess,
+  checkWorkspaceLabAccess,
+  isPageRequest,
+  loginRedirect,
+  SESSION_COOKIE,
+  withoutCookie,
+  type SessionChecker,
+} from './jupyter-auth.js';
 import { MESSAGES, ROUTES, UPSTREAMS, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
@@ -88,11 +107,7 @@ function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBas
   if (reply.sent) return;
   void reply
     .code(timedOut ? 504 : 502)
-    .send(
-      timedOut
-        ? { error: 'gateway_timeout', message: MESSAGES.gatewayTimeout }
-        : { error: 'bad_gateway', message: MESSAGES.badGateway },
-    );
+    .send(timedOut ? { error: 'gateway_timeout', message: MESSAGES.gatewayTimeout } : { error: 'bad_gateway', message: MESSAGES.badGateway });
 }
 
 /**
@@ -168,7 +183,18 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   for (const [name, urls] of Object.entries(addresses) as [UpstreamName, Addresses][]) {
     const spec = UPSTREAMS[name];
     const healthPath = name === 'jupyter' && opts.jupyter?.perWorkspace !== true ? '/jupyter/api' : spec.healthPath;
-    pools.set(name, new UpstreamPool({ name, urls: [urls].flat(), healthPath, connections: spec.connections, timeoutMs: timeout, log: app.log, ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}) }));
+    pools.set(
+      name,
+      new UpstreamPool({
+        name,
+        urls: [urls].flat(),
+        healthPath,
+        connections: spec.connections,
+        timeoutMs: timeout,
+        log: app.log,
+        ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}),
+      }),
+    );
   }
   app.addHook('onClose', async () => void (await Promise.all([...pools.values()].map((p) => p.close()))));
 
@@ -211,7 +237,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     if (!pool) {
       // Only JupyterLab may be left out (tests, a gateway without it).
       const notConfigured = async (_req: FastifyRequest, reply: FastifyReply) =>
-        reply.code(404).send({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)' });
+        reply
+          .code(404)
+          .send({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)' });
       refuse(route.prefix, notConfigured);
       refuse(`${route.prefix}/*`, notConfigured);
       continue;
@@ -254,7 +282,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         ? {
             // (The typings omit `rewriteRequestHeaders`, which the websocket proxy does call.)
             wsClientOptions: {
-              rewriteRequestHeaders: (_headers: IncomingHttpHeaders, req: FastifyRequest) => jupyterHeaders({ cookie: req.headers.cookie, 'x-request-id': req.id }),
+              rewriteRequestHeaders: (_headers: IncomingHttpHeaders, req: FastifyRequest) =>
+                jupyterHeaders({ cookie: req.headers.cookie, 'x-request-id': req.id }),
             } as Record<string, unknown>,
           }
         : {}),

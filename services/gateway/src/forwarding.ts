@@ -5,7 +5,16 @@ import type { FastifyInstance, FastifyRequest, RawServerBase, RouteGenericInterf
  * Not passed on: `expect` (answered here), and headers a client could use to pass itself off as
  * someone else to the components (only the gateway speaks for the client).
  */
-const DROPPED = new Set(['expect', 'forwarded', 'x-real-ip', 'x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+const DROPPED = new Set([
+  'expect',
+  'forwarded',
+  'x-real-ip',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+]);
 
 /**
  * `Expect: 100-continue` (curl sends it for every body over 1 MiB). undici refuses to send the

@@ -60,7 +60,11 @@ interface NodeAnswer {
 }
 
 /** Node's http client; with `expect`, the body goes only after a `100 Continue`, as curl does it. */
-function nodeRequest(base: string, path: string, opts: { method: string; body: Buffer; headers?: Record<string, string>; expectContinue?: boolean }): Promise<NodeAnswer> {
+function nodeRequest(
+  base: string,
+  path: string,
+  opts: { method: string; body: Buffer; headers?: Record<string, string>; expectContinue?: boolean },
+): Promise<NodeAnswer> {
   const url = new URL(path, base);
   return new Promise((resolve, reject) => {
     let continued = false;
@@ -155,7 +159,10 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
       writeFileSync(file, Buffer.alloc(5 * MiB, 2));
       const res = await curl(['-T', file, `${limitedBase}/api/v1/count/too-big.bin`]);
       expect(res.status).toBe(413);
-      expect(JSON.parse(res.body)).toEqual({ error: 'payload_too_large', message: `the request body is ${5 * MiB} bytes, more than MAX_UPLOAD_BYTES (${MiB} bytes) allows` });
+      expect(JSON.parse(res.body)).toEqual({
+        error: 'payload_too_large',
+        message: `the request body is ${5 * MiB} bytes, more than MAX_UPLOAD_BYTES (${MiB} bytes) allows`,
+      });
       expect(res.uploaded).toBe(0);
       expect(res.trace).not.toMatch(/100 Continue/);
 
@@ -182,7 +189,16 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
       writeFileSync(file, login);
       for (const expectHeader of [[], ['-H', 'Expect:']]) {
         for (let i = 0; i < 3; i++) {
-          const res = await curl(['-X', 'POST', '-H', 'content-type: application/json', ...expectHeader, '--data-binary', `@${file}`, `${base}/api/v1/auth/login`]);
+          const res = await curl([
+            '-X',
+            'POST',
+            '-H',
+            'content-type: application/json',
+            ...expectHeader,
+            '--data-binary',
+            `@${file}`,
+            `${base}/api/v1/auth/login`,
+          ]);
           expect(res.status, res.body).toBe(413);
           expect(JSON.parse(res.body)).toEqual({ error: 'payload_too_large', message: 'request body is larger than the 1048576 bytes this route accepts' });
         }
@@ -213,7 +229,13 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
   });
 
   describe('X-Forwarded-* (TRUSTED_PROXIES)', () => {
-    const claimed = { 'x-forwarded-for': '6.6.6.6', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example', forwarded: 'for=6.6.6.6', 'x-real-ip': '6.6.6.6' };
+    const claimed = {
+      'x-forwarded-for': '6.6.6.6',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-host': 'evil.example',
+      forwarded: 'for=6.6.6.6',
+      'x-real-ip': '6.6.6.6',
+    };
     const seen = async (at: string, headers: Record<string, string>) =>
       ((await (await fetch(`${at}/api/v1/echo`, { headers })).json()) as { headers: IncomingHttpHeaders }).headers;
 
@@ -227,7 +249,12 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
     });
 
     it("believes a trusted proxy's own entry: the client address, the original scheme and host", async () => {
-      const h = await seen(proxiedBase, { ...claimed, 'x-forwarded-for': '6.6.6.6, 203.0.113.7', 'x-forwarded-proto': 'HTTPS', 'x-forwarded-host': 'platform.example' });
+      const h = await seen(proxiedBase, {
+        ...claimed,
+        'x-forwarded-for': '6.6.6.6, 203.0.113.7',
+        'x-forwarded-proto': 'HTTPS',
+        'x-forwarded-host': 'platform.example',
+      });
       // 127.0.0.1 (the peer) and 10.9.9.9 are trusted; 203.0.113.7 is the first that is not: the client.
       expect(h['x-forwarded-for']).toBe('203.0.113.7');
       expect(h['x-forwarded-proto']).toBe('https');
@@ -276,7 +303,6 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
       expect(res.headers.get('x-content-type-options')).toBe('nosniff');
     });
   });
-
 });
 
 describe('gateway process', () => {

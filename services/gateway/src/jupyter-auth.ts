@@ -45,7 +45,10 @@ export interface SessionChecker {
  */
 export function backendSessionChecker(backend: string | SessionDispatcher, timeoutMs = 10_000): SessionChecker {
   // A URL: a pool of its own; otherwise the gateway's pool of backend instances.
-  const own = typeof backend === 'string' ? new Pool(new URL(backend).origin, { connections: 16, keepAliveTimeout: 60_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }) : undefined;
+  const own =
+    typeof backend === 'string'
+      ? new Pool(new URL(backend).origin, { connections: 16, keepAliveTimeout: 60_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+      : undefined;
   const pool: SessionDispatcher = own ?? (backend as SessionDispatcher);
   return {
     async check(token, requestId, workspace) {
@@ -88,9 +91,7 @@ export function backendSessionChecker(backend: string | SessionDispatcher, timeo
   };
 }
 
-export type JupyterAccess =
-  | { ok: true; userId: string }
-  | { ok: false; status: 401 | 403 | 404 | 502 | 504; error: string; message: string };
+export type JupyterAccess = { ok: true; userId: string } | { ok: false; status: 401 | 403 | 404 | 502 | 504; error: string; message: string };
 
 const LOG_IN = MESSAGES.jupyterLogIn;
 
@@ -101,7 +102,13 @@ const LOG_IN = MESSAGES.jupyterLogIn;
  * every request), and, until each workspace has its own JupyterLab server, a system
  * administrator: the shared server runs every user's code as one user, with all files.
  */
-export async function checkJupyterAccess(method: string, headers: IncomingHttpHeaders, host: string, requestId: string, sessions: SessionChecker): Promise<JupyterAccess> {
+export async function checkJupyterAccess(
+  method: string,
+  headers: IncomingHttpHeaders,
+  host: string,
+  requestId: string,
+  sessions: SessionChecker,
+): Promise<JupyterAccess> {
   const credential = requestCredential(headers);
   if (!credential) return { ok: false, status: 401, error: 'unauthorized', message: LOG_IN };
   if (refusedCrossSite(credential.source, method, headers, host)) {
@@ -138,7 +145,14 @@ export function labWorkspaceOf(url: string): string | undefined {
  * the backend on every request and upgrade. Non-members and unknown workspaces: 404. Viewers
  * read only: any other method, and every websocket (kernels, terminals), is a write (403).
  */
-export async function checkWorkspaceLabAccess(method: string, url: string, headers: IncomingHttpHeaders, host: string, requestId: string, sessions: SessionChecker): Promise<JupyterAccess> {
+export async function checkWorkspaceLabAccess(
+  method: string,
+  url: string,
+  headers: IncomingHttpHeaders,
+  host: string,
+  requestId: string,
+  sessions: SessionChecker,
+): Promise<JupyterAccess> {
   const workspaceId = labWorkspaceOf(url);
   if (workspaceId === undefined) return { ok: false, status: 404, error: 'not_found', message: MESSAGES.jupyterNoWorkspace };
   const credential = requestCredential(headers);

@@ -270,7 +270,15 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
     ['viewer-token', 'viewer-1'],
     ['outsider-token', 'outsider-1'],
   ]);
-  const members = new Map([[WS, new Map([['editor-1', 'editor'], ['viewer-1', 'viewer']])]]);
+  const members = new Map([
+    [
+      WS,
+      new Map([
+        ['editor-1', 'editor'],
+        ['viewer-1', 'viewer'],
+      ]),
+    ],
+  ]);
   let runtime: Server;
   let bridge: Server;
   let backend: Server;

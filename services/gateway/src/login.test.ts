@@ -25,6 +25,7 @@ describe('the minimal login page (/login?next=…, issue 15 item 6)', () => {
 
   it('returns only to a path of this site', () => {
     expect(safeNext('/jupyter/1/lab?x=1')).toBe('/jupyter/1/lab?x=1');
-    for (const bad of ['//evil.example/', '/\\evil.example', 'https://evil.example/', 'javascript:alert(1)', '', null, undefined]) expect(safeNext(bad)).toBe('/');
+    for (const bad of ['//evil.example/', '/\\evil.example', 'https://evil.example/', 'javascript:alert(1)', '', null, undefined])
+      expect(safeNext(bad)).toBe('/');
   });
 });

@@ -118,7 +118,7 @@ export function renderNginxConfig(opts: NginxOptions): string {
     'proxy_hide_header X-Content-Type-Options;',
     'proxy_hide_header X-Request-Id;',
     '',
-    '# x-request-id: the caller\'s when well-formed, else a new UUID.',
+    "# x-request-id: the caller's when well-formed, else a new UUID.",
     'map $request_id $codeagent_new_request_id {',
     '  "~^(?<a>.{8})(?<b>.{4})(?<c>.{4})(?<d>.{4})(?<e>.{12})$" "$a-$b-$c-$d-$e";',
     '}',
@@ -192,7 +192,7 @@ export function renderNginxConfig(opts: NginxOptions): string {
     '  "~^\\|1\\|0$" 1;',
     '  default 0;',
     '}',
-    '# Jupyter gets its own token instead of the user\'s credentials, and never the platform cookie.',
+    "# Jupyter gets its own token instead of the user's credentials, and never the platform cookie.",
     'map $http_cookie $codeagent_cookie_without_session {',
     `  "~^(?<a>.*?)(?:^|;\\s*)${SESSION_COOKIE}=[^;]*(?<b>.*)$" "$a$b";`,
     '  default $http_cookie;',
@@ -201,7 +201,7 @@ export function renderNginxConfig(opts: NginxOptions): string {
     '  "~^;\\s*(?<rest>.*)$" $rest;',
     '  default $codeagent_cookie_without_session;',
     '}',
-    '# A workspace\'s JupyterLab (/jupyter/<workspace id>/): the workspace, and whether the request writes.',
+    "# A workspace's JupyterLab (/jupyter/<workspace id>/): the workspace, and whether the request writes.",
     'map $uri $codeagent_lab_workspace {',
     '  "~^/jupyter/(?<w>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:/|$)" $w;',
     '  default "";',
@@ -223,7 +223,9 @@ export function renderNginxConfig(opts: NginxOptions): string {
     const servers = [...new Set(opts.upstreams[name]!.map((u) => hostPort(u).server))];
     add(
       `upstream ${upstreamBlockName(name)} {`,
-      ...(name === 'jupyter' ? ['  # One user always reaches the same Jupyter server (its kernels live there), websockets included.', '  hash $codeagent_user consistent;'] : []),
+      ...(name === 'jupyter'
+        ? ['  # One user always reaches the same Jupyter server (its kernels live there), websockets included.', '  hash $codeagent_user consistent;']
+        : []),
       ...servers.map((s) => `  server ${s} max_fails=1 fail_timeout=5s;`),
       `  keepalive ${name === 'jupyter' ? 16 : 64};`,
       '  keepalive_timeout 60s;',
@@ -266,7 +268,12 @@ export function renderNginxConfig(opts: NginxOptions): string {
     const body: string[] = [];
     if (route.sessionCheck) {
       body.push(
-        ...errorPages(['error_page 401 = @codeagent_jupyter_401;', 'error_page 403 = @codeagent_jupyter_403;', '# The session check itself failed (backend down): auth_request answers 500.', 'error_page 500 = @codeagent_jupyter_unavailable;']),
+        ...errorPages([
+          'error_page 401 = @codeagent_jupyter_401;',
+          'error_page 403 = @codeagent_jupyter_403;',
+          '# The session check itself failed (backend down): auth_request answers 500.',
+          'error_page 500 = @codeagent_jupyter_unavailable;',
+        ]),
         ...(perWorkspace ? ['if ($codeagent_lab_workspace = "") {', '  rewrite ^ /_codeagent/no-workspace last;', '}'] : []),
         'if ($codeagent_session_token = "") {',
         '  rewrite ^ /_codeagent/log-in last;',
@@ -322,7 +329,10 @@ export function renderNginxConfig(opts: NginxOptions): string {
     if (route.kind === 'proxy') {
       if (!opts.upstreams[route.upstream]?.length) {
         // Only JupyterLab may be left out, as in the gateway.
-        const body = json({ error: 'not_found', message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)' });
+        const body = json({
+          error: 'not_found',
+          message: 'no JupyterLab server is configured: set JUPYTERLAB_URL and start it (`codeagent jupyterlab`, see README)',
+        });
         locations.push(`location = ${route.prefix} {`, ...indent(answer(404, body)), '}', `location ${route.prefix}/ {`, ...indent(answer(404, body)), '}');
       } else {
         locations.push(...proxyLocation(route));
@@ -363,7 +373,9 @@ export function renderNginxConfig(opts: NginxOptions): string {
     ...indent(['internal;', 'add_header Allow "GET, HEAD" always;', ...answer(405, json({ error: 'method_not_allowed', message: 'use GET or HEAD' }))]),
     '}',
     'location @codeagent_413 {',
-    ...indent(answer(413, q(JSON.stringify({ error: 'payload_too_large', message: MESSAGES.payloadTooLarge('$content_length', opts.maxUploadBytes ?? 0) }), true))),
+    ...indent(
+      answer(413, q(JSON.stringify({ error: 'payload_too_large', message: MESSAGES.payloadTooLarge('$content_length', opts.maxUploadBytes ?? 0) }), true)),
+    ),
     '}',
     'location @codeagent_502 {',
     ...indent(answer(502, json({ error: 'bad_gateway', message: MESSAGES.badGateway }))),
@@ -375,7 +387,9 @@ export function renderNginxConfig(opts: NginxOptions): string {
   // A page request without a (valid) session goes to the login page and back (nginx cannot
   // percent-encode: `next` is the raw request URI, which the login page reads as one parameter
   // unless it holds `&`).
-  const toLogin = perWorkspace ? ['if ($codeagent_page_request) {', '  add_header Cache-Control no-store always;', '  return 302 /login?next=$request_uri;', '}'] : [];
+  const toLogin = perWorkspace
+    ? ['if ($codeagent_page_request) {', '  add_header Cache-Control no-store always;', '  return 302 /login?next=$request_uri;', '}']
+    : [];
   if (sessionCheck) {
     internal.push(
       '# The session check of /jupyter: the token as Bearer and nothing else of the client.',
@@ -387,7 +401,11 @@ export function renderNginxConfig(opts: NginxOptions): string {
         'proxy_pass_request_headers off;',
         'proxy_set_header Authorization "Bearer $codeagent_session_token";',
         ...(perWorkspace
-          ? [`proxy_set_header ${REQUIRE_HEADER} member;`, `proxy_set_header ${WORKSPACE_HEADER} $codeagent_lab_workspace;`, `proxy_set_header ${ACCESS_HEADER} $codeagent_lab_access;`]
+          ? [
+              `proxy_set_header ${REQUIRE_HEADER} member;`,
+              `proxy_set_header ${WORKSPACE_HEADER} $codeagent_lab_workspace;`,
+              `proxy_set_header ${ACCESS_HEADER} $codeagent_lab_access;`,
+            ]
           : [`proxy_set_header ${REQUIRE_HEADER} system_admin;`]),
         'proxy_set_header X-Request-Id $codeagent_request_id;',
         'proxy_set_header X-Forwarded-For $remote_addr;',
@@ -400,13 +418,27 @@ export function renderNginxConfig(opts: NginxOptions): string {
       ...indent(['internal;', ...toLogin, ...answer(401, json({ error: 'unauthorized', message: MESSAGES.jupyterLogIn }), false)]),
       '}',
       ...(perWorkspace
-        ? ['location = /_codeagent/no-workspace {', ...indent(['internal;', ...answer(404, json({ error: 'not_found', message: MESSAGES.jupyterNoWorkspace }), false)]), '}']
+        ? [
+            'location = /_codeagent/no-workspace {',
+            ...indent(['internal;', ...answer(404, json({ error: 'not_found', message: MESSAGES.jupyterNoWorkspace }), false)]),
+            '}',
+          ]
         : []),
       'location = /_codeagent/cross-site {',
       ...indent(['internal;', ...answer(403, json({ error: 'forbidden', message: MESSAGES.jupyterCrossSite }), false)]),
       '}',
       'location @codeagent_jupyter_401 {',
-      ...indent([...toLogin, ...answer(401, json({ error: 'unauthorized', message: 'the session is not valid (logged out, expired or revoked): log in again (POST /api/v1/auth/login), then open /jupyter/ again' }), false)]),
+      ...indent([
+        ...toLogin,
+        ...answer(
+          401,
+          json({
+            error: 'unauthorized',
+            message: 'the session is not valid (logged out, expired or revoked): log in again (POST /api/v1/auth/login), then open /jupyter/ again',
+          }),
+          false,
+        ),
+      ]),
       '}',
       'location @codeagent_jupyter_403 {',
       ...indent(
@@ -429,7 +461,7 @@ export function renderNginxConfig(opts: NginxOptions): string {
   add('server {', ...indent([`listen ${listenAddress(opts.listen.host, opts.listen.port)};`, 'server_name _;', '', ...locations, '', ...internal]), '}');
 
   const header = [
-    '# Generated by `codeagent nginx-config` from the gateway\'s route table (services/gateway/src/routes.ts).',
+    "# Generated by `codeagent nginx-config` from the gateway's route table (services/gateway/src/routes.ts).",
     '# Render it again after a change of settings instead of editing it. It holds JUPYTERLAB_TOKEN: keep it private.',
   ];
   if (opts.httpOnly) return [...header, ...http, ''].join('\n');

@@ -6,7 +6,10 @@ import { defaultWebRoot } from './web-app.js';
 /** Starts the gateway alone (`codeagent gateway`) on HOST:PORT; metrics and probes on GATEWAY_METRICS_PORT when set. */
 export async function startGateway(config: Config): Promise<string> {
   const metrics = new Metrics('gateway');
-  const up = metrics.gauge('codeagent_gateway_upstream_up', 'Whether the gateway sends traffic to an instance (1) or skips it after a failure (0)', ['upstream', 'instance']);
+  const up = metrics.gauge('codeagent_gateway_upstream_up', 'Whether the gateway sends traffic to an instance (1) or skips it after a failure (0)', [
+    'upstream',
+    'instance',
+  ]);
   const backendUp = new Map<string, boolean>();
   const app = await buildGatewayApp({
     upstreams: { backend: config.backendUrls, clusterAdmin: config.clusterAdminUrls, bridge: config.bridgeUrls },

@@ -91,7 +91,13 @@ export class UpstreamPool {
         url: origin,
         host: new URL(origin).host,
         up: true,
-        pool: new Pool(origin, { connections: opts.connections, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: opts.timeoutMs, bodyTimeout: opts.timeoutMs }),
+        pool: new Pool(origin, {
+          connections: opts.connections,
+          pipelining: 1,
+          keepAliveTimeout: 60_000,
+          headersTimeout: opts.timeoutMs,
+          bodyTimeout: opts.timeoutMs,
+        }),
         probe: new Pool(origin, { connections: 1, keepAliveTimeout: 10_000, headersTimeout: 2000, bodyTimeout: 2000 }),
       };
       this.byOrigin.set(origin, instance);

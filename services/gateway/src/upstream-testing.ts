@@ -27,7 +27,9 @@ export async function stopServer(server: Server): Promise<void> {
  */
 export function acceptWebsocket(req: IncomingMessage, socket: Duplex, open?: Set<Duplex>): void {
   open?.add(socket);
-  const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  const accept = createHash('sha1')
+    .update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+    .digest('base64');
   socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
 }
 

@@ -48,7 +48,10 @@ export function webAppBuilt(root: string | undefined): root is string {
 
 /** The start page without a built app: what to run. */
 export const notBuiltPage = (): string => NOT_BUILT;
-const NOT_BUILT = landingPage.replace('<p>The platform is running.</p>', '<p>The platform is running. The web app is not built: run <code>npm run build</code> (or <code>node web/build.mjs</code>) and reload.</p>');
+const NOT_BUILT = landingPage.replace(
+  '<p>The platform is running.</p>',
+  '<p>The platform is running. The web app is not built: run <code>npm run build</code> (or <code>node web/build.mjs</code>) and reload.</p>',
+);
 
 /**
  * Serves the web app from `root` (GET and HEAD; other methods 405 through the not-found handler).
@@ -58,7 +61,9 @@ export function registerWebApp(app: FastifyInstance, root: string | undefined): 
   // Without a root the route table's pages answer `/` and `/login` (routes.ts).
   if (root === undefined) return;
   const index = async (_req: unknown, reply: FastifyReply) => {
-    asAppPage(reply, webAppBuilt(root) ? WEB_APP_CSP : landingCsp).header('cache-control', INDEX_CACHE_CONTROL).type('text/html; charset=utf-8');
+    asAppPage(reply, webAppBuilt(root) ? WEB_APP_CSP : landingCsp)
+      .header('cache-control', INDEX_CACHE_CONTROL)
+      .type('text/html; charset=utf-8');
     // Read per request (half a kilobyte): a rebuild is served without a restart.
     const html = await readFile(join(root, 'index.html')).catch(() => undefined);
     return reply.send(html ?? NOT_BUILT);

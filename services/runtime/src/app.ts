@@ -2,7 +2,17 @@ import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { AppError, BadRequestError, NotFoundError, OPS_PATHS, PayloadTooLargeError, ServiceUnavailableError, internalTokenHook, requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import {
+  AppError,
+  BadRequestError,
+  NotFoundError,
+  OPS_PATHS,
+  PayloadTooLargeError,
+  ServiceUnavailableError,
+  internalTokenHook,
+  requestIdOptions,
+  serviceKit,
+} from '@codeagent/service-kit';
 import { SandboxUnavailableError, UnknownWorkspaceError } from '@codeagent/sandbox';
 import { FilesLimitError, SandboxFilesError } from './contents.js';
 import { KernelUnavailableError } from './jupyter-server.js';
@@ -34,7 +44,10 @@ const Action = Type.Union([
   Type.Object({ action: Type.Literal('list_kernels') }),
   Type.Object({
     action: Type.Literal('run_notebook'),
-    notebook: Type.Object({ nbformat: Type.Literal(4), cells: Type.Array(Type.Object({ cell_type: Type.String() }, { additionalProperties: true })) }, { additionalProperties: true }),
+    notebook: Type.Object(
+      { nbformat: Type.Literal(4), cells: Type.Array(Type.Object({ cell_type: Type.String() }, { additionalProperties: true })) },
+      { additionalProperties: true },
+    ),
     timeout_seconds: Timeout,
     workspace_id: WorkspaceId,
     notebook_path: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),

@@ -101,7 +101,13 @@ export class Contents {
    * Files below `dir` that are new or differ from `before` (by size and mtime, then by hash),
    * skipping hidden names (checkpoints, caches) and `skip`; at most `maxBytes` together.
    */
-  async changedFiles(dir: string, before: Map<string, string>, hashes: Map<string, string>, maxBytes: number, skip: (path: string) => boolean): Promise<CollectedFile[]> {
+  async changedFiles(
+    dir: string,
+    before: Map<string, string>,
+    hashes: Map<string, string>,
+    maxBytes: number,
+    skip: (path: string) => boolean,
+  ): Promise<CollectedFile[]> {
     const out: CollectedFile[] = [];
     let total = 0;
     let seen = 0;
@@ -118,12 +124,18 @@ export class Contents {
           continue;
         }
         if (skip(path) || before.get(path) === `${entry.size}:${entry.last_modified}`) continue;
-        if ((entry.size ?? 0) + total > maxBytes) throw new FilesLimitError(`the run wrote more than ${Math.round(maxBytes / 1024 / 1024)} MiB of files (SANDBOX_FILES_MAX_BYTES); none of them was kept`);
+        if ((entry.size ?? 0) + total > maxBytes)
+          throw new FilesLimitError(
+            `the run wrote more than ${Math.round(maxBytes / 1024 / 1024)} MiB of files (SANDBOX_FILES_MAX_BYTES); none of them was kept`,
+          );
         const file = await this.call('GET', `${dir}/${path}`, '?content=1&type=file&format=base64');
         if (!file || typeof file.content !== 'string') continue;
         const bytes = Buffer.from(file.content, 'base64');
         total += bytes.length;
-        if (total > maxBytes) throw new FilesLimitError(`the run wrote more than ${Math.round(maxBytes / 1024 / 1024)} MiB of files (SANDBOX_FILES_MAX_BYTES); none of them was kept`);
+        if (total > maxBytes)
+          throw new FilesLimitError(
+            `the run wrote more than ${Math.round(maxBytes / 1024 / 1024)} MiB of files (SANDBOX_FILES_MAX_BYTES); none of them was kept`,
+          );
         const sha256 = createHash('sha256').update(bytes).digest('hex');
         if (hashes.get(path) === sha256) continue;
         out.push({ path, content_base64: file.content, size: bytes.length, sha256 });

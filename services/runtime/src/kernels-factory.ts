@@ -38,7 +38,12 @@ export async function createKernels(opts: KernelsOptions): Promise<Kernels> {
   const { log, sandbox } = opts;
   let prepared: PreparedSandbox | SandboxUnavailableError;
   try {
-    prepared = await prepareSandbox({ enabled: sandbox.enabled, uidBase: sandbox.uidBase, cgroupParent: sandbox.cgroupParent, ...(opts.tools ? { tools: opts.tools } : {}) });
+    prepared = await prepareSandbox({
+      enabled: sandbox.enabled,
+      uidBase: sandbox.uidBase,
+      cgroupParent: sandbox.cgroupParent,
+      ...(opts.tools ? { tools: opts.tools } : {}),
+    });
     for (const note of prepared.notes) log.info({ sandbox: prepared.mode }, note);
     for (const warning of prepared.warnings) log.warn({ sandbox: prepared.mode }, warning);
   } catch (err) {

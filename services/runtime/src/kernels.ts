@@ -86,7 +86,16 @@ export const MAX_OUTPUT_BYTES = 32 * 1024 * 1024;
 /** Approximate size of an IOPub message's output (what `collect` would keep). */
 function outputSize(msg: KernelMessage.IIOPubMessage): number {
   const content = msg.content as Record<string, unknown>;
-  const size = (v: unknown): number => (typeof v === 'string' ? v.length : v === null || v === undefined ? 0 : Array.isArray(v) ? v.reduce((n: number, x) => n + size(x), 0) : typeof v === 'object' ? Object.values(v as object).reduce((n: number, x) => n + size(x), 0) : 8);
+  const size = (v: unknown): number =>
+    typeof v === 'string'
+      ? v.length
+      : v === null || v === undefined
+        ? 0
+        : Array.isArray(v)
+          ? v.reduce((n: number, x) => n + size(x), 0)
+          : typeof v === 'object'
+            ? Object.values(v as object).reduce((n: number, x) => n + size(x), 0)
+            : 8;
   switch (msg.header.msg_type) {
     case 'stream':
       return size(content.text);
@@ -149,7 +158,11 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
       });
       return undefined;
     case 'display_data':
-      outputs.push({ output_type: 'display_data', data: (content.data ?? {}) as Record<string, unknown>, metadata: (content.metadata ?? {}) as Record<string, unknown> });
+      outputs.push({
+        output_type: 'display_data',
+        data: (content.data ?? {}) as Record<string, unknown>,
+        metadata: (content.metadata ?? {}) as Record<string, unknown>,
+      });
       return undefined;
     case 'error':
       outputs.push({
@@ -310,7 +323,15 @@ export class KernelService implements WarmKernelSource {
       timer = setTimeout(() => resolve({ kind: 'timeout' }), timeoutSeconds * 1000);
       onStatus = (_: unknown, status: Kernel.Status) => {
         if (status === 'autorestarting' || status === 'dead') {
-          resolve({ kind: 'died', reason: this.deathReason(server, kernelId, before, status === 'dead' ? 'the kernel died and could not be restarted' : 'the kernel died unexpectedly and was restarted; its state is lost') });
+          resolve({
+            kind: 'died',
+            reason: this.deathReason(
+              server,
+              kernelId,
+              before,
+              status === 'dead' ? 'the kernel died and could not be restarted' : 'the kernel died unexpectedly and was restarted; its state is lost',
+            ),
+          });
         }
       };
       conn.statusChanged.connect(onStatus);
@@ -342,7 +363,12 @@ export class KernelService implements WarmKernelSource {
           return { status: 'error', outputs, execution_count: executionCount };
         }
         if (first.kind === 'flooded') {
-          outputs.push({ output_type: 'error', ename: 'OutputLimitError', evalue: `the cell's output exceeded ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB; the rest was dropped and the cell interrupted`, traceback: [] });
+          outputs.push({
+            output_type: 'error',
+            ename: 'OutputLimitError',
+            evalue: `the cell's output exceeded ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB; the rest was dropped and the cell interrupted`,
+            traceback: [],
+          });
           return { status: 'error', outputs, execution_count: executionCount };
         }
         if (!outputs.some((o) => o.output_type === 'error')) {
@@ -359,7 +385,7 @@ export class KernelService implements WarmKernelSource {
       if (content?.status === 'error') return { status: 'error', outputs, execution_count: content.execution_count ?? executionCount };
       // The server stopped under us (its connection was disposed before the stop was noticed here).
       if (!server.running || conn.isDisposed) {
-        const reason = await Promise.race([server.stopped, new Promise<string>((r) => setTimeout(() => r('the kernel\'s connection was lost'), 2000))]);
+        const reason = await Promise.race([server.stopped, new Promise<string>((r) => setTimeout(() => r("the kernel's connection was lost"), 2000))]);
         outputs.push({ output_type: 'error', ename: 'DeadKernelError', evalue: this.deathReason(server, kernelId, before, reason), traceback: [] });
         return { status: 'error', outputs, execution_count: executionCount, kernel_died: true };
       }
@@ -477,7 +503,9 @@ export class KernelService implements WarmKernelSource {
       await this.shutdown(kernelId).catch(() => undefined);
       if (outcome === 'aborted') throw new Error('the run was cancelled while its kernel started');
       if (attempt >= 2) {
-        throw new KernelUnavailableError(`the ${kernelName} kernel did not answer within ${Math.round(this.startTimeoutMs / 1000)} s of its start, twice; see the runtime's log`);
+        throw new KernelUnavailableError(
+          `the ${kernelName} kernel did not answer within ${Math.round(this.startTimeoutMs / 1000)} s of its start, twice; see the runtime's log`,
+        );
       }
       this.log?.warn({ kernel_id: kernelId, workspace_id: workspaceId ?? null }, 'a kernel did not answer after its start: shut down, starting another');
     }
@@ -543,7 +571,7 @@ export class KernelService implements WarmKernelSource {
         if (cwd) await this.changeDirectory(warm, cwd);
         return warm;
       } catch (err) {
-        this.log?.warn({ err, kernel_id: warm }, 'a warm kernel could not enter the run\'s directory: starting a new one');
+        this.log?.warn({ err, kernel_id: warm }, "a warm kernel could not enter the run's directory: starting a new one");
         await this.shutdown(warm).catch(() => undefined);
       }
     }
@@ -557,7 +585,13 @@ export class KernelService implements WarmKernelSource {
    */
   private async changeDirectory(kernelId: string, dir: string): Promise<void> {
     const conn = await this.connection(kernelId);
-    const future = conn.requestExecute({ code: `__import__('os').chdir(${JSON.stringify(dir)})`, silent: true, store_history: false, allow_stdin: false, stop_on_error: true });
+    const future = conn.requestExecute({
+      code: `__import__('os').chdir(${JSON.stringify(dir)})`,
+      silent: true,
+      store_history: false,
+      allow_stdin: false,
+      stop_on_error: true,
+    });
     let timer: NodeJS.Timeout | undefined;
     try {
       const reply = await Promise.race([
@@ -585,14 +619,19 @@ export class KernelService implements WarmKernelSource {
     const hashes = new Map<string, string>();
     if (opts.files) {
       const total = opts.files.reduce((n, f) => n + Math.floor((f.content_base64.length * 3) / 4), 0);
-      if (total > this.filesMaxBytes) throw new FilesLimitError(`the workspace's files (${Math.round(total / 1024 / 1024)} MiB) exceed SANDBOX_FILES_MAX_BYTES (${Math.round(this.filesMaxBytes / 1024 / 1024)} MiB)`);
+      if (total > this.filesMaxBytes)
+        throw new FilesLimitError(
+          `the workspace's files (${Math.round(total / 1024 / 1024)} MiB) exceed SANDBOX_FILES_MAX_BYTES (${Math.round(this.filesMaxBytes / 1024 / 1024)} MiB)`,
+        );
       runDir = `${RUNS_DIR}/${randomUUID()}`;
       try {
         stamps = await contents.upload(runDir, opts.files);
       } catch (err) {
         await contents.remove(runDir).catch(() => undefined);
         if (err instanceof FilesLimitError) throw err;
-        throw new SandboxFilesError(`the workspace's files could not be copied into its sandbox (SANDBOX_DISK_MB may be too small, or the workspace's own code filled it): ${(err as Error).message}`);
+        throw new SandboxFilesError(
+          `the workspace's files could not be copied into its sandbox (SANDBOX_DISK_MB may be too small, or the workspace's own code filled it): ${(err as Error).message}`,
+        );
       }
       for (const f of opts.files) hashes.set(f.path, createHash('sha256').update(Buffer.from(f.content_base64, 'base64')).digest('hex'));
     }
@@ -628,7 +667,7 @@ export class KernelService implements WarmKernelSource {
         const skip = (p: string) => p === opts.notebookPath || p.split('/').some((s) => s.endsWith('.runs'));
         try {
           result.files = server.running ? await contents.changedFiles(runDir, stamps, hashes, this.filesMaxBytes, skip) : [];
-          if (!server.running) result.files_error = 'the workspace\'s Jupyter server stopped before the run\'s files could be collected';
+          if (!server.running) result.files_error = "the workspace's Jupyter server stopped before the run's files could be collected";
         } catch (err) {
           result.files = [];
           result.files_error = err instanceof FilesLimitError ? err.message : `the run's files could not be collected: ${(err as Error).message}`;

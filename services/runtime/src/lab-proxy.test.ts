@@ -19,7 +19,11 @@ describe('the lab proxy at the server cap', () => {
 
   beforeAll(async () => {
     kernels = await startTestKernels({ sandbox: { maxServers: 1 }, lab: defaultLabHost() });
-    app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: 'internal', lab: labProxy({ pool: kernels.pool, token: TOKEN, log: pino({ level: 'silent' }) }) });
+    app = await buildRuntimeApp({
+      kernels: kernels.kernels,
+      internalServiceToken: 'internal',
+      lab: labProxy({ pool: kernels.pool, token: TOKEN, log: pino({ level: 'silent' }) }),
+    });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
   }, 60_000);
   afterAll(async () => {

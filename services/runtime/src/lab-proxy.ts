@@ -44,7 +44,10 @@ const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt
 export function progressPage(state: 'starting' | 'failed', detail: string): string {
   const refresh = state === 'starting' ? '<meta http-equiv="refresh" content="1">' : '';
   const title = state === 'starting' ? 'Starting JupyterLab for this workspace…' : 'JupyterLab could not start';
-  const hint = state === 'starting' ? 'This page reloads by itself and opens JupyterLab as soon as it is ready.' : 'Reload this page to try again; if it keeps failing, tell your platform administrator the message above.';
+  const hint =
+    state === 'starting'
+      ? 'This page reloads by itself and opens JupyterLab as soon as it is ready.'
+      : 'Reload this page to try again; if it keeps failing, tell your platform administrator the message above.';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8">${refresh}<title>${title}</title></head><body><main><h1>${title}</h1><p role="status">${escapeHtml(detail)}</p><p>${hint}</p></main></body></html>`;
 }
 
@@ -103,7 +106,10 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       if (status.state !== 'running' && isNavigation(req, target.rest)) {
         // A failed start is shown once; the next visit tries again.
         const failed = status.state === 'failed';
-        if (!failed) void pool.server(target.workspaceId).catch((err: unknown) => log.warn({ workspace_id: target.workspaceId, reason: (err as Error).message }, "a workspace's JupyterLab did not start"));
+        if (!failed)
+          void pool
+            .server(target.workspaceId)
+            .catch((err: unknown) => log.warn({ workspace_id: target.workspaceId, reason: (err as Error).message }, "a workspace's JupyterLab did not start"));
         else void pool.server(target.workspaceId).catch(() => undefined);
         const detail = failed
           ? status.message
@@ -117,10 +123,13 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       }
       serverFor(target.workspaceId).then(
         (server) => {
-          const upstream = request({ socketPath: server.socket.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.socket.token) }, (up) => {
-            res.writeHead(up.statusCode ?? 502, up.headers);
-            up.pipe(res);
-          });
+          const upstream = request(
+            { socketPath: server.socket.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.socket.token) },
+            (up) => {
+              res.writeHead(up.statusCode ?? 502, up.headers);
+              up.pipe(res);
+            },
+          );
           upstream.on('error', (err) => {
             log.warn({ workspace_id: target.workspaceId, reason: err.message }, "a workspace's Jupyter server did not answer");
             if (!res.headersSent) json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });

@@ -47,8 +47,32 @@ async function tcpServer(withExtension: boolean, dir: string): Promise<{ child: 
   const ext = nodelayExtension(hostDir);
   const child = spawn(
     PYTHON,
-    ['-m', 'jupyter_server', `--ServerApp.port=${port}`, '--ServerApp.ip=127.0.0.1', '--ServerApp.port_retries=0', '--ServerApp.open_browser=False', `--ServerApp.root_dir=${dir}`, ...(withExtension ? ext.args : []), ...(isRoot ? ['--allow-root'] : [])],
-    { env: { PATH: '/usr/bin:/bin', HOME: dir, JUPYTER_TOKEN: TOKEN, JUPYTER_RUNTIME_DIR: join(dir, 'run'), JUPYTER_CONFIG_DIR: join(dir, 'cfg'), JUPYTER_DATA_DIR: join(dir, 'data'), IPYTHONDIR: join(dir, 'ipy'), PYDEVD_DISABLE_FILE_VALIDATION: '1', PYTHONDONTWRITEBYTECODE: '1', ...(withExtension ? { PYTHONPATH: hostDir } : {}) }, stdio: 'ignore' },
+    [
+      '-m',
+      'jupyter_server',
+      `--ServerApp.port=${port}`,
+      '--ServerApp.ip=127.0.0.1',
+      '--ServerApp.port_retries=0',
+      '--ServerApp.open_browser=False',
+      `--ServerApp.root_dir=${dir}`,
+      ...(withExtension ? ext.args : []),
+      ...(isRoot ? ['--allow-root'] : []),
+    ],
+    {
+      env: {
+        PATH: '/usr/bin:/bin',
+        HOME: dir,
+        JUPYTER_TOKEN: TOKEN,
+        JUPYTER_RUNTIME_DIR: join(dir, 'run'),
+        JUPYTER_CONFIG_DIR: join(dir, 'cfg'),
+        JUPYTER_DATA_DIR: join(dir, 'data'),
+        IPYTHONDIR: join(dir, 'ipy'),
+        PYDEVD_DISABLE_FILE_VALIDATION: '1',
+        PYTHONDONTWRITEBYTECODE: '1',
+        ...(withExtension ? { PYTHONPATH: hostDir } : {}),
+      },
+      stdio: 'ignore',
+    },
   );
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
@@ -74,10 +98,23 @@ async function serverNodelay(server: { child: ChildProcess; url: string }): Prom
     });
     // The handler's open() runs right after the handshake; a kernel_info round trip makes sure it has.
     const reply = new Promise((resolve) => ws.on('message', (m) => String(m).includes('"kernel_info_reply"') && resolve(undefined)));
-    ws.send(JSON.stringify({ header: { msg_id: 'k1', msg_type: 'kernel_info_request', session: 's', username: '', date: '', version: '5.3' }, parent_header: {}, metadata: {}, content: {}, channel: 'shell', buffers: [] }));
+    ws.send(
+      JSON.stringify({
+        header: { msg_id: 'k1', msg_type: 'kernel_info_request', session: 's', username: '', date: '', version: '5.3' },
+        parent_header: {},
+        metadata: {},
+        content: {},
+        channel: 'shell',
+        buffers: [],
+      }),
+    );
     await reply;
     const localPort = (ws as unknown as { _socket: { localPort: number } })._socket.localPort;
-    return Number(execFileSync(PYTHON, ['-c', READ_NODELAY, String(server.child.pid), String(localPort)]).toString().trim());
+    return Number(
+      execFileSync(PYTHON, ['-c', READ_NODELAY, String(server.child.pid), String(localPort)])
+        .toString()
+        .trim(),
+    );
   } finally {
     ws.close();
     await fetch(`${server.url}/api/kernels/${kernel.id}?token=${TOKEN}`, { method: 'DELETE' });
@@ -104,12 +141,15 @@ describe.skipIf(!isRoot)('TCP no-delay on kernel websockets (the codeagent_nodel
   }, 120_000);
 });
 
-describe("the sandboxed workspace servers get the extension", () => {
+describe('the sandboxed workspace servers get the extension', () => {
   it('is readable (read-only) in the sandbox and finds the kernel websocket handler of this jupyter_server', async () => {
     const k = await startTestKernels();
     try {
       const id = await k.kernels.startKernel('python3', '0a0a0a0a-0000-4000-8000-0000000000aa');
-      const out = await k.kernels.execute(id, `import ${NODELAY_MODULE}, os\nprint(${NODELAY_MODULE}.patched_handlers(), os.access(${NODELAY_MODULE}.__file__, os.W_OK))`);
+      const out = await k.kernels.execute(
+        id,
+        `import ${NODELAY_MODULE}, os\nprint(${NODELAY_MODULE}.patched_handlers(), os.access(${NODELAY_MODULE}.__file__, os.W_OK))`,
+      );
       expect(out.status).toBe('ok');
       expect(JSON.stringify(out.outputs)).toMatch(/\['(ZMQChannelsHandler|KernelWebsocketHandler)'\] False/);
     } finally {

@@ -158,7 +158,12 @@ describe('runtime without a kernel on the machine', () => {
   it('answers 503 kernel_unavailable with the install command', async () => {
     const jupyter = await startTestKernels({ python: '/nonexistent/python3', log });
     const app = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: TOKEN });
-    const res = await app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: { action: 'start_kernel' } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/v1/jupyter',
+      headers: { 'x-internal-service-token': TOKEN },
+      payload: { action: 'start_kernel' },
+    });
     expect(res.statusCode).toBe(503);
     expect(res.json().error).toBe('kernel_unavailable');
     expect(res.json().message).toContain('apt-get install -y python3-jupyter-server python3-ipykernel');

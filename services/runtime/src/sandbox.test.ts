@@ -28,7 +28,10 @@ function knownWorkspaces(): UidAllocator {
 }
 
 const text = (res: { json(): { outputs: { text?: string; data?: Record<string, string> }[] } }) =>
-  res.json().outputs.map((o) => o.text ?? o.data?.['text/plain'] ?? '').join('');
+  res
+    .json()
+    .outputs.map((o) => o.text ?? o.data?.['text/plain'] ?? '')
+    .join('');
 
 describe('sandboxed kernels: one Jupyter server per workspace', () => {
   let k: Kernels;
@@ -67,11 +70,13 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     expect(text(await run(scratch, 'import os; print(os.path.exists("/workspace/secret-a.txt"))'))).toBe('False\n');
     expect(text(await run(a, 'print(open("/workspace/secret-a.txt").read())'))).toBe('only for A\n');
     const list = (await act({ action: 'list_kernels' })).json().kernels as { kernel_id: string; workspace_id: string | null }[];
-    expect(list).toEqual(expect.arrayContaining([
-      expect.objectContaining({ kernel_id: a, workspace_id: WS_A }),
-      expect.objectContaining({ kernel_id: b, workspace_id: WS_B }),
-      expect.objectContaining({ kernel_id: scratch, workspace_id: null }),
-    ]));
+    expect(list).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ kernel_id: a, workspace_id: WS_A }),
+        expect.objectContaining({ kernel_id: b, workspace_id: WS_B }),
+        expect.objectContaining({ kernel_id: scratch, workspace_id: null }),
+      ]),
+    );
     for (const id of [a, b, scratch]) expect((await act({ action: 'shutdown', kernel_id: id })).statusCode).toBe(200);
   });
 
@@ -82,7 +87,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     expect((await act({ action: 'start_kernel', workspace_id: '../etc' })).statusCode).toBe(400);
   });
 
-  it('never puts the Jupyter token on a command line (it is in the server\'s environment only)', async () => {
+  it("never puts the Jupyter token on a command line (it is in the server's environment only)", async () => {
     const kernel = await start(WS_A);
     const ours = descendants(process.pid);
     const tokens = new Set<string>();
@@ -100,51 +105,59 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     await act({ action: 'shutdown', kernel_id: kernel });
   });
 
-  it.runIf(isRoot)('ends a memory hog with a clear error: only its kernel dies, it is restarted, the server stays', async () => {
-    const hog = await start(WS_A);
-    const neighbour = await start(WS_A);
-    await run(neighbour, 'keep = 41');
-    const res = await run(hog, 'x = bytearray(1024 * 1024 * 1024)\nprint("survived")');
-    expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ status: 'error', kernel_died: true });
-    const err = res.json().outputs.find((o: { output_type: string }) => o.output_type === 'error');
-    expect(err).toMatchObject({ ename: 'DeadKernelError' });
-    expect(err.evalue).toMatch(/ran out of memory.*KERNEL_MEMORY_MB/);
-    expect(text(res)).not.toContain('survived');
-    // the neighbour kept its state; the hog's kernel was restarted and works again
-    expect(text(await run(neighbour, 'print(keep + 1)'))).toBe('42\n');
-    expect(text(await run(hog, 'print("back")'))).toBe('back\n');
-    await act({ action: 'shutdown', kernel_id: hog });
-    await act({ action: 'shutdown', kernel_id: neighbour });
-  }, 90_000);
+  it.runIf(isRoot)(
+    'ends a memory hog with a clear error: only its kernel dies, it is restarted, the server stays',
+    async () => {
+      const hog = await start(WS_A);
+      const neighbour = await start(WS_A);
+      await run(neighbour, 'keep = 41');
+      const res = await run(hog, 'x = bytearray(1024 * 1024 * 1024)\nprint("survived")');
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({ status: 'error', kernel_died: true });
+      const err = res.json().outputs.find((o: { output_type: string }) => o.output_type === 'error');
+      expect(err).toMatchObject({ ename: 'DeadKernelError' });
+      expect(err.evalue).toMatch(/ran out of memory.*KERNEL_MEMORY_MB/);
+      expect(text(res)).not.toContain('survived');
+      // the neighbour kept its state; the hog's kernel was restarted and works again
+      expect(text(await run(neighbour, 'print(keep + 1)'))).toBe('42\n');
+      expect(text(await run(hog, 'print("back")'))).toBe('back\n');
+      await act({ action: 'shutdown', kernel_id: hog });
+      await act({ action: 'shutdown', kernel_id: neighbour });
+    },
+    90_000,
+  );
 
-  it.runIf(isRoot)('contains a fork bomb in its kernel: the execution ends, shutdown leaves no process, the workspace goes on', async () => {
-    const bomb = await start(WS_B);
-    const code = [
-      'import os, time',
-      'n = 0',
-      'for _ in range(100000):',
-      '    try:',
-      '        if os.fork() == 0:',
-      '            os.setsid()',
-      '            time.sleep(300)',
-      '            os._exit(0)',
-      '        n += 1',
-      '    except OSError as e:',
-      '        print("fork refused after", n, e.strerror)',
-      '        break',
-    ].join('\n');
-    const res = await run(bomb, code, 30);
-    expect(res.statusCode).toBe(200);
-    expect(text(res)).toMatch(/fork refused after \d+ Resource temporarily unavailable/);
-    const refusedAfter = Number(/after (\d+)/.exec(text(res))![1]);
-    expect(refusedAfter).toBeLessThan(64);
-    expect((await act({ action: 'shutdown', kernel_id: bomb })).statusCode).toBe(200);
-    // the children (in their own sessions) died with the kernel's cgroup: a new kernel can fork freely
-    const next = await start(WS_B);
-    expect(text(await run(next, 'import subprocess\nprint(subprocess.run(["true"]).returncode)'))).toBe('0\n');
-    await act({ action: 'shutdown', kernel_id: next });
-  }, 90_000);
+  it.runIf(isRoot)(
+    'contains a fork bomb in its kernel: the execution ends, shutdown leaves no process, the workspace goes on',
+    async () => {
+      const bomb = await start(WS_B);
+      const code = [
+        'import os, time',
+        'n = 0',
+        'for _ in range(100000):',
+        '    try:',
+        '        if os.fork() == 0:',
+        '            os.setsid()',
+        '            time.sleep(300)',
+        '            os._exit(0)',
+        '        n += 1',
+        '    except OSError as e:',
+        '        print("fork refused after", n, e.strerror)',
+        '        break',
+      ].join('\n');
+      const res = await run(bomb, code, 30);
+      expect(res.statusCode).toBe(200);
+      expect(text(res)).toMatch(/fork refused after \d+ Resource temporarily unavailable/);
+      const refusedAfter = Number(/after (\d+)/.exec(text(res))![1]);
+      expect(refusedAfter).toBeLessThan(64);
+      expect((await act({ action: 'shutdown', kernel_id: bomb })).statusCode).toBe(200);
+      // the children (in their own sessions) died with the kernel's cgroup: a new kernel can fork freely
+      const next = await start(WS_B);
+      expect(text(await run(next, 'import subprocess\nprint(subprocess.run(["true"]).returncode)'))).toBe('0\n');
+      await act({ action: 'shutdown', kernel_id: next });
+    },
+    90_000,
+  );
 
   it('survives user code killing every process it can see: the request fails clearly and the next one restarts the server', async () => {
     const victim = await start(WS_A);
@@ -166,8 +179,19 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
       nbformat_minor: 5,
       metadata: {},
       cells: [
-        { cell_type: 'code', source: 'import os\nprint(os.getcwd().split("/")[-1])\nrows = open("../data/in.csv").read().split()\nprint(len(rows))', metadata: {}, outputs: [] },
-        { cell_type: 'code', source: 'open("result.txt", "w").write(str(sum(int(r) for r in rows)))\nos.makedirs("out/deep", exist_ok=True)\nopen("out/deep/x.bin", "wb").write(bytes(range(256)))\nopen("../data/in.csv", "a").write("4\\n")\nopen(".hidden", "w").write("not collected")', metadata: {}, outputs: [] },
+        {
+          cell_type: 'code',
+          source: 'import os\nprint(os.getcwd().split("/")[-1])\nrows = open("../data/in.csv").read().split()\nprint(len(rows))',
+          metadata: {},
+          outputs: [],
+        },
+        {
+          cell_type: 'code',
+          source:
+            'open("result.txt", "w").write(str(sum(int(r) for r in rows)))\nos.makedirs("out/deep", exist_ok=True)\nopen("out/deep/x.bin", "wb").write(bytes(range(256)))\nopen("../data/in.csv", "a").write("4\\n")\nopen(".hidden", "w").write("not collected")',
+          metadata: {},
+          outputs: [],
+        },
       ],
     };
     const files = [
@@ -191,9 +215,14 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     await act({ action: 'shutdown', kernel_id: probe });
   }, 90_000);
 
-  it('stops a run\'s kernel when the caller hangs up (the worker cancelled the run)', async () => {
+  it("stops a run's kernel when the caller hangs up (the worker cancelled the run)", async () => {
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
-    const notebook = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [{ cell_type: 'code', source: 'import time\ntime.sleep(120)', metadata: {}, outputs: [] }] };
+    const notebook = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: [{ cell_type: 'code', source: 'import time\ntime.sleep(120)', metadata: {}, outputs: [] }],
+    };
     const caller = new AbortController();
     const pending = fetch(`${url}/api/v1/jupyter`, {
       method: 'POST',
@@ -201,7 +230,8 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
       body: JSON.stringify({ action: 'run_notebook', notebook, workspace_id: WS_C }),
       signal: caller.signal,
     }).catch((err: Error) => err);
-    const kernelsOfC = async () => ((await act({ action: 'list_kernels' })).json().kernels as { workspace_id: string }[]).filter((k) => k.workspace_id === WS_C);
+    const kernelsOfC = async () =>
+      ((await act({ action: 'list_kernels' })).json().kernels as { workspace_id: string }[]).filter((k) => k.workspace_id === WS_C);
     for (let i = 0; i < 200 && (await kernelsOfC()).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
     expect(await kernelsOfC()).toHaveLength(1);
     caller.abort();
@@ -212,7 +242,12 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
 
   it('refuses files beyond SANDBOX_FILES_MAX_BYTES with 413, and a run that writes too much keeps none of it', async () => {
     const big = Buffer.alloc(17 * 1024 * 1024).toString('base64');
-    const notebook = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [{ cell_type: 'code', source: 'open("huge.bin", "wb").write(b"x" * (20 * 1024 * 1024))', metadata: {}, outputs: [] }] };
+    const notebook = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: [{ cell_type: 'code', source: 'open("huge.bin", "wb").write(b"x" * (20 * 1024 * 1024))', metadata: {}, outputs: [] }],
+    };
     const tooMuch = await act({ action: 'run_notebook', notebook, workspace_id: WS_B, files: [{ path: 'big.bin', content_base64: big }] });
     expect(tooMuch.statusCode).toBe(413);
     const writes = await act({ action: 'run_notebook', notebook, workspace_id: WS_B, files: [] });
@@ -239,7 +274,12 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     // once the scratch server has no kernel, it is stopped to make room for C
     await act({ action: 'shutdown', kernel_id: s });
     const c = await start(WS_C);
-    expect(pool.running().map((r) => r.workspaceId).sort()).toEqual([WS_A, WS_B, WS_C].sort());
+    expect(
+      pool
+        .running()
+        .map((r) => r.workspaceId)
+        .sort(),
+    ).toEqual([WS_A, WS_B, WS_C].sort());
     for (const id of [a, b, c]) await act({ action: 'shutdown', kernel_id: id });
   }, 90_000);
 });

@@ -36,9 +36,15 @@ export async function startRuntime(config: Config): Promise<void> {
   });
   // Metrics and probes on the internal port (issue 18). A scrape never starts a Jupyter server.
   const metrics = new Metrics('runtime');
-  metrics.gauge('codeagent_runtime_jupyter_servers_running', 'Per-workspace Jupyter servers this runtime runs', [], (g) => g.set(kernels.pool.running().length));
-  metrics.gauge('codeagent_runtime_warm_kernels', 'Warm kernels waiting for a run (KERNEL_POOL_SIZE)', [], (g) => g.set(kernels.kernels.warm?.stats(null).ready ?? 0));
-  metrics.gauge('codeagent_runtime_kernels_running', 'Kernels running on this runtime', [], async (g) => g.set((await kernels.kernels.list().catch(() => [])).length));
+  metrics.gauge('codeagent_runtime_jupyter_servers_running', 'Per-workspace Jupyter servers this runtime runs', [], (g) =>
+    g.set(kernels.pool.running().length),
+  );
+  metrics.gauge('codeagent_runtime_warm_kernels', 'Warm kernels waiting for a run (KERNEL_POOL_SIZE)', [], (g) =>
+    g.set(kernels.kernels.warm?.stats(null).ready ?? 0),
+  );
+  metrics.gauge('codeagent_runtime_kernels_running', 'Kernels running on this runtime', [], async (g) =>
+    g.set((await kernels.kernels.list().catch(() => [])).length),
+  );
   await app.register(opsRoutes, {
     metrics,
     // Ready when kernels can start here: the sandbox works (or is off), or the 503 names the fix.

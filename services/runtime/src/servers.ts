@@ -34,11 +34,7 @@ export interface JupyterServerRef {
 }
 
 /** Where a workspace's server stands, for the spawn progress page. */
-export type ServerStatus =
-  | { state: 'running' }
-  | { state: 'starting'; sinceMs: number }
-  | { state: 'stopped' }
-  | { state: 'failed'; message: string };
+export type ServerStatus = { state: 'running' } | { state: 'starting'; sinceMs: number } | { state: 'stopped' } | { state: 'failed'; message: string };
 
 export interface JupyterPool {
   /** The workspace's server (started on demand), or the scratch sandbox's for `undefined`. */
@@ -287,7 +283,8 @@ export class SandboxedServers implements JupyterPool {
     const labMain = lab ? (off ? join(lab.hostDir, 'main.py') : `${LAB_DIR}/main.py`) : undefined;
     const labExtensions = lab?.extensionsDir !== undefined && existsSync(lab.extensionsDir) ? (off ? lab.extensionsDir : EXT_DIR) : undefined;
     const command = [
-      python, ...(labMain ? [labMain] : ['-m', 'jupyter_server']),
+      python,
+      ...(labMain ? [labMain] : ['-m', 'jupyter_server']),
       `--ServerApp.sock=${layout.run}/jupyter.sock`,
       `--ServerApp.base_url=${basePath}`,
       // A save writes the file in place: on the workspace mount an atomic save's temporary copy
@@ -303,7 +300,9 @@ export class SandboxedServers implements JupyterPool {
       '--FileContentsManager.always_delete_dir=True',
       // The lab host's main.py loads the no-delay patch itself (it is on PYTHONPATH).
       ...(labMain ? [] : nodelay.args),
-      ...(this.opts.cullIdleSeconds > 0 ? [`--MappingKernelManager.cull_idle_timeout=${this.opts.cullIdleSeconds}`, '--MappingKernelManager.cull_interval=60'] : []),
+      ...(this.opts.cullIdleSeconds > 0
+        ? [`--MappingKernelManager.cull_idle_timeout=${this.opts.cullIdleSeconds}`, '--MappingKernelManager.cull_interval=60']
+        : []),
       ...(launcher.mode === 'off' && process.getuid?.() === 0 ? ['--allow-root'] : []),
     ];
     // The token goes through the environment (never the command line); it is this server's own
@@ -330,7 +329,17 @@ export class SandboxedServers implements JupyterPool {
     }
     let sandbox: Sandbox;
     try {
-      sandbox = await launcher.start({ name, uid, command, env, files: nodelay.files, limits: limits.sandbox, workspaceBytes: limits.workspaceBytes, tmpBytes: limits.tmpBytes, readOnly });
+      sandbox = await launcher.start({
+        name,
+        uid,
+        command,
+        env,
+        files: nodelay.files,
+        limits: limits.sandbox,
+        workspaceBytes: limits.workspaceBytes,
+        tmpBytes: limits.tmpBytes,
+        readOnly,
+      });
     } catch (err) {
       throw new KernelUnavailableError(`the sandbox did not start: ${(err as Error).message}`, false);
     }
@@ -343,7 +352,9 @@ export class SandboxedServers implements JupyterPool {
         await transport.close().catch(() => undefined);
         const out = sandbox.output();
         const missing = /No module named '?(jupyter_server|ipykernel)/.exec(out)?.[1];
-        throw new KernelUnavailableError(missing ? `python module ${missing} is missing` : `the Jupyter server exited: ${out.trim().split('\n').slice(-3).join(' | ')}`);
+        throw new KernelUnavailableError(
+          missing ? `python module ${missing} is missing` : `the Jupyter server exited: ${out.trim().split('\n').slice(-3).join(' | ')}`,
+        );
       }
       if (existsSync(socket)) {
         try {

@@ -31,7 +31,17 @@ export function testSandboxSettings(over: Partial<Config['sandbox']> = {}): Conf
  * Kernels in real sandboxes, as the runtime starts them (tests only). Uids come from `uids`
  * (default: in memory), so no database is needed.
  */
-export async function startTestKernels(opts: { sandbox?: Partial<Config['sandbox']>; python?: string; uids?: UidAllocator; log?: FastifyBaseLogger; tools?: Tools; warmPool?: { size: number; max: number; idleSeconds: number }; lab?: LabHost } = {}): Promise<Kernels> {
+export async function startTestKernels(
+  opts: {
+    sandbox?: Partial<Config['sandbox']>;
+    python?: string;
+    uids?: UidAllocator;
+    log?: FastifyBaseLogger;
+    tools?: Tools;
+    warmPool?: { size: number; max: number; idleSeconds: number };
+    lab?: LabHost;
+  } = {},
+): Promise<Kernels> {
   const sandbox = testSandboxSettings(opts.sandbox);
   return createKernels({
     sandbox,

@@ -39,7 +39,8 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
     const body = res.json() as { status: string; notebook: { cells: Cell[] } };
     return { status: body.status, cells: body.notebook.cells, out: textOf(body.notebook.cells) };
   };
-  const act = (body: Record<string, unknown>) => app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: body });
+  const act = (body: Record<string, unknown>) =>
+    app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: body });
   /** Every kernel the workspaces' Jupyter servers run, asked of the servers themselves (warm ones included). */
   const liveKernels = async () => {
     await k.kernels.kernelsEnded();
@@ -59,7 +60,7 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
     await k.stop();
   }, 60_000);
 
-  it('a run takes the warm kernel of its workspace (in the run\'s directory) and the pool starts the next one', async () => {
+  it("a run takes the warm kernel of its workspace (in the run's directory) and the pool starts the next one", async () => {
     const first = await runNotebook(WS_A, [WHO]);
     expect(first.status, first.out).toBe('ok');
     await warm.settled();
@@ -89,7 +90,7 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
     expect(live).toContain(refilled[0]);
   }, 180_000);
 
-  it('two consecutive runs never see each other\'s variables', async () => {
+  it("two consecutive runs never see each other's variables", async () => {
     const one = await runNotebook(WS_A, [WHO + 'secret = "left by run one"\nimport json']);
     expect(one.status, one.out).toBe('ok');
     await warm.settled();
@@ -100,7 +101,7 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
     expect(two.cells[0]!.execution_count).toBe(1);
   }, 180_000);
 
-  it('never hands workspace A\'s warm kernel to a run of workspace B', async () => {
+  it("never hands workspace A's warm kernel to a run of workspace B", async () => {
     await warm.settled();
     const [warmA] = warm.readyKernels(WS_A);
     expect(warmA).toBeDefined();
@@ -122,11 +123,7 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
 
   it('holds its caps under a burst of runs (1 per workspace, 2 in all) and leaks no kernel', async () => {
     await warm.settled();
-    const results = await Promise.all([
-      ...Array.from({ length: 3 }, () => runNotebook(WS_C, [WHO])),
-      runNotebook(WS_A, [WHO]),
-      runNotebook(WS_B, [WHO]),
-    ]);
+    const results = await Promise.all([...Array.from({ length: 3 }, () => runNotebook(WS_C, [WHO])), runNotebook(WS_A, [WHO]), runNotebook(WS_B, [WHO])]);
     for (const r of results) expect(r.status, r.out).toBe('ok');
     // Each run had a kernel of its own.
     expect(new Set(results.map((r) => kernelOf(r.out))).size).toBe(5);
@@ -142,7 +139,11 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
 
   it('keeps warm kernels out of reach of kernel actions and list_kernels', async () => {
     await warm.settled();
-    const [warmC] = warm.readyKernels(WS_C).length ? warm.readyKernels(WS_C) : warm.readyKernels(WS_B).length ? warm.readyKernels(WS_B) : warm.readyKernels(WS_A);
+    const [warmC] = warm.readyKernels(WS_C).length
+      ? warm.readyKernels(WS_C)
+      : warm.readyKernels(WS_B).length
+        ? warm.readyKernels(WS_B)
+        : warm.readyKernels(WS_A);
     expect(warmC).toBeDefined();
     for (const action of ['execute', 'interrupt', 'restart', 'shutdown']) {
       const res = await act({ action, kernel_id: warmC, ...(action === 'execute' ? { code: 'planted = 1' } : {}) });

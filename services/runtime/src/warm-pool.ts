@@ -89,7 +89,8 @@ export class WarmKernelPool {
 
   /** Warm kernels held and being started, in all and for one workspace. */
   stats(workspaceId?: string | null, kernelName = 'python3'): { ready: number; starting: number } {
-    const slots = workspaceId === null ? [...this.slots.values()] : [this.slots.get(WarmKernelPool.key(workspaceId, kernelName))].filter((s): s is Slot => s !== undefined);
+    const slots =
+      workspaceId === null ? [...this.slots.values()] : [this.slots.get(WarmKernelPool.key(workspaceId, kernelName))].filter((s): s is Slot => s !== undefined);
     return slots.reduce((t, s) => ({ ready: t.ready + s.ready.length, starting: t.starting + s.starting }), { ready: 0, starting: 0 });
   }
 

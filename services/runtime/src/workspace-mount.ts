@@ -122,7 +122,12 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
   }
   if (remoteControl) {
     // The remote control comes up beside the mount; wait until it answers (401 counts).
-    while (!(await fetch(new URL('rc/noop', remoteControl.url), { method: 'POST' }).then(() => true, () => false))) {
+    while (
+      !(await fetch(new URL('rc/noop', remoteControl.url), { method: 'POST' }).then(
+        () => true,
+        () => false,
+      ))
+    ) {
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`rclone's remote control did not come up: ${stderr.trim()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -132,7 +137,10 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     if (!remoteControl) throw new Error('this mount has no remote control (mount with remoteControl: true)');
     const res = await fetch(new URL(command, remoteControl.url), {
       method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(`${remoteControl.user}:${remoteControl.password}`).toString('base64')}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Basic ${Buffer.from(`${remoteControl.user}:${remoteControl.password}`).toString('base64')}`,
+        'content-type': 'application/json',
+      },
       body: JSON.stringify(params),
     });
     if (!res.ok) throw new Error(`rclone ${command}: ${res.status} ${await res.text()}`);

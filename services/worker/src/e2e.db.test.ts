@@ -49,7 +49,12 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     });
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'e2e' } })).json().id;
     const put = (path: string, body: string) =>
-      b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(b.adminToken), 'content-type': 'application/x-ipynb+json' }, payload: body });
+      b.app.inject({
+        method: 'PUT',
+        url: `/api/v1/data-resources/${ws}/objects/${path}`,
+        headers: { ...bearer(b.adminToken), 'content-type': 'application/x-ipynb+json' },
+        payload: body,
+      });
     expect((await put('jobs/hello.ipynb', notebook(['greeting = "hi"', 'print(greeting, 6 * 7)']))).statusCode).toBe(201);
     expect((await put('jobs/broken.ipynb', notebook(['x = 1', '1 / 0']))).statusCode).toBe(201);
     expect((await put('jobs/sleep.ipynb', notebook(['x = 1', 'import time\ntime.sleep(600)']))).statusCode).toBe(201);
@@ -91,15 +96,28 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     }
 
     const got = (await api(`runs/${run.id}`)).json();
-    expect(got).toMatchObject({ status: 'succeeded', schedule_id: scheduleId, error: null, output_path: `jobs/hello.runs/${run.id}.ipynb`, log_key: `${ws}/${run.id}.log` });
+    expect(got).toMatchObject({
+      status: 'succeeded',
+      schedule_id: scheduleId,
+      error: null,
+      output_path: `jobs/hello.runs/${run.id}.ipynb`,
+      log_key: `${ws}/${run.id}.log`,
+    });
     expect(Date.parse(got.finished_at)).toBeGreaterThanOrEqual(Date.parse(got.started_at));
 
     const logRes = await api(`runs/${run.id}/log`);
     expect(logRes.statusCode).toBe(200);
-    const events = logRes.body.trim().split('\n').map((l) => JSON.parse(l));
+    const events = logRes.body
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'executed', 'stored', 'finished']);
 
-    const executed = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/jobs/hello.runs/${run.id}.ipynb`, headers: bearer(b.adminToken) });
+    const executed = await b.app.inject({
+      method: 'GET',
+      url: `/api/v1/data-resources/${ws}/objects/jobs/hello.runs/${run.id}.ipynb`,
+      headers: bearer(b.adminToken),
+    });
     expect(executed.statusCode).toBe(200);
     const cells = JSON.parse(executed.body).cells;
     expect(cells[1].outputs[0]).toMatchObject({ output_type: 'stream', text: 'hi 42\n' });
@@ -112,7 +130,11 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const okRun = await waitForRun(async () => (await api(`runs/${ok.json().id}`)).json());
     const badRun = await waitForRun(async () => (await api(`runs/${bad.json().id}`)).json());
     expect(okRun.status).toBe('succeeded');
-    const out = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/jobs/hello.runs/${okRun.id}.ipynb`, headers: bearer(b.adminToken) });
+    const out = await b.app.inject({
+      method: 'GET',
+      url: `/api/v1/data-resources/${ws}/objects/jobs/hello.runs/${okRun.id}.ipynb`,
+      headers: bearer(b.adminToken),
+    });
     const cells = JSON.parse(out.body).cells as { outputs: { text?: string }[]; metadata: { tags?: string[] } }[];
     expect(cells[1]!.metadata.tags).toEqual(['injected-parameters']);
     expect(cells[2]!.outputs[0]!.text).toBe('hello 42\n');
@@ -121,7 +143,14 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
 
   it('cancels a running notebook: the run ends cancelled, its kernel is stopped, and the worker takes the next run', async () => {
     const kernels = async (): Promise<{ kernel_id: string; execution_state: string }[]> =>
-      (await runtime.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': INTERNAL_TOKEN }, payload: { action: 'list_kernels' } })).json().kernels;
+      (
+        await runtime.inject({
+          method: 'POST',
+          url: '/api/v1/jupyter',
+          headers: { 'x-internal-service-token': INTERNAL_TOKEN },
+          payload: { action: 'list_kernels' },
+        })
+      ).json().kernels;
     const queued = await api('runs', 'POST', { notebook_path: 'jobs/sleep.ipynb' });
     expect(queued.statusCode).toBe(202);
     const id = queued.json().id as string;
@@ -142,7 +171,9 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     }
     if (!busy) {
       const runs = (await api('runs')).json().items as { id: string; status: string; notebook_path: string }[];
-      expect.fail(`the sleeping notebook never ran on a busy kernel: runs ${JSON.stringify(runs.map((r) => [r.notebook_path, r.status]))}, kernels ${JSON.stringify(await kernels())}, log:\n${logLines.slice(-15).join('')}`);
+      expect.fail(
+        `the sleeping notebook never ran on a busy kernel: runs ${JSON.stringify(runs.map((r) => [r.notebook_path, r.status]))}, kernels ${JSON.stringify(await kernels())}, log:\n${logLines.slice(-15).join('')}`,
+      );
     }
 
     const cancelled = await api(`runs/${id}/cancel`, 'POST');
@@ -166,13 +197,21 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     // The cancelled run stays cancelled, with its log saying so; no executed notebook was stored.
     const after = (await api(`runs/${id}`)).json();
     expect(after).toMatchObject({ status: 'cancelled', output_path: null, log_key: `${ws}/${id}.log` });
-    const events = (await api(`runs/${id}/log`)).body.trim().split('\n').map((l) => JSON.parse(l) as { event: string });
+    const events = (await api(`runs/${id}/log`)).body
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event: string });
     expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'cancelled']);
   }, 150_000);
 
   it('runs an ordinary notebook in its sandbox: reads a workspace file, shows an image, writes a result that becomes a new version', async () => {
     const put = (path: string, body: string, type = 'text/csv') =>
-      b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(b.adminToken), 'content-type': type }, payload: body });
+      b.app.inject({
+        method: 'PUT',
+        url: `/api/v1/data-resources/${ws}/objects/${path}`,
+        headers: { ...bearer(b.adminToken), 'content-type': type },
+        payload: body,
+      });
     expect((await put('data/sample.csv', 'x,y\n1,2\n3,4\n5,6\n')).statusCode).toBe(201);
     const cells = [
       'import csv\nrows = list(csv.DictReader(open("../data/sample.csv")))\ntotal = sum(int(r["x"]) * int(r["y"]) for r in rows)\nprint("rows", len(rows), "total", total)',
@@ -192,7 +231,10 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const first = (await api('runs', 'POST', { notebook_path: 'jobs/ordinary.ipynb' })).json();
     const done = await waitForRun(async () => (await api(`runs/${first.id}`)).json());
     expect(done).toMatchObject({ status: 'succeeded', error: null });
-    const executed = JSON.parse((await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/jobs/ordinary.runs/${first.id}.ipynb`, headers: bearer(b.adminToken) })).body);
+    const executed = JSON.parse(
+      (await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/jobs/ordinary.runs/${first.id}.ipynb`, headers: bearer(b.adminToken) }))
+        .body,
+    );
     expect(executed.cells[0].outputs[0].text).toBe('rows 3 total 44\n');
     const image = executed.cells[1].outputs.find((o: { output_type: string }) => o.output_type === 'display_data');
     expect(Buffer.from(image.data['image/png'], 'base64').subarray(1, 4).toString()).toBe('PNG');
@@ -200,7 +242,10 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(result.statusCode).toBe(200);
     expect(result.body).toBe('total\n44\n');
     const logRes = await api(`runs/${first.id}/log`);
-    const events = logRes.body.trim().split('\n').map((l) => JSON.parse(l));
+    const events = logRes.body
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(events.find((e) => e.event === 'files')).toMatchObject({ written: ['reports/result.csv'] });
 
     // a second run with other data: the result is a new version of the same file

@@ -78,7 +78,8 @@ export function probeSource(probe: Probe, params: ProbeParams): string {
   return PRELUDE.replace('__P__', JSON.stringify(JSON.stringify(params))) + probe.code;
 }
 
-const SECRET_NAMES = '["INTERNAL_SERVICE_TOKEN", "JWT_SECRET", "DATABASE_URL", "DATA_DIR", "ADMIN_TOKENS", "SECRETS_KEY", "AGENT_TOKEN", "BOOTSTRAP_ADMIN_PASSWORD", "S3_SECRET_ACCESS_KEY", "JUPYTERLAB_TOKEN", "CODEAGENT_BRIDGE_PASSWORD"]';
+const SECRET_NAMES =
+  '["INTERNAL_SERVICE_TOKEN", "JWT_SECRET", "DATABASE_URL", "DATA_DIR", "ADMIN_TOKENS", "SECRETS_KEY", "AGENT_TOKEN", "BOOTSTRAP_ADMIN_PASSWORD", "S3_SECRET_ACCESS_KEY", "JUPYTERLAB_TOKEN", "CODEAGENT_BRIDGE_PASSWORD"]';
 
 const fill = (dir: string) => String.raw`
 path = os.path.join(${JSON.stringify(dir)}, "fill-%s.bin" % os.getpid())
@@ -169,7 +170,7 @@ else: blocked("environment names: " + ",".join(sorted(os.environ)))`,
   },
   {
     name: 'proc-environ',
-    tries: "read /proc/*/environ of other processes",
+    tries: 'read /proc/*/environ of other processes',
     expect: 'blocked',
     code: String.raw`hits = []
 for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
@@ -185,7 +186,7 @@ else: blocked("no process visible here carries a platform secret")`,
   },
   {
     name: 'proc-cmdline',
-    tries: "find the Jupyter token on a command line (/proc/*/cmdline)",
+    tries: 'find the Jupyter token on a command line (/proc/*/cmdline)',
     expect: 'blocked',
     code: String.raw`hits = []
 for pid in [p for p in os.listdir("/proc") if p.isdigit()]:

@@ -43,7 +43,13 @@ export function injectParameters(nb: Notebook, parameters: Record<string, unknow
     // JSON literals are valid Python once true/false/null are mapped; json.loads keeps it exact.
     return `${name} = __import__("json").loads(${JSON.stringify(JSON.stringify(parameters[name]))})\n`;
   });
-  const cell: NotebookCell = { cell_type: 'code', source: ['# Parameters\n', ...lines], metadata: { tags: ['injected-parameters'] }, outputs: [], execution_count: null };
+  const cell: NotebookCell = {
+    cell_type: 'code',
+    source: ['# Parameters\n', ...lines],
+    metadata: { tags: ['injected-parameters'] },
+    outputs: [],
+    execution_count: null,
+  };
   const at = nb.cells.findIndex((c) => c.metadata?.tags?.includes('parameters'));
   const cells = [...nb.cells];
   cells.splice(at + 1, 0, cell);

@@ -39,7 +39,12 @@ describe(`retention of runs and versions (${process.env.CODEAGENT_TEST_DB ?? 'po
   async function finishedRun(status: 'succeeded' | 'failed' | 'cancelled' | 'running' | 'queued', finishedDaysAgo: number | null) {
     const row = await t.database.db
       .insertInto('runs')
-      .values({ workspace_id: ws, notebook_path: 'jobs/nb.ipynb', status, finished_at: finishedDaysAgo === null ? null : new Date(Date.now() - finishedDaysAgo * DAY) })
+      .values({
+        workspace_id: ws,
+        notebook_path: 'jobs/nb.ipynb',
+        status,
+        finished_at: finishedDaysAgo === null ? null : new Date(Date.now() - finishedDaysAgo * DAY),
+      })
       .returning('id')
       .executeTakeFirstOrThrow();
     const outputPath = executedNotebookPath('jobs/nb.ipynb', row.id);
@@ -103,7 +108,11 @@ describe(`retention of runs and versions (${process.env.CODEAGENT_TEST_DB ?? 'po
     await write('aged.txt', 'a2');
     await write('aged.txt', 'a3');
     const [, newer, older] = await files.versions(ws, 'aged.txt');
-    await t.database.db.updateTable('object_versions').set({ replaced_at: new Date(Date.now() - 20 * DAY) }).where('id', '=', older!.version_id).execute();
+    await t.database.db
+      .updateTable('object_versions')
+      .set({ replaced_at: new Date(Date.now() - 20 * DAY) })
+      .where('id', '=', older!.version_id)
+      .execute();
     await retention({ versionDays: 14 });
     expect((await files.versions(ws, 'aged.txt')).map((v) => v.version_id).slice(1)).toEqual([newer!.version_id]);
   });

@@ -58,7 +58,10 @@ export async function applyRetention(opts: RetentionOptions, now = new Date()): 
       for (const r of runs) {
         if (r.log_key) await store.delete('run_log', r.log_key).catch((err: unknown) => log.warn({ err, run_id: r.id }, 'could not remove a run log'));
       }
-      result.runs += await deleteFinishedRuns(db, runs.map((r) => r.id));
+      result.runs += await deleteFinishedRuns(
+        db,
+        runs.map((r) => r.id),
+      );
       if (runs.length < batchSize) break;
     }
   }

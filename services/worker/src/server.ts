@@ -15,7 +15,11 @@ import type { Notebook } from './notebook.js';
 const RETENTION_INTERVAL_MS = 10 * 60 * 1000;
 
 /** Executed notebooks live in `{stem}.runs/` folders: they are outputs, not inputs of later runs. */
-const isRunOutput = (path: string) => path.split('/').slice(0, -1).some((segment) => segment.endsWith('.runs'));
+const isRunOutput = (path: string) =>
+  path
+    .split('/')
+    .slice(0, -1)
+    .some((segment) => segment.endsWith('.runs'));
 const MAX_RUN_FILES = 10_000;
 
 /**
@@ -35,7 +39,9 @@ export function platformRunIO(files: WorkspaceFiles, backendUrls: string | reado
           if (isRunOutput(object.path)) continue;
           total += object.size;
           if (total > maxBytes) {
-            throw new Error(`the workspace's files exceed SANDBOX_FILES_MAX_BYTES (${Math.round(maxBytes / 1024 / 1024)} MiB), which a run copies into its sandbox; remove large files or raise the setting`);
+            throw new Error(
+              `the workspace's files exceed SANDBOX_FILES_MAX_BYTES (${Math.round(maxBytes / 1024 / 1024)} MiB), which a run copies into its sandbox; remove large files or raise the setting`,
+            );
           }
           if (out.length >= MAX_RUN_FILES) throw new Error(`the workspace holds more than ${MAX_RUN_FILES} files, more than a run copies into its sandbox`);
           out.push({ path: object.path, content: await files.readAll(workspaceId, object.path) });
@@ -68,7 +74,11 @@ export async function startWorker(config: Config): Promise<void> {
   const files = new WorkspaceFiles(database.db, store, log, { quotaBytes: config.workspaceQuotaBytes });
   // What the worker counts (metrics, below).
   const metrics = new Metrics('worker');
-  const finished = metrics.counter('codeagent_worker_runs_total', 'Runs this worker ended, by status (lost: another worker failed it after its lease expired)', ['status']);
+  const finished = metrics.counter(
+    'codeagent_worker_runs_total',
+    'Runs this worker ended, by status (lost: another worker failed it after its lease expired)',
+    ['status'],
+  );
   const worker = new ScheduleWorker({
     db: database.db,
     io: platformRunIO(files, config.backendUrls, config.internalServiceToken),
@@ -92,7 +102,9 @@ export async function startWorker(config: Config): Promise<void> {
   const ops =
     config.workerMetricsPort === undefined
       ? undefined
-      : await startOpsServer(metrics, config.componentHost, config.workerMetricsPort, { database: async () => (await sql`SELECT 1`.execute(database.db), true) });
+      : await startOpsServer(metrics, config.componentHost, config.workerMetricsPort, {
+          database: async () => (await sql`SELECT 1`.execute(database.db), true),
+        });
   worker.start();
   log.info({ worker_id: worker.workerId }, 'schedule worker started');
   let stopping = false;

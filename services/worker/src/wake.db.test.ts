@@ -115,13 +115,24 @@ describe(`the worker wakes on NOTIFY (${process.env.CODEAGENT_TEST_DB ?? 'postgr
     const schedule = await t.database.db.transaction().execute(async (trx) => {
       const row = await trx
         .insertInto('schedules')
-        .values({ workspace_id: workspaceId, notebook_path: 'nb.ipynb', cron: '* * * * * *', timezone: 'UTC', enabled: true, next_run_at: new Date(Date.now() + 1500) })
+        .values({
+          workspace_id: workspaceId,
+          notebook_path: 'nb.ipynb',
+          cron: '* * * * * *',
+          timezone: 'UTC',
+          enabled: true,
+          next_run_at: new Date(Date.now() + 1500),
+        })
         .returning('id')
         .executeTakeFirstOrThrow();
       await notifyWorkers(trx);
       return row;
     });
-    await until('the scheduled run is running', async () => (await t.database.db.selectFrom('runs').select('status').where('schedule_id', '=', schedule.id).where('status', '=', 'running').execute()).length > 0);
+    await until(
+      'the scheduled run is running',
+      async () =>
+        (await t.database.db.selectFrom('runs').select('status').where('schedule_id', '=', schedule.id).where('status', '=', 'running').execute()).length > 0,
+    );
   });
 
   it('starts the next queued run as soon as a slot is free', async () => {
@@ -137,7 +148,11 @@ describe(`the worker wakes on NOTIFY (${process.env.CODEAGENT_TEST_DB ?? 'postgr
 
   it('listens again after its connection is killed, and still wakes', async () => {
     await startWorker();
-    const killed = await sql<{ n: number }>`SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE ${`LISTEN ${RUNS_CHANNEL}%`}`.execute(t.database.db);
+    const killed = await sql<{
+      n: number;
+    }>`SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE ${`LISTEN ${RUNS_CHANNEL}%`}`.execute(
+      t.database.db,
+    );
     expect(killed.rows[0]?.n).toBe(1);
     await until('the worker has noticed', () => !worker.listening);
     await until('the worker listens again', () => worker.listening);

@@ -41,7 +41,13 @@ class CountingRuntime implements NotebookRunner {
     const failing = marker.includes('1/0');
     return {
       status: failing ? ('error' as const) : ('ok' as const),
-      notebook: { ...notebook, cells: notebook.cells.map((c) => ({ ...c, outputs: failing ? [{ output_type: 'error', ename: 'ZeroDivisionError', evalue: 'division by zero' }] : [] })) },
+      notebook: {
+        ...notebook,
+        cells: notebook.cells.map((c) => ({
+          ...c,
+          outputs: failing ? [{ output_type: 'error', ename: 'ZeroDivisionError', evalue: 'division by zero' }] : [],
+        })),
+      },
       duration_ms: 2,
     };
   }
@@ -62,8 +68,7 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     await t.drop();
   });
 
-  const runsById = async (ids: string[]) =>
-    t.database.db.selectFrom('runs').selectAll().where('id', 'in', ids).execute();
+  const runsById = async (ids: string[]) => t.database.db.selectFrom('runs').selectAll().where('id', 'in', ids).execute();
 
   it('executes each of 200 due runs exactly once with two workers', async () => {
     const ids: string[] = [];
@@ -116,7 +121,11 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(rBad).toMatchObject({ status: 'failed', error: 'ZeroDivisionError: division by zero', output_path: `dir/bad.runs/${bad.id}.ipynb` });
     expect(rMissing).toMatchObject({ status: 'failed', output_path: null });
     expect(rMissing!.error).toContain('nope.ipynb not found');
-    const events = io.logs.get(`${workspaceId}/${ok.id}.log`)!.trim().split('\n').map((l) => JSON.parse(l));
+    const events = io.logs
+      .get(`${workspaceId}/${ok.id}.log`)!
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'executed', 'stored', 'finished']);
     expect(events.every((e) => !Number.isNaN(Date.parse(e.time)))).toBe(true);
   });

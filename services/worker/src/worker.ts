@@ -3,7 +3,16 @@ import { hostname } from 'node:os';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { DB, Database, Listener, RunRow } from '@codeagent/db';
-import { RUNS_CHANNEL, claimRuns, completeRun, enqueueDueSchedules, failExpiredRuns, nextScheduleDue, recordCancelledRunLog, renewLease } from '@codeagent/runs';
+import {
+  RUNS_CHANNEL,
+  claimRuns,
+  completeRun,
+  enqueueDueSchedules,
+  failExpiredRuns,
+  nextScheduleDue,
+  recordCancelledRunLog,
+  renewLease,
+} from '@codeagent/runs';
 import { executedNotebookPath, firstError, injectParameters, parseNotebook, type Notebook } from './notebook.js';
 
 /** A workspace file going into a run's sandbox, or one the run created or changed. */
@@ -183,7 +192,10 @@ export class ScheduleWorker {
     });
     if (tick.enqueued.length > 0) log.info({ runs: tick.enqueued.map((r) => r.id) }, 'enqueued scheduled runs');
     for (const s of tick.skipped) {
-      log.warn({ schedule_id: s.scheduleId, workspace_id: s.workspaceId, queued: s.queued }, 'schedule tick skipped: the workspace has MAX_QUEUED_RUNS_PER_WORKSPACE runs queued');
+      log.warn(
+        { schedule_id: s.scheduleId, workspace_id: s.workspaceId, queued: s.queued },
+        'schedule tick skipped: the workspace has MAX_QUEUED_RUNS_PER_WORKSPACE runs queued',
+      );
     }
     const expired = await failExpiredRuns(db);
     for (const r of expired) log.warn({ run_id: r.id, worker_id: r.worker_id }, 'run failed: its worker stopped renewing the lease');
@@ -296,13 +308,16 @@ export class ScheduleWorker {
     const note = (event: string, fields: Record<string, unknown> = {}) => events.push({ time: new Date().toISOString(), event, ...fields });
     note('claimed', { worker_id: this.workerId, notebook_path: run.notebook_path, schedule_id: run.schedule_id });
 
-    const heartbeat = setInterval(() => {
-      renewLease(db, run.id, this.workerId, this.leaseSeconds)
-        .then((held) => {
-          if (!held) void this.stopRunsNoLongerHeld().catch(() => this.stopRun(run.id, 'lost'));
-        })
-        .catch((err: unknown) => log.warn({ err, run_id: run.id }, 'lease renewal failed'));
-    }, Math.max(200, (this.leaseSeconds * 1000) / 3));
+    const heartbeat = setInterval(
+      () => {
+        renewLease(db, run.id, this.workerId, this.leaseSeconds)
+          .then((held) => {
+            if (!held) void this.stopRunsNoLongerHeld().catch(() => this.stopRun(run.id, 'lost'));
+          })
+          .catch((err: unknown) => log.warn({ err, run_id: run.id }, 'lease renewal failed'));
+      },
+      Math.max(200, (this.leaseSeconds * 1000) / 3),
+    );
 
     let status: 'succeeded' | 'failed' = 'failed';
     let error: string | undefined;
@@ -314,7 +329,13 @@ export class ScheduleWorker {
       const files = await io.readWorkspaceFiles?.(run.workspace_id, this.opts.filesMaxBytes ?? 128 * 1024 * 1024);
       note('started', { cells: notebook.cells.length, ...(files ? { files: files.length } : {}) });
       // The run's id names its requests in the runtime's and the backend's logs.
-      const result = await runtime.runNotebook(notebook, this.runTimeoutSeconds, { workspaceId: run.workspace_id, notebookPath: run.notebook_path, files }, signal, runRequestId(run.id));
+      const result = await runtime.runNotebook(
+        notebook,
+        this.runTimeoutSeconds,
+        { workspaceId: run.workspace_id, notebookPath: run.notebook_path, files },
+        signal,
+        runRequestId(run.id),
+      );
       if (stopped()) throw new Error('stopped');
       note('executed', { status: result.status, duration_ms: result.duration_ms });
       const target = executedNotebookPath(run.notebook_path, run.id);
@@ -336,7 +357,11 @@ export class ScheduleWorker {
       this.finishing.add(run.id);
     }
     const reason = stopped();
-    if (reason) note(reason === 'cancelled' ? 'cancelled' : 'lost', reason === 'cancelled' ? { message: 'cancelled while running; the kernel was stopped' } : { message: 'another worker ended this run (lease expired)' });
+    if (reason)
+      note(
+        reason === 'cancelled' ? 'cancelled' : 'lost',
+        reason === 'cancelled' ? { message: 'cancelled while running; the kernel was stopped' } : { message: 'another worker ended this run (lease expired)' },
+      );
     else note('finished', { status, ...(error ? { error } : {}) });
 
     let logKey: string | undefined;

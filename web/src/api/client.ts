@@ -21,7 +21,9 @@ export const api = createClient<paths>({
 });
 
 export type Schemas = components['schemas'];
-type Json<P extends keyof paths, M extends keyof paths[P]> = paths[P][M] extends { responses: { 200: { content: { 'application/json': infer T } } } } ? T : never;
+type Json<P extends keyof paths, M extends keyof paths[P]> = paths[P][M] extends { responses: { 200: { content: { 'application/json': infer T } } } }
+  ? T
+  : never;
 export type Me = Json<'/api/v1/auth/me', 'get'>;
 export type ObjectList = Json<'/api/v1/data-resources/{ws}/objects', 'get'>;
 export type StoredObject = ObjectList['items'][number];
@@ -72,7 +74,15 @@ export function describeError(err: unknown): string {
     const e = err as ApiError;
     const words = WORDS[e.error];
     if (words && e.error !== 'invalid_request' && e.error !== 'conflict') return words;
-    if (e.message) return e.message + (e.fields ? ` (${Object.entries(e.fields).map(([k, v]) => `${k}: ${v}`).join('; ')})` : '');
+    if (e.message)
+      return (
+        e.message +
+        (e.fields
+          ? ` (${Object.entries(e.fields)
+              .map(([k, v]) => `${k}: ${v}`)
+              .join('; ')})`
+          : '')
+      );
     return words ?? `The server refused: ${e.error}.`;
   }
   if (err instanceof Error) return err.message;

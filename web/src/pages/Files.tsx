@@ -23,7 +23,9 @@ async function listAll(ws: string, prefix: string): Promise<StoredObject[]> {
   const out: StoredObject[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < 100; page++) {
-    const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { prefix, limit: 1000, ...(cursor ? { cursor } : {}) } } });
+    const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
+      params: { path: { ws }, query: { prefix, limit: 1000, ...(cursor ? { cursor } : {}) } },
+    });
     if (error) throw error;
     out.push(...data.items);
     if (!data.next_cursor) break;
@@ -156,11 +158,15 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       <nav aria-label="Breadcrumbs" className="crumbs">
         <ol>
           <li>
-            <Link to={filesPath(ws)} aria-current={crumbs.length === 0 ? 'page' : undefined}>All files</Link>
+            <Link to={filesPath(ws)} aria-current={crumbs.length === 0 ? 'page' : undefined}>
+              All files
+            </Link>
           </li>
           {crumbs.map((c, i) => (
             <li key={i}>
-              <Link to={filesPath(ws, crumbs.slice(0, i + 1).join('/'))} aria-current={i === crumbs.length - 1 ? 'page' : undefined}>{c}</Link>
+              <Link to={filesPath(ws, crumbs.slice(0, i + 1).join('/'))} aria-current={i === crumbs.length - 1 ? 'page' : undefined}>
+                {c}
+              </Link>
             </li>
           ))}
         </ol>
@@ -172,11 +178,22 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
         </label>
         {writable ? (
           <>
-            <input ref={fileInput} type="file" multiple hidden aria-hidden="true" tabIndex={-1} data-testid="file-input" onChange={(e) => {
-              if (e.target.files) startUploads(e.target.files);
-              e.target.value = '';
-            }} />
-            <button type="button" onClick={() => fileInput.current?.click()}>Upload files</button>
+            <input
+              ref={fileInput}
+              type="file"
+              multiple
+              hidden
+              aria-hidden="true"
+              tabIndex={-1}
+              data-testid="file-input"
+              onChange={(e) => {
+                if (e.target.files) startUploads(e.target.files);
+                e.target.value = '';
+              }}
+            />
+            <button type="button" onClick={() => fileInput.current?.click()}>
+              Upload files
+            </button>
             <span className="muted">or drop files here</span>
           </>
         ) : (
@@ -190,10 +207,16 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
             return (
               <li key={u.id} className={`upload upload-${u.state}`}>
                 <span className="name">{u.name}</span>
-                <progress max={100} value={pct} aria-label={`Upload of ${u.name}`}>{pct} %</progress>
-                <span className="pct" data-testid="upload-percent">{pct} %</span>
+                <progress max={100} value={pct} aria-label={`Upload of ${u.name}`}>
+                  {pct} %
+                </progress>
+                <span className="pct" data-testid="upload-percent">
+                  {pct} %
+                </span>
                 {u.state === 'uploading' ? (
-                  <button type="button" className="secondary" onClick={() => u.handle?.cancel()} aria-label={`Cancel upload of ${u.name}`}>Cancel</button>
+                  <button type="button" className="secondary" onClick={() => u.handle?.cancel()} aria-label={`Cancel upload of ${u.name}`}>
+                    Cancel
+                  </button>
                 ) : (
                   <span role="status">{u.state === 'done' ? 'Uploaded' : u.error}</span>
                 )}
@@ -206,7 +229,11 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       {objects === null && !error ? <p aria-busy="true">Loading files…</p> : null}
       {objects !== null && folders.length === 0 && files.length === 0 ? (
         <p className="empty">
-          {search ? 'No file matches this search.' : writable ? 'No files here yet. Upload one with the button above, or drop files on this page.' : 'No files here yet.'}
+          {search
+            ? 'No file matches this search.'
+            : writable
+              ? 'No files here yet. Upload one with the button above, or drop files on this page.'
+              : 'No files here yet.'}
         </p>
       ) : null}
       {objects !== null && (folders.length > 0 || files.length > 0) ? (
@@ -214,9 +241,15 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
           <caption className="visually-hidden">Files in {prefix || 'the workspace root'}</caption>
           <thead>
             <tr>
-              <th scope="col" aria-sort={ariaSort('name')}>{sortButton('name', 'Name')}</th>
-              <th scope="col" aria-sort={ariaSort('size')}>{sortButton('size', 'Size')}</th>
-              <th scope="col" aria-sort={ariaSort('updated')}>{sortButton('updated', 'Modified')}</th>
+              <th scope="col" aria-sort={ariaSort('name')}>
+                {sortButton('name', 'Name')}
+              </th>
+              <th scope="col" aria-sort={ariaSort('size')}>
+                {sortButton('size', 'Size')}
+              </th>
+              <th scope="col" aria-sort={ariaSort('updated')}>
+                {sortButton('updated', 'Modified')}
+              </th>
               <th scope="col">Actions</th>
             </tr>
           </thead>
@@ -226,7 +259,9 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                 <td>
                   <Link to={filesPath(ws, prefix + name)}>📁 {name}/</Link>
                 </td>
-                <td>{count} {count === 1 ? 'file' : 'files'}</td>
+                <td>
+                  {count} {count === 1 ? 'file' : 'files'}
+                </td>
                 <td />
                 <td />
               </tr>
@@ -236,16 +271,24 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
               return (
                 <tr key={o.path}>
                   <td>
-                    <a href={objectUrl(ws, o.path)} download={name}>{name}</a>
+                    <a href={objectUrl(ws, o.path)} download={name}>
+                      {name}
+                    </a>
                     {rowError?.path === o.path ? <ErrorText error={rowError.message} /> : null}
                   </td>
                   <td>{formatBytes(o.size)}</td>
                   <td>{formatTime(o.updated_at)}</td>
                   <td className="actions">
-                    <a href={objectUrl(ws, o.path)} download={name} aria-label={`Download ${name}`}>Download</a>
-                    <button type="button" className="link" onClick={() => setVersionsOf(o.path)} aria-label={`Versions of ${name}`}>Versions</button>
+                    <a href={objectUrl(ws, o.path)} download={name} aria-label={`Download ${name}`}>
+                      Download
+                    </a>
+                    <button type="button" className="link" onClick={() => setVersionsOf(o.path)} aria-label={`Versions of ${name}`}>
+                      Versions
+                    </button>
                     {writable ? (
-                      <button type="button" className="link danger" onClick={() => void remove(o.path)} aria-label={`Delete ${name}`}>Delete</button>
+                      <button type="button" className="link danger" onClick={() => void remove(o.path)} aria-label={`Delete ${name}`}>
+                        Delete
+                      </button>
                     ) : null}
                   </td>
                 </tr>
@@ -259,7 +302,19 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   );
 }
 
-function Versions({ ws, path, writable, onClose, onRestored }: { ws: string; path: string; writable: boolean; onClose: () => void; onRestored: () => Promise<void> }) {
+function Versions({
+  ws,
+  path,
+  writable,
+  onClose,
+  onRestored,
+}: {
+  ws: string;
+  path: string;
+  writable: boolean;
+  onClose: () => void;
+  onRestored: () => Promise<void>;
+}) {
   const [items, setItems] = useState<VersionItem[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const heading = useRef<HTMLHeadingElement>(null);
@@ -277,7 +332,10 @@ function Versions({ ws, path, writable, onClose, onRestored }: { ws: string; pat
 
   const restore = async (versionId: string) => {
     setError(null);
-    const { error: err } = await api.POST('/api/v1/data-resources/{ws}/versions/{*}', { params: { path: { ws, '*': `${path}/restore` } }, body: { version_id: versionId } });
+    const { error: err } = await api.POST('/api/v1/data-resources/{ws}/versions/{*}', {
+      params: { path: { ws, '*': `${path}/restore` } },
+      body: { version_id: versionId },
+    });
     if (err) setError(describeError(err));
     else {
       await load();
@@ -287,7 +345,9 @@ function Versions({ ws, path, writable, onClose, onRestored }: { ws: string; pat
 
   return (
     <aside className="panel" aria-labelledby="versions-heading">
-      <h2 id="versions-heading" ref={heading} tabIndex={-1}>Versions of {path}</h2>
+      <h2 id="versions-heading" ref={heading} tabIndex={-1}>
+        Versions of {path}
+      </h2>
       <ErrorText error={error} />
       {items === null && !error ? <p aria-busy="true">Loading…</p> : null}
       {items?.length === 0 ? <p className="empty">No versions yet: replacing the file keeps the old content here.</p> : null}
@@ -296,15 +356,21 @@ function Versions({ ws, path, writable, onClose, onRestored }: { ws: string; pat
           {items.map((v) => (
             <li key={v.version_id}>
               <span>{formatTime(v.created_at)}</span> <span>{formatBytes(v.size)}</span> {v.current ? <strong>current</strong> : null}{' '}
-              <a href={objectUrl(ws, path, v.version_id)} download>Download</a>{' '}
+              <a href={objectUrl(ws, path, v.version_id)} download>
+                Download
+              </a>{' '}
               {writable && !v.current ? (
-                <button type="button" className="link" onClick={() => void restore(v.version_id)}>Restore</button>
+                <button type="button" className="link" onClick={() => void restore(v.version_id)}>
+                  Restore
+                </button>
               ) : null}
             </li>
           ))}
         </ol>
       ) : null}
-      <button type="button" className="secondary" onClick={onClose}>Close</button>
+      <button type="button" className="secondary" onClick={onClose}>
+        Close
+      </button>
     </aside>
   );
 }

@@ -49,9 +49,13 @@ export function LoginPage({ next, onLoggedIn }: { next: string | null; onLoggedI
           <input type="password" name="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
         </label>
         <ErrorText error={error} id="login-error" />
-        <button type="submit" disabled={busy}>{busy ? 'Logging in…' : 'Log in'}</button>
+        <button type="submit" disabled={busy}>
+          {busy ? 'Logging in…' : 'Log in'}
+        </button>
       </form>
-      <p className="hint">No account? A system administrator creates it (the first one is printed by <code>codeagent start</code>).</p>
+      <p className="hint">
+        No account? A system administrator creates it (the first one is printed by <code>codeagent start</code>).
+      </p>
     </main>
   );
 }

@@ -31,7 +31,14 @@ export function ManagePage({ me }: { me: Me }) {
       <ErrorText error={error} />
       <div className="grid2">
         <Users users={users} me={me} onChange={load} />
-        <Workspaces workspaces={workspaces} selected={selected} onSelect={setSelected} onChange={load} showDeleted={showDeleted} onShowDeleted={setShowDeleted} />
+        <Workspaces
+          workspaces={workspaces}
+          selected={selected}
+          onSelect={setSelected}
+          onChange={load}
+          showDeleted={showDeleted}
+          onShowDeleted={setShowDeleted}
+        />
       </div>
       {selected ? <Members ws={workspaces.find((w) => w.id === selected && !w.deleted_at)} users={users} onChange={load} /> : null}
     </section>
@@ -83,10 +90,28 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
     <div>
       <h2>Users</h2>
       <form className="stack" onSubmit={(e) => void create(e)} aria-label="Create user">
-        <label>Email<input type="email" required value={form.email} onChange={(e) => setForm({ ...form, email: e.target.value })} /></label>
-        <label>Name<input required value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} /></label>
-        <label>Password<input type="password" required minLength={8} autoComplete="new-password" value={form.password} onChange={(e) => setForm({ ...form, password: e.target.value })} /></label>
-        <label className="inline"><input type="checkbox" checked={form.admin} onChange={(e) => setForm({ ...form, admin: e.target.checked })} /> System administrator</label>
+        <label>
+          Email
+          <input type="email" required value={form.email} onChange={(e) => setForm({ ...form, email: e.target.value })} />
+        </label>
+        <label>
+          Name
+          <input required value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />
+        </label>
+        <label>
+          Password
+          <input
+            type="password"
+            required
+            minLength={8}
+            autoComplete="new-password"
+            value={form.password}
+            onChange={(e) => setForm({ ...form, password: e.target.value })}
+          />
+        </label>
+        <label className="inline">
+          <input type="checkbox" checked={form.admin} onChange={(e) => setForm({ ...form, admin: e.target.checked })} /> System administrator
+        </label>
         <ErrorText error={error} />
         {notice ? <p role="status">{notice}</p> : null}
         <button type="submit">Create user</button>
@@ -94,24 +119,57 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
       <table className="listing">
         <caption className="visually-hidden">Users</caption>
         <thead>
-          <tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">State</th><th scope="col">Actions</th></tr>
+          <tr>
+            <th scope="col">Email</th>
+            <th scope="col">Role</th>
+            <th scope="col">State</th>
+            <th scope="col">Actions</th>
+          </tr>
         </thead>
         <tbody>
           {users.map((u) => (
             <tr key={u.id}>
-              <td>{u.email}<div className="muted">{u.name}</div></td>
+              <td>
+                {u.email}
+                <div className="muted">{u.name}</div>
+              </td>
               <td>{u.is_system_admin ? 'system admin' : u.platform_role_id}</td>
               <td>{u.disabled_at ? `disabled ${formatTime(u.disabled_at)}` : 'active'}</td>
               <td className="actions">
                 {u.id === me.id ? null : (
                   <>
-                    <button type="button" className="link" onClick={() => void setDisabled(u, !u.disabled_at)} aria-label={`${u.disabled_at ? 'Enable' : 'Disable'} ${u.email}`}>{u.disabled_at ? 'Enable' : 'Disable'}</button>
-                    <button type="button" className="link" onClick={() => setResetFor(resetFor === u.id ? null : u.id)} aria-expanded={resetFor === u.id} aria-label={`Reset password of ${u.email}`}>Reset password</button>
+                    <button
+                      type="button"
+                      className="link"
+                      onClick={() => void setDisabled(u, !u.disabled_at)}
+                      aria-label={`${u.disabled_at ? 'Enable' : 'Disable'} ${u.email}`}
+                    >
+                      {u.disabled_at ? 'Enable' : 'Disable'}
+                    </button>
+                    <button
+                      type="button"
+                      className="link"
+                      onClick={() => setResetFor(resetFor === u.id ? null : u.id)}
+                      aria-expanded={resetFor === u.id}
+                      aria-label={`Reset password of ${u.email}`}
+                    >
+                      Reset password
+                    </button>
                   </>
                 )}
                 {resetFor === u.id ? (
                   <form className="toolbar" onSubmit={(e) => void resetPassword(e, u)} aria-label={`New password for ${u.email}`}>
-                    <label>New password<input type="password" required minLength={8} autoComplete="new-password" value={newPassword} onChange={(e) => setNewPassword(e.target.value)} /></label>
+                    <label>
+                      New password
+                      <input
+                        type="password"
+                        required
+                        minLength={8}
+                        autoComplete="new-password"
+                        value={newPassword}
+                        onChange={(e) => setNewPassword(e.target.value)}
+                      />
+                    </label>
                     <button type="submit">Set password</button>
                   </form>
                 ) : null}
@@ -124,7 +182,21 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
   );
 }
 
-function Workspaces({ workspaces, selected, onSelect, onChange, showDeleted, onShowDeleted }: { workspaces: Workspace[]; selected: string | null; onSelect: (id: string) => void; onChange: () => Promise<void>; showDeleted: boolean; onShowDeleted: (v: boolean) => void }) {
+function Workspaces({
+  workspaces,
+  selected,
+  onSelect,
+  onChange,
+  showDeleted,
+  onShowDeleted,
+}: {
+  workspaces: Workspace[];
+  selected: string | null;
+  onSelect: (id: string) => void;
+  onChange: () => Promise<void>;
+  showDeleted: boolean;
+  onShowDeleted: (v: boolean) => void;
+}) {
   const [name, setName] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [renaming, setRenaming] = useState<{ id: string; name: string } | null>(null);
@@ -166,31 +238,49 @@ function Workspaces({ workspaces, selected, onSelect, onChange, showDeleted, onS
     <div>
       <h2>Workspaces</h2>
       <form className="stack" onSubmit={(e) => void create(e)} aria-label="Create workspace">
-        <label>Name<input required value={name} onChange={(e) => setName(e.target.value)} /></label>
+        <label>
+          Name
+          <input required value={name} onChange={(e) => setName(e.target.value)} />
+        </label>
         <ErrorText error={error} />
         <button type="submit">Create workspace</button>
       </form>
-      <label className="inline"><input type="checkbox" checked={showDeleted} onChange={(e) => onShowDeleted(e.target.checked)} /> Show deleted workspaces</label>
+      <label className="inline">
+        <input type="checkbox" checked={showDeleted} onChange={(e) => onShowDeleted(e.target.checked)} /> Show deleted workspaces
+      </label>
       {workspaces.length === 0 ? <p className="empty">No workspaces yet: create the first one above.</p> : null}
       <ul className="plain">
         {workspaces.map((w) => (
           <li key={w.id}>
             {w.deleted_at ? (
-              <span>{w.name} <span className="muted">(deleted {formatTime(w.deleted_at)})</span></span>
+              <span>
+                {w.name} <span className="muted">(deleted {formatTime(w.deleted_at)})</span>
+              </span>
             ) : renaming?.id === w.id ? (
               <form className="toolbar" onSubmit={(e) => void rename(e)} aria-label={`Rename ${w.name}`}>
-                <label>New name<input required value={renaming.name} onChange={(e) => setRenaming({ id: w.id, name: e.target.value })} /></label>
+                <label>
+                  New name
+                  <input required value={renaming.name} onChange={(e) => setRenaming({ id: w.id, name: e.target.value })} />
+                </label>
                 <button type="submit">Save</button>
-                <button type="button" className="secondary" onClick={() => setRenaming(null)}>Cancel</button>
+                <button type="button" className="secondary" onClick={() => setRenaming(null)}>
+                  Cancel
+                </button>
               </form>
             ) : (
               <>
                 <button type="button" className="link" aria-pressed={selected === w.id} onClick={() => onSelect(w.id)}>
                   {w.name}
                 </button>{' '}
-                <span className="muted">{w.member_count} {w.member_count === 1 ? 'member' : 'members'}</span>{' '}
-                <button type="button" className="link" onClick={() => setRenaming({ id: w.id, name: w.name })} aria-label={`Rename ${w.name}`}>Rename</button>{' '}
-                <button type="button" className="link danger" onClick={() => void remove(w)} aria-label={`Delete ${w.name}`}>Delete</button>
+                <span className="muted">
+                  {w.member_count} {w.member_count === 1 ? 'member' : 'members'}
+                </span>{' '}
+                <button type="button" className="link" onClick={() => setRenaming({ id: w.id, name: w.name })} aria-label={`Rename ${w.name}`}>
+                  Rename
+                </button>{' '}
+                <button type="button" className="link danger" onClick={() => void remove(w)} aria-label={`Delete ${w.name}`}>
+                  Delete
+                </button>
               </>
             )}
             {rowError?.id === w.id ? <ErrorText error={rowError.message} /> : null}
@@ -222,7 +312,10 @@ function Members({ ws, users, onChange }: { ws: Workspace | undefined; users: Us
   const add = async (e: FormEvent) => {
     e.preventDefault();
     setError(null);
-    const { error: err } = await api.POST('/api/v1/platform/workspaces/{id}/members', { params: { path: { id: ws.id } }, body: { user_id: userId || candidates[0]?.id || '', role } });
+    const { error: err } = await api.POST('/api/v1/platform/workspaces/{id}/members', {
+      params: { path: { id: ws.id } },
+      body: { user_id: userId || candidates[0]?.id || '', role },
+    });
     if (err) setError((err as { error?: string }).error === 'conflict' ? 'This user is a member already.' : describeError(err));
     else {
       setUserId('');
@@ -236,7 +329,10 @@ function Members({ ws, users, onChange }: { ws: Workspace | undefined; users: Us
     const { error: err } =
       newRole === null
         ? await api.DELETE('/api/v1/platform/workspaces/{id}/members/{user_id}', { params: { path: { id: ws.id, user_id: m.user_id } } })
-        : await api.PATCH('/api/v1/platform/workspaces/{id}/members/{user_id}', { params: { path: { id: ws.id, user_id: m.user_id } }, body: { role: newRole } });
+        : await api.PATCH('/api/v1/platform/workspaces/{id}/members/{user_id}', {
+            params: { path: { id: ws.id, user_id: m.user_id } },
+            body: { role: newRole },
+          });
     if (err) setRowError({ id: m.user_id, message: describeError(err) });
     await load();
     await onChange();
@@ -247,33 +343,62 @@ function Members({ ws, users, onChange }: { ws: Workspace | undefined; users: Us
       <h2>Members of {ws.name}</h2>
       {candidates.length > 0 ? (
         <form className="toolbar" onSubmit={(e) => void add(e)} aria-label="Add member">
-          <label>User
+          <label>
+            User
             <select value={userId || candidates[0]?.id} onChange={(e) => setUserId(e.target.value)}>
-              {candidates.map((u) => <option key={u.id} value={u.id}>{u.email}</option>)}
+              {candidates.map((u) => (
+                <option key={u.id} value={u.id}>
+                  {u.email}
+                </option>
+              ))}
             </select>
           </label>
-          <label>Role
+          <label>
+            Role
             <select value={role} onChange={(e) => setRole(e.target.value as Role)}>
-              {ROLES.map((r) => <option key={r} value={r}>{r}</option>)}
+              {ROLES.map((r) => (
+                <option key={r} value={r}>
+                  {r}
+                </option>
+              ))}
             </select>
           </label>
           <button type="submit">Add member</button>
         </form>
-      ) : <p className="muted">Every user is a member already.</p>}
+      ) : (
+        <p className="muted">Every user is a member already.</p>
+      )}
       <ErrorText error={error} />
       <table className="listing">
         <caption className="visually-hidden">Members of {ws.name}</caption>
-        <thead><tr><th scope="col">Member</th><th scope="col">Role</th><th scope="col">Actions</th></tr></thead>
+        <thead>
+          <tr>
+            <th scope="col">Member</th>
+            <th scope="col">Role</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
         <tbody>
           {members.map((m) => (
             <tr key={m.user_id}>
-              <td>{m.email}{rowError?.id === m.user_id ? <ErrorText error={rowError.message} /> : null}</td>
+              <td>
+                {m.email}
+                {rowError?.id === m.user_id ? <ErrorText error={rowError.message} /> : null}
+              </td>
               <td>
                 <select aria-label={`Role of ${m.email}`} value={m.role} onChange={(e) => void change(m, e.target.value as Role)}>
-                  {ROLES.map((r) => <option key={r} value={r}>{r}</option>)}
+                  {ROLES.map((r) => (
+                    <option key={r} value={r}>
+                      {r}
+                    </option>
+                  ))}
                 </select>
               </td>
-              <td className="actions"><button type="button" className="link danger" onClick={() => void change(m, null)} aria-label={`Remove ${m.email}`}>Remove</button></td>
+              <td className="actions">
+                <button type="button" className="link danger" onClick={() => void change(m, null)} aria-label={`Remove ${m.email}`}>
+                  Remove
+                </button>
+              </td>
             </tr>
           ))}
         </tbody>

@@ -65,7 +65,9 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
               Notebook
               <select value={notebook} onChange={(e) => setNotebook(e.target.value)}>
                 {notebooks.map((n) => (
-                  <option key={n} value={n}>{n}</option>
+                  <option key={n} value={n}>
+                    {n}
+                  </option>
                 ))}
               </select>
             </label>
@@ -101,7 +103,9 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
                 <td>{formatTime(r.started_at)}</td>
                 <td>{formatTime(r.finished_at)}</td>
                 <td className="actions">
-                  <button type="button" className="link" onClick={() => void showLog(r.id)}>Log</button>
+                  <button type="button" className="link" onClick={() => void showLog(r.id)}>
+                    Log
+                  </button>
                 </td>
               </tr>
             ))}
@@ -112,7 +116,9 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
         <aside className="panel" aria-label="Run log">
           <h3>Log of run {logOf.id}</h3>
           <pre className="log">{logOf.text || '(empty)'}</pre>
-          <button type="button" className="secondary" onClick={() => setLogOf(null)}>Close</button>
+          <button type="button" className="secondary" onClick={() => setLogOf(null)}>
+            Close
+          </button>
         </aside>
       ) : null}
     </section>

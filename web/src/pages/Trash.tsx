@@ -26,7 +26,10 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
         : await api.DELETE('/api/v1/data-resources/{ws}/trash/{id}', { params: { path: { ws, id: item.id } } });
     if (err) {
       const e = err as { error?: string };
-      setRowError({ id: item.id, message: e.error === 'conflict' ? 'A file already exists at this path: rename or delete it first, then restore.' : describeError(err) });
+      setRowError({
+        id: item.id,
+        message: e.error === 'conflict' ? 'A file already exists at this path: rename or delete it first, then restore.' : describeError(err),
+      });
     } else await load();
   };
 
@@ -60,8 +63,12 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
                 <td className="actions">
                   {writable ? (
                     <>
-                      <button type="button" className="link" onClick={() => void act(t, 'restore')} aria-label={`Restore ${t.path}`}>Restore</button>
-                      <button type="button" className="link danger" onClick={() => void act(t, 'purge')} aria-label={`Delete ${t.path} for good`}>Delete for good</button>
+                      <button type="button" className="link" onClick={() => void act(t, 'restore')} aria-label={`Restore ${t.path}`}>
+                        Restore
+                      </button>
+                      <button type="button" className="link danger" onClick={() => void act(t, 'purge')} aria-label={`Delete ${t.path} for good`}>
+                        Delete for good
+                      </button>
                     </>
                   ) : null}
                 </td>

@@ -22,7 +22,15 @@ export function WorkspaceHeader({ me, ws, current }: { me: Me; ws: string; curre
   return (
     <div className="ws-header">
       <h1>{w?.name ?? 'Workspace'}</h1>
-      {w ? <p className="muted">Your role: <strong>{w.role}</strong></p> : <p className="error" role="alert">You are not a member of this workspace. Ask one of its admins to add you.</p>}
+      {w ? (
+        <p className="muted">
+          Your role: <strong>{w.role}</strong>
+        </p>
+      ) : (
+        <p className="error" role="alert">
+          You are not a member of this workspace. Ask one of its admins to add you.
+        </p>
+      )}
       <nav aria-label="Workspace" className="tabs">
         {tabs.map((t) => (
           <Link key={t.key} to={t.to} aria-current={t.key === current ? 'page' : undefined}>

@@ -11,10 +11,7 @@ export interface Proposal {
   explanation: string;
 }
 
-export type ProposalState =
-  | { kind: 'idle' }
-  | { kind: 'waiting'; original: string; requestId: number }
-  | { kind: 'pending'; proposal: Proposal };
+export type ProposalState = { kind: 'idle' } | { kind: 'waiting'; original: string; requestId: number } | { kind: 'pending'; proposal: Proposal };
 
 export class ProposalTracker {
   private state: ProposalState = { kind: 'idle' };

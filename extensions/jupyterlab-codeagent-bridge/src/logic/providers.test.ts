@@ -4,7 +4,14 @@ import { choiceValue, currentChoice, modelChoices, parseChoiceValue, parseProvid
 // The bridge's answer (docs/contract/spec.md §9.2), as the fake code agent of the browser test produces it.
 const BODY = {
   providers: [
-    { id: 'fake', name: 'Fake', models: [{ id: 'fake-1', name: 'Fake One' }, { id: 'fake-2', name: 'Fake Two' }] },
+    {
+      id: 'fake',
+      name: 'Fake',
+      models: [
+        { id: 'fake-1', name: 'Fake One' },
+        { id: 'fake-2', name: 'Fake Two' },
+      ],
+    },
     { id: 'org/lab', name: '', models: [{ id: 'm/1', name: '' }] },
   ],
   default: { fake: 'fake-2' },
@@ -14,7 +21,14 @@ describe('parseProviders', () => {
   it('keeps ids and names, falling back to the id for a missing name', () => {
     expect(parseProviders(BODY)).toEqual({
       providers: [
-        { id: 'fake', name: 'Fake', models: [{ id: 'fake-1', name: 'Fake One' }, { id: 'fake-2', name: 'Fake Two' }] },
+        {
+          id: 'fake',
+          name: 'Fake',
+          models: [
+            { id: 'fake-1', name: 'Fake One' },
+            { id: 'fake-2', name: 'Fake Two' },
+          ],
+        },
         { id: 'org/lab', name: 'org/lab', models: [{ id: 'm/1', name: 'm/1' }] },
       ],
       default: { fake: 'fake-2' },

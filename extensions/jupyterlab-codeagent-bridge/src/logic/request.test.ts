@@ -1,11 +1,23 @@
 import { describe, expect, it, vi } from 'vitest';
-import { BridgeRequestError, bridgeUrl, buildEditRequest, compactOutputs, describeHttpFailure, MAX_OUTPUT_TEXT, requestEdit, SETTINGS_PLACE, type Send } from './request';
+import {
+  BridgeRequestError,
+  bridgeUrl,
+  buildEditRequest,
+  compactOutputs,
+  describeHttpFailure,
+  MAX_OUTPUT_TEXT,
+  requestEdit,
+  SETTINGS_PLACE,
+  type Send,
+} from './request';
 
 const cell = {
   id: 'c1',
   source: '1/0',
   cell_type: 'code',
-  outputs: [{ output_type: 'error', ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: ['\u001b[0;31mZeroDivisionError\u001b[0m: division by zero'] }],
+  outputs: [
+    { output_type: 'error', ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: ['\u001b[0;31mZeroDivisionError\u001b[0m: division by zero'] },
+  ],
 };
 
 const answer = { source: '1/1', explanation: 'fixed', session_id: 's1', provider: 'p', model: 'm', duration_ms: 12 };

@@ -131,7 +131,10 @@ export function describeHttpFailure(status: number, body: unknown, timeoutS: num
     case 'upstream_auth_failed':
       return e('The code-agent server refused the credentials.', `Check CODEAGENT_BRIDGE_PASSWORD or "Code-agent server password" in ${SETTINGS_PLACE}.`);
     case 'upstream_error':
-      return e(`The code-agent server failed${typeof b.status === 'number' ? ` (HTTP ${b.status})` : ''}${msg}.`, `Check its log, and the provider and model (the model picker in the notebook toolbar, or ${SETTINGS_PLACE}), then try again.`);
+      return e(
+        `The code-agent server failed${typeof b.status === 'number' ? ` (HTTP ${b.status})` : ''}${msg}.`,
+        `Check its log, and the provider and model (the model picker in the notebook toolbar, or ${SETTINGS_PLACE}), then try again.`,
+      );
     case 'invalid_request':
       return e(`The bridge refused the request${msg}.`, `Check ${SETTINGS_PLACE} (URL must be a local http(s) address, time-out 5–600 s).`);
     default:
@@ -185,9 +188,14 @@ export async function requestEdit(send: Send, url: string, req: EditRequest, tim
         signal: controller.signal,
       });
     } catch (err) {
-      if (timedOut) throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
+      if (timedOut)
+        throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
       if (signal?.aborted) throw new BridgeRequestError('cancelled', 'Cancelled.', '');
-      throw new BridgeRequestError('network', `The platform could not be reached (${(err as Error).message}).`, 'Check the connection and that the platform is running.');
+      throw new BridgeRequestError(
+        'network',
+        `The platform could not be reached (${(err as Error).message}).`,
+        'Check the connection and that the platform is running.',
+      );
     }
     let body: unknown = null;
     try {
@@ -199,7 +207,8 @@ export async function requestEdit(send: Send, url: string, req: EditRequest, tim
     return parseEditResponse(body);
   } catch (err) {
     if (err instanceof BridgeRequestError) throw err;
-    if (timedOut) throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
+    if (timedOut)
+      throw new BridgeRequestError('timeout', `No answer within ${timeoutS} s.`, `Try again, or raise "Request time-out (seconds)" in ${SETTINGS_PLACE}.`);
     if (signal?.aborted) throw new BridgeRequestError('cancelled', 'Cancelled.', '');
     throw err;
   } finally {

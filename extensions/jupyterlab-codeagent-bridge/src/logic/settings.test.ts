@@ -21,9 +21,7 @@ describe('explicitSettings (only what the user set is sent)', () => {
     expect(explicitSettings({ ...SETTING_DEFAULTS })).toEqual({});
   });
   it('drops unknown keys, wrong types and out-of-range time-outs', () => {
-    expect(
-      explicitSettings({ codeagentServerUrl: 42, other: 'x', requestTimeoutSeconds: 4, codeagentProvider: 'p' }),
-    ).toEqual({ codeagentProvider: 'p' });
+    expect(explicitSettings({ codeagentServerUrl: 42, other: 'x', requestTimeoutSeconds: 4, codeagentProvider: 'p' })).toEqual({ codeagentProvider: 'p' });
     expect(explicitSettings({ requestTimeoutSeconds: 601 })).toEqual({});
     expect(explicitSettings({ requestTimeoutSeconds: 7.5 })).toEqual({});
     expect(explicitSettings({ requestTimeoutSeconds: 600 })).toEqual({ requestTimeoutSeconds: 600 });

@@ -189,7 +189,10 @@ export class EmbeddedPostgres {
   }
 
   /** The command line that runs `program` as the cluster's owner, with the paths it must use. */
-  private command(program: 'initdb' | 'postgres', args: (p: { data: string; run: string }) => string[]): { file: string; argv: string[]; env: NodeJS.ProcessEnv } {
+  private command(
+    program: 'initdb' | 'postgres',
+    args: (p: { data: string; run: string }) => string[],
+  ): { file: string; argv: string[]; env: NodeJS.ProcessEnv } {
     const bins = this.binaries!;
     const env: NodeJS.ProcessEnv = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C', LC_MESSAGES: 'C', TZ: 'UTC' };
     if (this.owner) {
@@ -238,7 +241,10 @@ export class EmbeddedPostgres {
             `cannot start the embedded PostgreSQL as root here: mount namespaces are not permitted (${output}); run the platform as an ordinary user, or set DATABASE_URL`,
           );
         }
-        if (/No space left/i.test(output)) throw new EmbeddedDatabaseError(`cannot create the embedded database in ${this.paths.pgdata}: the disk is full; free space or choose another DATA_DIR`);
+        if (/No space left/i.test(output))
+          throw new EmbeddedDatabaseError(
+            `cannot create the embedded database in ${this.paths.pgdata}: the disk is full; free space or choose another DATA_DIR`,
+          );
         throw new EmbeddedDatabaseError(`initdb failed for ${this.paths.pgdata}: ${output}`);
       }
     } finally {
@@ -247,8 +253,7 @@ export class EmbeddedPostgres {
     // No trust, no TCP: password logins over the private socket only.
     writeFileSync(
       join(this.paths.pgdata, 'pg_hba.conf'),
-      '# codeagent: the embedded server accepts password (scram-sha-256) logins over its private Unix socket only.\n' +
-        'local all all scram-sha-256\n',
+      '# codeagent: the embedded server accepts password (scram-sha-256) logins over its private Unix socket only.\n' + 'local all all scram-sha-256\n',
     );
     if (this.owner) chownSync(join(this.paths.pgdata, 'pg_hba.conf'), this.owner.uid, this.owner.gid);
   }
@@ -258,7 +263,7 @@ export class EmbeddedPostgres {
     if (version !== EMBEDDED.majorVersion) {
       throw new EmbeddedDatabaseError(
         `${this.paths.pgdata} holds a PostgreSQL ${version} cluster, but the embedded server is PostgreSQL ${EMBEDDED.majorVersion}; ` +
-          'dump it with that version\'s pg_dump and restore it, or move the directory away to start empty',
+          "dump it with that version's pg_dump and restore it, or move the directory away to start empty",
       );
     }
   }
@@ -281,33 +286,57 @@ export class EmbeddedPostgres {
 
   private async launch(): Promise<void> {
     const cmd = this.command('postgres', (p) => [
-      '-D', p.data,
-      '-c', 'listen_addresses=',
-      '-c', `unix_socket_directories=${p.run}`,
-      '-c', 'unix_socket_permissions=0700',
-      '-c', `port=${EMBEDDED.port}`,
-      '-c', `max_connections=${this.opts.maxConnections}`,
-      '-c', `shared_buffers=${this.opts.sharedBuffers ?? '32MB'}`,
+      '-D',
+      p.data,
+      '-c',
+      'listen_addresses=',
+      '-c',
+      `unix_socket_directories=${p.run}`,
+      '-c',
+      'unix_socket_permissions=0700',
+      '-c',
+      `port=${EMBEDDED.port}`,
+      '-c',
+      `max_connections=${this.opts.maxConnections}`,
+      '-c',
+      `shared_buffers=${this.opts.sharedBuffers ?? '32MB'}`,
       // Durability stays on: a crash or SIGKILL loses nothing committed.
-      '-c', 'fsync=on',
-      '-c', 'synchronous_commit=on',
-      '-c', 'full_page_writes=on',
+      '-c',
+      'fsync=on',
+      '-c',
+      'synchronous_commit=on',
+      '-c',
+      'full_page_writes=on',
       // A small machine: few background workers, modest WAL, no JIT.
-      '-c', 'max_worker_processes=4',
-      '-c', 'max_parallel_workers=2',
-      '-c', 'max_parallel_workers_per_gather=1',
-      '-c', 'autovacuum_max_workers=2',
-      '-c', 'max_wal_size=256MB',
-      '-c', 'min_wal_size=32MB',
-      '-c', 'jit=off',
-      '-c', 'huge_pages=off',
-      '-c', 'password_encryption=scram-sha-256',
+      '-c',
+      'max_worker_processes=4',
+      '-c',
+      'max_parallel_workers=2',
+      '-c',
+      'max_parallel_workers_per_gather=1',
+      '-c',
+      'autovacuum_max_workers=2',
+      '-c',
+      'max_wal_size=256MB',
+      '-c',
+      'min_wal_size=32MB',
+      '-c',
+      'jit=off',
+      '-c',
+      'huge_pages=off',
+      '-c',
+      'password_encryption=scram-sha-256',
       // LOG, FATAL and PANIC only: a client's failed statement (a unique violation behind a 409) is not the server's problem.
-      '-c', 'log_min_messages=log',
-      '-c', 'log_min_error_statement=panic',
-      '-c', 'io_workers=2',
-      '-c', 'log_checkpoints=off',
-      '-c', 'log_line_prefix=',
+      '-c',
+      'log_min_messages=log',
+      '-c',
+      'log_min_error_statement=panic',
+      '-c',
+      'io_workers=2',
+      '-c',
+      'log_checkpoints=off',
+      '-c',
+      'log_line_prefix=',
     ]);
     const child = spawn(cmd.file, cmd.argv, { env: cmd.env, cwd: '/', stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
@@ -315,7 +344,10 @@ export class EmbeddedPostgres {
     let tail = '';
     let ready = false;
     const readyPromise = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new EmbeddedDatabaseError(`PostgreSQL did not become ready within ${START_TIMEOUT_MS / 1000} s: ${tail.trim()}`)), START_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => reject(new EmbeddedDatabaseError(`PostgreSQL did not become ready within ${START_TIMEOUT_MS / 1000} s: ${tail.trim()}`)),
+        START_TIMEOUT_MS,
+      );
       child.stderr!.setEncoding('utf8');
       let partial = '';
       child.stderr!.on('data', (chunk: string) => {
@@ -340,7 +372,12 @@ export class EmbeddedPostgres {
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
         if (!ready) {
-          const last = tail.trim().split('\n').filter((l) => l.trim() !== '').slice(-2).join(' | ');
+          const last = tail
+            .trim()
+            .split('\n')
+            .filter((l) => l.trim() !== '')
+            .slice(-2)
+            .join(' | ');
           reject(new EmbeddedDatabaseError(`PostgreSQL exited during start (${code ?? signal}): ${last || 'no output'}`));
         }
       });
@@ -354,7 +391,13 @@ export class EmbeddedPostgres {
 
   /** The platform's own role (no superuser) and database, created on first start. */
   private async ensurePlatformDatabase(): Promise<void> {
-    const client = new pg.Client({ host: this.paths.socketDir, port: EMBEDDED.port, user: 'postgres', password: this.opts.superuserPassword, database: 'postgres' });
+    const client = new pg.Client({
+      host: this.paths.socketDir,
+      port: EMBEDDED.port,
+      user: 'postgres',
+      password: this.opts.superuserPassword,
+      database: 'postgres',
+    });
     try {
       await client.connect();
     } catch (err) {

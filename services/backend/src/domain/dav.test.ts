@@ -17,20 +17,7 @@ describe('parseDavPath', () => {
     expect(parseDavPath(url)).toEqual({ workspace: WS, path });
   });
 
-  it.each([
-    'a/../b',
-    'a/%2e%2e/b',
-    '%2E',
-    'a/./b',
-    'a%2Fb',
-    '..%2fb',
-    'a%5Cb',
-    'a\\b',
-    'bad%zz',
-    'a%00b',
-    'a//b',
-    '%2F',
-  ])('refuses %s', (rest) => {
+  it.each(['a/../b', 'a/%2e%2e/b', '%2E', 'a/./b', 'a%2Fb', '..%2fb', 'a%5Cb', 'a\\b', 'bad%zz', 'a%00b', 'a//b', '%2F'])('refuses %s', (rest) => {
     expect(() => parseDavPath(`/api/v1/dav/${WS}/${rest}`)).toThrow(InvalidPathError);
   });
 

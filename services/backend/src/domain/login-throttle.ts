@@ -135,7 +135,9 @@ export class LoginThrottle {
     await this.db
       .deleteFrom('login_throttle')
       .where('last_failure_at', '<', sql<Date>`now() - make_interval(secs => ${this.policy.windowSeconds}::float8)`)
-      .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', sql<Date>`now() - make_interval(secs => ${this.policy.windowSeconds}::float8)`)]))
+      .where((eb) =>
+        eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', sql<Date>`now() - make_interval(secs => ${this.policy.windowSeconds}::float8)`)]),
+      )
       .execute();
   }
 }

@@ -1,6 +1,14 @@
 import { sql, type Kysely } from 'kysely';
 import { advisoryXactLock, type DB, type RunRow, type RunStatus, type ScheduleRow } from '@codeagent/db';
-import { QueueFullError, cancelQueuedRunsOfSchedule, cancelRun as cancelQueuedOrRunning, enqueueRun, nextRunAfter, notifyWorkers, validateSchedule } from '@codeagent/runs';
+import {
+  QueueFullError,
+  cancelQueuedRunsOfSchedule,
+  cancelRun as cancelQueuedOrRunning,
+  enqueueRun,
+  nextRunAfter,
+  notifyWorkers,
+  validateSchedule,
+} from '@codeagent/runs';
 import { BadRequestError, ConflictError, NotFoundError, TooManyRequestsError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
 import type { WorkspaceFiles } from '@codeagent/files';
@@ -79,7 +87,9 @@ export async function createRun(
   maxQueued: number = DEFAULT_RUN_LIMITS.maxQueuedRunsPerWorkspace,
 ): Promise<RunDto> {
   try {
-    return toRunDto(await enqueueRun(db, { workspaceId, notebookPath: input.notebookPath, parameters: input.parameters ?? {}, createdBy: input.createdBy }, { maxQueued }));
+    return toRunDto(
+      await enqueueRun(db, { workspaceId, notebookPath: input.notebookPath, parameters: input.parameters ?? {}, createdBy: input.createdBy }, { maxQueued }),
+    );
   } catch (err) {
     if (err instanceof QueueFullError) throw new TooManyRequestsError(err.message);
     throw err;
@@ -112,7 +122,13 @@ export async function listRuns(
   opts: { scheduleId?: string | undefined; status?: RunStatus | undefined; limit: number; cursor?: string | undefined },
 ) {
   const after = decodeCursor(opts.cursor, ['time', 'uuid']);
-  let q = db.selectFrom('runs').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
+  let q = db
+    .selectFrom('runs')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(opts.limit + 1);
   if (opts.scheduleId !== undefined) {
     if (!isUuid(opts.scheduleId)) return { items: [], next_cursor: null };
     q = q.where('schedule_id', '=', opts.scheduleId);
@@ -129,7 +145,12 @@ export async function listRuns(
 function checkSchedule(cron: string, timezone: string, minIntervalSeconds?: number): void {
   const problems = validateSchedule(cron, timezone, minIntervalSeconds);
   if (Object.keys(problems).length > 0) {
-    throw new BadRequestError(`invalid schedule: ${Object.entries(problems).map(([k, v]) => `${k} ${v}`).join('; ')}`, problems);
+    throw new BadRequestError(
+      `invalid schedule: ${Object.entries(problems)
+        .map(([k, v]) => `${k} ${v}`)
+        .join('; ')}`,
+      problems,
+    );
   }
 }
 
@@ -148,9 +169,15 @@ export async function createSchedule(
   checkSchedule(input.cron, timezone, limits.scheduleMinIntervalSeconds);
   const row = await db.transaction().execute(async (trx) => {
     await advisoryXactLock(trx, `codeagent:schedules:${workspaceId}`);
-    const { n } = await trx.selectFrom('schedules').select(sql<number>`count(*)::int`.as('n')).where('workspace_id', '=', workspaceId).executeTakeFirstOrThrow();
+    const { n } = await trx
+      .selectFrom('schedules')
+      .select(sql<number>`count(*)::int`.as('n'))
+      .where('workspace_id', '=', workspaceId)
+      .executeTakeFirstOrThrow();
     if (Number(n) >= limits.maxSchedulesPerWorkspace) {
-      throw new TooManyRequestsError(`the workspace already has ${n} schedules (MAX_SCHEDULES_PER_WORKSPACE is ${limits.maxSchedulesPerWorkspace}); delete one first`);
+      throw new TooManyRequestsError(
+        `the workspace already has ${n} schedules (MAX_SCHEDULES_PER_WORKSPACE is ${limits.maxSchedulesPerWorkspace}); delete one first`,
+      );
     }
     const created = await trx
       .insertInto('schedules')
@@ -186,7 +213,13 @@ export async function getSchedule(db: Kysely<DB>, workspaceId: string, id: strin
 
 export async function listSchedules(db: Kysely<DB>, workspaceId: string, limit: number, cursor: string | undefined) {
   const after = decodeCursor(cursor, ['time', 'uuid']);
-  let q = db.selectFrom('schedules').selectAll().where('workspace_id', '=', workspaceId).orderBy('created_at').orderBy('id').limit(limit + 1);
+  let q = db
+    .selectFrom('schedules')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .orderBy('created_at')
+    .orderBy('id')
+    .limit(limit + 1);
   if (after) {
     const [at, id] = after;
     q = q.where((eb) => eb.or([eb('created_at', '>', at), eb.and([eb('created_at', '=', at), eb('id', '>', id)])]));

@@ -48,7 +48,13 @@ export const Member = Type.Object(
 );
 
 const Time = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
-export const RunStatus = Type.Union([Type.Literal('queued'), Type.Literal('running'), Type.Literal('succeeded'), Type.Literal('failed'), Type.Literal('cancelled')]);
+export const RunStatus = Type.Union([
+  Type.Literal('queued'),
+  Type.Literal('running'),
+  Type.Literal('succeeded'),
+  Type.Literal('failed'),
+  Type.Literal('cancelled'),
+]);
 export const Run = Type.Object(
   {
     id: Type.String({ format: 'uuid' }),
@@ -81,7 +87,6 @@ export const Schedule = Type.Object(
   },
   { $id: 'Schedule' },
 );
-
 
 export type UserDto = Static<typeof User>;
 export type WorkspaceDto = Static<typeof Workspace>;

@@ -1,5 +1,15 @@
 import type { Kysely, Transaction, Updateable } from 'kysely';
-import { ADMIN_ROLE_ID, isForeignKeyViolation, notifyUserChanged, isSystemAdmin, isUniqueViolation, withRetry, type DB, type UserRow, type UsersTable } from '@codeagent/db';
+import {
+  ADMIN_ROLE_ID,
+  isForeignKeyViolation,
+  notifyUserChanged,
+  isSystemAdmin,
+  isUniqueViolation,
+  withRetry,
+  type DB,
+  type UserRow,
+  type UsersTable,
+} from '@codeagent/db';
 import { hashPassword, verifyPassword, equalizeTimingForUnknownUser } from '@codeagent/auth';
 import { BadRequestError, ConflictError, NotFoundError, decodeCursor, isUuid, keysetPage } from '@codeagent/service-kit';
 import type { UserDto } from './schemas.js';
@@ -80,7 +90,12 @@ export async function authenticate(db: Kysely<DB>, email: string, password: stri
 
 export async function listUsers(db: Kysely<DB>, limit: number, cursor: string | undefined) {
   const after = decodeCursor(cursor, ['time', 'uuid']);
-  let q = db.selectFrom('users').selectAll().orderBy('created_at').orderBy('id').limit(limit + 1);
+  let q = db
+    .selectFrom('users')
+    .selectAll()
+    .orderBy('created_at')
+    .orderBy('id')
+    .limit(limit + 1);
   if (after) {
     const [at, id] = after;
     q = q.where((eb) => eb.or([eb('created_at', '>', at), eb.and([eb('created_at', '=', at), eb('id', '>', id)])]));
@@ -105,7 +120,11 @@ export async function ensureBootstrapAdmin(db: Kysely<DB>, email: string, passwo
 /** Revocation list of logged-out tokens (announced to token-check caches); expired entries are pruned on the way. */
 export async function revokeToken(db: Kysely<DB>, userId: string, jti: string, expiresAt: Date): Promise<void> {
   await db.transaction().execute(async (trx) => {
-    await trx.insertInto('revoked_tokens').values({ jti, expires_at: expiresAt }).onConflict((oc) => oc.doNothing()).execute();
+    await trx
+      .insertInto('revoked_tokens')
+      .values({ jti, expires_at: expiresAt })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
     await notifyUserChanged(trx, userId);
   });
   await db.deleteFrom('revoked_tokens').where('expires_at', '<', new Date()).execute();

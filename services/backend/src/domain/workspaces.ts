@@ -57,14 +57,9 @@ function inTransaction<T>(db: Kysely<DB>, work: (trx: Transaction<DB>) => Promis
   return withRetry(() => db.transaction().execute(work));
 }
 
-export async function createWorkspace(
-  db: Kysely<DB>,
-  input: { name: string; description?: string | undefined; adminUserId: string },
-): Promise<WorkspaceDto> {
+export async function createWorkspace(db: Kysely<DB>, input: { name: string; description?: string | undefined; adminUserId: string }): Promise<WorkspaceDto> {
   return inTransaction(db, async (trx) => {
-    const admin = isUuid(input.adminUserId)
-      ? await trx.selectFrom('users').select('id').where('id', '=', input.adminUserId).executeTakeFirst()
-      : undefined;
+    const admin = isUuid(input.adminUserId) ? await trx.selectFrom('users').select('id').where('id', '=', input.adminUserId).executeTakeFirst() : undefined;
     if (!admin) throw new NotFoundError(`user ${input.adminUserId} not found`);
     const ws = await trx
       .insertInto('workspaces')
@@ -91,13 +86,14 @@ export async function getWorkspace(db: Kysely<DB>, id: string): Promise<Workspac
 
 export async function listWorkspaces(db: Kysely<DB>, opts: { includeDeleted: boolean; limit: number; cursor?: string | undefined }) {
   const after = decodeCursor(opts.cursor, ['time', 'uuid']);
-  let q = workspaceQuery(db).orderBy('w.created_at').orderBy('w.id').limit(opts.limit + 1);
+  let q = workspaceQuery(db)
+    .orderBy('w.created_at')
+    .orderBy('w.id')
+    .limit(opts.limit + 1);
   if (!opts.includeDeleted) q = q.where('w.deleted_at', 'is', null);
   if (after) {
     const [at, id] = after;
-    q = q.where((eb) =>
-      eb.or([eb('w.created_at', '>', at), eb.and([eb('w.created_at', '=', at), eb('w.id', '>', id)])]),
-    );
+    q = q.where((eb) => eb.or([eb('w.created_at', '>', at), eb.and([eb('w.created_at', '=', at), eb('w.id', '>', id)])]));
   }
   const rows = await q.execute();
   return keysetPage(rows, opts.limit, (w) => [w.created_at.toISOString(), w.id], toWorkspaceDto);
@@ -114,7 +110,11 @@ export async function updateWorkspace(
     if (patch.name !== undefined) changes.name = patch.name;
     if (patch.description !== undefined) changes.description = patch.description;
     if (Object.keys(changes).length > 0) {
-      await trx.updateTable('workspaces').set({ ...changes, updated_at: new Date() }).where('id', '=', id).execute();
+      await trx
+        .updateTable('workspaces')
+        .set({ ...changes, updated_at: new Date() })
+        .where('id', '=', id)
+        .execute();
     }
     return toWorkspaceDto(await workspaceQuery(trx).where('w.id', '=', id).executeTakeFirstOrThrow());
   });
@@ -184,12 +184,13 @@ export async function addMember(db: Kysely<DB>, workspaceId: string, userId: str
 export async function listMembers(db: Kysely<DB>, workspaceId: string, limit: number, cursor: string | undefined) {
   await getWorkspace(db, workspaceId);
   const after = decodeCursor(cursor, ['time', 'uuid']);
-  let q = memberQuery(db, workspaceId).orderBy('m.created_at').orderBy('m.user_id').limit(limit + 1);
+  let q = memberQuery(db, workspaceId)
+    .orderBy('m.created_at')
+    .orderBy('m.user_id')
+    .limit(limit + 1);
   if (after) {
     const [at, id] = after;
-    q = q.where((eb) =>
-      eb.or([eb('m.created_at', '>', at), eb.and([eb('m.created_at', '=', at), eb('m.user_id', '>', id)])]),
-    );
+    q = q.where((eb) => eb.or([eb('m.created_at', '>', at), eb.and([eb('m.created_at', '=', at), eb('m.user_id', '>', id)])]));
   }
   const rows = await q.execute();
   return keysetPage(rows, limit, (m) => [m.created_at.toISOString(), m.user_id], toMemberDto);

@@ -80,8 +80,15 @@ describe(`every /api/v1 route declares who may call it (${process.env.CODEAGENT_
     routes = declaredRoutes(b.app).filter((r) => r.url.startsWith('/api/v1/') || r.url.startsWith('/internal/v1'));
     viewer = await createAndLogin(b, 'viewer@example.com');
     stranger = await createAndLogin(b, 'stranger@example.com');
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'access' } })).json<{ id: string }>().id;
-    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: viewer.id, role: 'viewer' } });
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'access' } })).json<{
+      id: string;
+    }>().id;
+    await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: viewer.id, role: 'viewer' },
+    });
   });
   afterAll(async () => b?.close());
 
@@ -97,7 +104,9 @@ describe(`every /api/v1 route declares who may call it (${process.env.CODEAGENT_
     // A HEAD route (Fastify's twin of a GET, or written out) has its GET's rule.
     const getRule = new Map(api.filter((r) => r.method === 'GET').map((r) => [r.url, r.access]));
     for (const r of api.filter((x) => x.method === 'HEAD')) expect(r.access, `HEAD ${r.url}`).toBe(getRule.get(r.url));
-    const table = Object.fromEntries(api.filter((r) => !r.url.startsWith('/api/v1/dav/') && r.method !== 'HEAD').map((r) => [`${r.method} ${r.url}`, r.access]));
+    const table = Object.fromEntries(
+      api.filter((r) => !r.url.startsWith('/api/v1/dav/') && r.method !== 'HEAD').map((r) => [`${r.method} ${r.url}`, r.access]),
+    );
     expect(table).toEqual(EXPECTED);
     expect(new Set(api.filter((r) => r.url.startsWith('/api/v1/dav/')).map((r) => r.access))).toEqual(new Set(['dav']));
   });
@@ -107,9 +116,12 @@ describe(`every /api/v1 route declares who may call it (${process.env.CODEAGENT_
     await app.register(fp(async () => undefined, { name: 'user-auth' }));
     await app.register(routeAccess, { db: b.t.database.db, prefix: '/api/v1/' });
     await expect(
-      app.register(async (api) => {
-        api.get('/forgotten', async () => 'open');
-      }, { prefix: '/api/v1' }),
+      app.register(
+        async (api) => {
+          api.get('/forgotten', async () => 'open');
+        },
+        { prefix: '/api/v1' },
+      ),
     ).rejects.toThrow(/GET \/api\/v1\/forgotten declares no access rule: add config: \{ access: 'public'/);
     await app.close();
   });

@@ -62,7 +62,9 @@ export const routeAccess = fp<RouteAccessOptions>(
       const access = (route.config as { access?: unknown } | undefined)?.access;
       if (route.url.startsWith(prefix) && !ROUTE_ACCESS.includes(access as RouteAccess)) {
         const methods = [route.method].flat().join(',');
-        throw new Error(`route ${methods} ${route.url} declares no access rule: add config: { access: ${ROUTE_ACCESS.map((a) => `'${a}'`).join(' | ')} } (docs/decisions/0122-route-access.md)`);
+        throw new Error(
+          `route ${methods} ${route.url} declares no access rule: add config: { access: ${ROUTE_ACCESS.map((a) => `'${a}'`).join(' | ')} } (docs/decisions/0122-route-access.md)`,
+        );
       }
       const list = declared.get(app.server) ?? [];
       for (const method of [route.method].flat()) list.push({ method, url: route.url, access: access as RouteAccess | undefined });

@@ -23,7 +23,13 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   const admin = (method: string, url: string, payload?: object) => inject(method, `/platform${url}`, b.adminToken, payload);
   const me = (token: string) => inject('GET', '/auth/me', token);
   const login = (email: string, password: string, address = '127.0.0.1') =>
-    b.app.inject({ method: 'POST', url: '/api/v1/auth/login', headers: { 'x-forwarded-for': address }, remoteAddress: '127.0.0.1', payload: { email, password } });
+    b.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/login',
+      headers: { 'x-forwarded-for': address },
+      remoteAddress: '127.0.0.1',
+      payload: { email, password },
+    });
   const tokenOf = async (email: string, password = 'password-123') => {
     const res = await login(email, password);
     expect(res.statusCode, res.body).toBe(200);
@@ -147,7 +153,9 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       expect(self.statusCode).toBe(409);
       expect(self.json().error).toBe('self_removal');
       // Every other administrator of this file is demoted first: the bootstrap admin is the last one.
-      const others = (await admin('GET', '/users?limit=1000')).json().items.filter((x: { id: string; is_system_admin: boolean }) => x.is_system_admin && x.id !== b.adminId);
+      const others = (await admin('GET', '/users?limit=1000'))
+        .json()
+        .items.filter((x: { id: string; is_system_admin: boolean }) => x.is_system_admin && x.id !== b.adminId);
       for (const o of others) expect((await admin('PATCH', `/users/${o.id}`, { platform_role_id: 'user' })).statusCode).toBe(200);
       const demote = await admin('PATCH', `/users/${b.adminId}`, { platform_role_id: 'user' });
       expect(demote.statusCode).toBe(409);
@@ -332,7 +340,13 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       const t = await startTestBackend({ loginThrottle: { accountFreeFailures: 1000, addressFreeFailures: 3 } });
       try {
         const attempt = (email: string, address: string) =>
-          t.app.inject({ method: 'POST', url: '/api/v1/auth/login', headers: { 'x-forwarded-for': address }, remoteAddress: '127.0.0.1', payload: { email, password: 'wrong-password' } });
+          t.app.inject({
+            method: 'POST',
+            url: '/api/v1/auth/login',
+            headers: { 'x-forwarded-for': address },
+            remoteAddress: '127.0.0.1',
+            payload: { email, password: 'wrong-password' },
+          });
         const statuses = [];
         for (let i = 0; i < 5; i++) statuses.push((await attempt(`spray-${i}@example.com`, '192.0.2.10')).statusCode);
         expect(statuses).toEqual([401, 401, 401, 401, 429]);
@@ -342,7 +356,13 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
         expect((await attempt('v6-x@example.com', '2001:db8:1:2:ffff::9')).statusCode).toBe(429);
         expect((await attempt('v6-x@example.com', '2001:db8:1:3::1')).statusCode).toBe(401);
         // The admin still logs in from elsewhere.
-        const ok = await t.app.inject({ method: 'POST', url: '/api/v1/auth/login', headers: { 'x-forwarded-for': '192.0.2.99' }, remoteAddress: '127.0.0.1', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
+        const ok = await t.app.inject({
+          method: 'POST',
+          url: '/api/v1/auth/login',
+          headers: { 'x-forwarded-for': '192.0.2.99' },
+          remoteAddress: '127.0.0.1',
+          payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD },
+        });
         expect(ok.statusCode).toBe(200);
       } finally {
         await t.close();
@@ -364,7 +384,11 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       try {
         await createAndLogin(b, 'thr-multi@example.com');
         for (let i = 0; i < 4; i++) expect((await login('thr-multi@example.com', `guess-${i}`)).statusCode).toBe(401);
-        const elsewhere = await second.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: 'thr-multi@example.com', password: 'password-123' } });
+        const elsewhere = await second.inject({
+          method: 'POST',
+          url: '/api/v1/auth/login',
+          payload: { email: 'thr-multi@example.com', password: 'password-123' },
+        });
         expect(elsewhere.statusCode).toBe(429);
       } finally {
         await second.close();

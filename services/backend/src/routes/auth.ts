@@ -73,7 +73,10 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
 
   app.post(
     '/auth/logout',
-    { config: { access: 'user' }, schema: { tags: ['auth'], summary: 'Log out: revoke the token, clear the cookie', response: { 204: Type.Null(), ...errors(401) } } },
+    {
+      config: { access: 'user' },
+      schema: { tags: ['auth'], summary: 'Log out: revoke the token, clear the cookie', response: { 204: Type.Null(), ...errors(401) } },
+    },
     async (req, reply) => {
       await revokeToken(opts.db, req.user.id, req.tokenClaims.jti, new Date(req.tokenClaims.exp * 1000));
       await app.userChanged(req.user.id);
@@ -168,10 +171,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         tags: ['auth'],
         summary: 'The logged-in user and their workspaces',
         response: {
-          200: Type.Composite([
-            User,
-            Type.Object({ workspaces: Type.Array(Type.Object({ id: Type.String(), name: Type.String(), role: MemberRole })) }),
-          ]),
+          200: Type.Composite([User, Type.Object({ workspaces: Type.Array(Type.Object({ id: Type.String(), name: Type.String(), role: MemberRole })) })]),
           ...errors(401),
         },
       },

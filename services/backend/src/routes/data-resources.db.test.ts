@@ -26,7 +26,10 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     viewer = await createAndLogin(b, 'vi@example.com');
     stranger = await createAndLogin(b, 'st@example.com');
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'data' } })).json().id;
-    for (const [u, role] of [[editor, 'editor'], [viewer, 'viewer']] as const) {
+    for (const [u, role] of [
+      [editor, 'editor'],
+      [viewer, 'viewer'],
+    ] as const) {
       await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
     }
     backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
@@ -192,7 +195,20 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
         req.on('error', reject);
         req.end();
       });
-    for (const p of ['..%2F..%2Fetc%2Fpasswd', '%2e%2e/x', '%2E%2E%2Fx', 'a/%2e%2e/b', 'a/../b', 'a%5cb', 'a%5c..%5cb', 'a%00b', 'a%0ab', 'a//b', 'a/./b', 'a/%2e/b']) {
+    for (const p of [
+      '..%2F..%2Fetc%2Fpasswd',
+      '%2e%2e/x',
+      '%2E%2E%2Fx',
+      'a/%2e%2e/b',
+      'a/../b',
+      'a%5cb',
+      'a%5c..%5cb',
+      'a%00b',
+      'a%0ab',
+      'a//b',
+      'a/./b',
+      'a/%2e/b',
+    ]) {
       const res = await raw(p);
       expect(res.status, p).toBe(400);
       expect(JSON.parse(res.body).error).toBe('invalid_request');
@@ -208,7 +224,13 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
       new Promise<{ status: number; body: string }>((resolve, reject) => {
         const u = new URL(gatewayUrl);
         const req = request(
-          { host: u.hostname, port: u.port, method: 'PUT', path: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(editor.token), 'content-type': 'text/plain' } },
+          {
+            host: u.hostname,
+            port: u.port,
+            method: 'PUT',
+            path: `/api/v1/data-resources/${ws}/objects/${path}`,
+            headers: { ...bearer(editor.token), 'content-type': 'text/plain' },
+          },
           (res) => {
             let body = '';
             res.on('data', (c: Buffer) => (body += c.toString()));
@@ -232,7 +254,12 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     // Straight to the backend: the gateway parses some types itself (text/plain, malformed ones).
     const typeOf = async (path: string, declared: string) =>
       (
-        await b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(editor.token), 'content-type': declared }, payload: 'x' })
+        await b.app.inject({
+          method: 'PUT',
+          url: `/api/v1/data-resources/${ws}/objects/${path}`,
+          headers: { ...bearer(editor.token), 'content-type': declared },
+          payload: 'x',
+        })
       ).json<{ content_type: string }>().content_type;
     expect(await typeOf('ct/a.txt', 'TEXT/Plain; Charset="UTF-8"; boundary=x; evil="<script>"')).toBe('text/plain; charset=utf-8');
     expect(await typeOf('ct/a.txt', 'text/plain; charset="<script>"')).toBe('text/plain');
@@ -264,7 +291,11 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     ];
     for (const [path, type, kind] of cases) {
       expect((await put(path, '<script>alert(1)</script>', editor.token, type)).status, path).toBe(201);
-      for (const res of [await get(`objects/${path}`), await fetch(url(`objects/${path}`), { method: 'HEAD', headers: bearer(editor.token) }), await get(`objects/${path}`, editor.token, { range: 'bytes=0-3' })]) {
+      for (const res of [
+        await get(`objects/${path}`),
+        await fetch(url(`objects/${path}`), { method: 'HEAD', headers: bearer(editor.token) }),
+        await get(`objects/${path}`, editor.token, { range: 'bytes=0-3' }),
+      ]) {
         expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
         expect(res.headers.get('content-security-policy'), path).toBe('sandbox');
         expect(res.headers.get('content-disposition'), path).toMatch(new RegExp(`^${kind}; filename="`));
@@ -287,7 +318,9 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect((await put(name, 'x', editor.token, 'text/html')).status).toBe(201);
     const res = await get(`objects/${name}`);
     expect(res.status).toBe(200);
-    expect(res.headers.get('content-disposition')).toBe(`attachment; filename="Bericht _Q1_ _ber 100_.html"; filename*=UTF-8''Bericht%20%22Q1%22%20%C3%BCber%20100%25.html`);
+    expect(res.headers.get('content-disposition')).toBe(
+      `attachment; filename="Bericht _Q1_ _ber 100_.html"; filename*=UTF-8''Bericht%20%22Q1%22%20%C3%BCber%20100%25.html`,
+    );
   });
 
   it('refuses uploads over MAX_UPLOAD_BYTES with 413, keeping the previous content', async () => {
@@ -298,10 +331,13 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     // chunked: no Content-Length, the limit is found while streaming
     const chunked = await new Promise<number>((resolve, reject) => {
       const u = new URL(url('objects/big.bin'));
-      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { ...bearer(editor.token), 'transfer-encoding': 'chunked' } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        { host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { ...bearer(editor.token), 'transfer-encoding': 'chunked' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       for (let i = 0; i < 20; i++) req.write(Buffer.alloc(128 * 1024));
       req.end();
@@ -317,7 +353,13 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     const before = await b.t.database.db.selectFrom('objects').selectAll().where('path', '=', 'cut.txt').executeTakeFirstOrThrow();
     await new Promise<void>((resolve) => {
       const u = new URL(url('objects/cut.txt'));
-      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'PUT', headers: { ...bearer(editor.token), 'content-length': '1000000' } });
+      const req = request({
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'PUT',
+        headers: { ...bearer(editor.token), 'content-length': '1000000' },
+      });
       req.on('error', () => resolve());
       req.write(Buffer.alloc(300_000, 1));
       setTimeout(() => {
@@ -370,7 +412,15 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     });
 
     it('answers 404 for the removed routes and every other path or method, with or without a token', async () => {
-      const paths = ['/internal/v1/uploads', '/internal/v1/uploads/complete', '/internal/v1/objects/list', '/internal/v1/objects/get', '/internal/v1/objects/delete', '/internal/v1', '/internal/v1/other'];
+      const paths = [
+        '/internal/v1/uploads',
+        '/internal/v1/uploads/complete',
+        '/internal/v1/objects/list',
+        '/internal/v1/objects/get',
+        '/internal/v1/objects/delete',
+        '/internal/v1',
+        '/internal/v1/other',
+      ];
       for (const withToken of [true, false]) {
         const headers: Record<string, string> = withToken ? { 'x-internal-service-token': INTERNAL_TOKEN } : {};
         for (const p of paths) {
@@ -380,14 +430,22 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
           }
         }
         for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
-          const res = await fetch(`${backendUrl}/internal/v1/objects?area=run_log&key=a`, { method, headers, ...(method === 'PUT' || method === 'PATCH' ? { body: 'x' } : {}) });
+          const res = await fetch(`${backendUrl}/internal/v1/objects?area=run_log&key=a`, {
+            method,
+            headers,
+            ...(method === 'PUT' || method === 'PATCH' ? { body: 'x' } : {}),
+          });
           expect(res.status, method).toBe(404);
         }
       }
     });
 
     it('is never reachable through the gateway', async () => {
-      const res = await fetch(`${gatewayUrl}/internal/v1/objects?area=run_log&key=a`, { method: 'POST', headers: { 'x-internal-service-token': INTERNAL_TOKEN }, body: 'x' });
+      const res = await fetch(`${gatewayUrl}/internal/v1/objects?area=run_log&key=a`, {
+        method: 'POST',
+        headers: { 'x-internal-service-token': INTERNAL_TOKEN },
+        body: 'x',
+      });
       expect(res.status).toBe(404);
     });
   });

@@ -189,7 +189,10 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
       const opened = await files.open(req.params.ws, path, range);
       if (range) {
-        reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${object.size}`).header('content-length', range.end - range.start + 1);
+        reply
+          .code(206)
+          .header('content-range', `bytes ${range.start}-${range.end}/${object.size}`)
+          .header('content-length', range.end - range.start + 1);
       } else {
         reply.header('content-length', object.size);
       }
@@ -197,12 +200,16 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
   );
 
-  app.head('/:ws/objects/*', { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Headers of an object', params: WsPath } }, async (req, reply) => {
-    const path = pathOf(req.params);
-    const object = await files.stat(req.params.ws, path);
-    objectHeaders(reply, object);
-    return reply.header('content-length', object.size).send();
-  });
+  app.head(
+    '/:ws/objects/*',
+    { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Headers of an object', params: WsPath } },
+    async (req, reply) => {
+      const path = pathOf(req.params);
+      const object = await files.stat(req.params.ws, path);
+      objectHeaders(reply, object);
+      return reply.header('content-length', object.size).send();
+    },
+  );
 
   app.get(
     '/:ws/objects',
@@ -228,7 +235,10 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
 
   app.delete(
     '/:ws/objects/*',
-    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Move an object to the trash', params: WsPath, response: { 204: Type.Null(), ...errors(400, 401, 403, 404) } } },
+    {
+      config: { access: 'workspace-editor' },
+      schema: { tags, summary: 'Move an object to the trash', params: WsPath, response: { 204: Type.Null(), ...errors(400, 401, 403, 404) } },
+    },
     async (req, reply) => {
       const path = pathOf(req.params);
       await files.remove(req.params.ws, path, req.user.id);
@@ -282,7 +292,16 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
 
   app.get(
     '/:ws/trash',
-    { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'List the trash, newest first', params: Ws, querystring: ListQuery, response: { 200: listResponse(TrashSchema), ...errors(400, 401, 404) } } },
+    {
+      config: { access: 'workspace-viewer' },
+      schema: {
+        tags,
+        summary: 'List the trash, newest first',
+        params: Ws,
+        querystring: ListQuery,
+        response: { 200: listResponse(TrashSchema), ...errors(400, 401, 404) },
+      },
+    },
     async (req) => {
       return files.trash(req.params.ws, req.query.limit ?? 100, req.query.cursor);
     },
@@ -290,7 +309,15 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
 
   app.post(
     '/:ws/trash/:id/restore',
-    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Restore a trashed object to its path (409 if the path is live)', params: WsId, response: { 200: ObjectSchema, ...errors(401, 403, 404, 409) } } },
+    {
+      config: { access: 'workspace-editor' },
+      schema: {
+        tags,
+        summary: 'Restore a trashed object to its path (409 if the path is live)',
+        params: WsId,
+        response: { 200: ObjectSchema, ...errors(401, 403, 404, 409) },
+      },
+    },
     async (req) => {
       return files.restoreTrash(req.params.ws, req.params.id, req.user.id);
     },
@@ -298,7 +325,10 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
 
   app.delete(
     '/:ws/trash/:id',
-    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Purge a trash item for good', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
+    {
+      config: { access: 'workspace-editor' },
+      schema: { tags, summary: 'Purge a trash item for good', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } },
+    },
     async (req, reply) => {
       await files.purgeTrash(req.params.ws, req.params.id);
       return reply.code(204).send(null);

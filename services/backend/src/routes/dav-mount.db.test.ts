@@ -43,12 +43,26 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
     if (!existsSync(RCLONE) || !existsSync('/usr/bin/fusermount3')) throw new Error(`rclone or fuse3 is missing: ${INSTALL_MOUNT_HINT}`);
     b = await startTestBackend();
     editor = await createAndLogin(b, 'mount-ed@example.com');
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'mount' } })).json<{ id: string }>().id;
-    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: editor.id, role: 'editor' } });
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'mount' } })).json<{
+      id: string;
+    }>().id;
+    await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: editor.id, role: 'editor' },
+    });
     const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
     gateway = await buildGatewayApp({ upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' } });
     base = await gateway.listen({ host: '127.0.0.1', port: 0 });
-    mount = await mountWorkspace({ davUrl: `${base}/api/v1/dav/${ws}/`, token: editor.token, mountpoint, cacheDir: join(home, 'cache'), remoteControl: true, dirCacheSeconds: 1 });
+    mount = await mountWorkspace({
+      davUrl: `${base}/api/v1/dav/${ws}/`,
+      token: editor.token,
+      mountpoint,
+      cacheDir: join(home, 'cache'),
+      remoteControl: true,
+      dirCacheSeconds: 1,
+    });
   });
   afterAll(async () => {
     await mount?.unmount();
@@ -63,9 +77,15 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
     expect(new URL(rc.url).hostname).toBe('127.0.0.1');
     const anonymous = await fetch(new URL('core/version', rc.url), { method: 'POST' });
     expect(anonymous.status).toBe(401);
-    const wrong = await fetch(new URL('core/version', rc.url), { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`${rc.user}:guess`).toString('base64')}` } });
+    const wrong = await fetch(new URL('core/version', rc.url), {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from(`${rc.user}:guess`).toString('base64')}` },
+    });
     expect(wrong.status).toBe(401);
-    const right = await fetch(new URL('core/version', rc.url), { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`${rc.user}:${rc.password}`).toString('base64')}` } });
+    const right = await fetch(new URL('core/version', rc.url), {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from(`${rc.user}:${rc.password}`).toString('base64')}` },
+    });
     expect(right.status).toBe(200);
     const cmdline = readFileSync(`/proc/${mount.pid}/cmdline`, 'utf8');
     expect(cmdline).not.toContain(editor.token);
@@ -86,9 +106,20 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
   });
 
   it('shows a file uploaded through the API in the mount', async () => {
-    await fetch(`${base}/api/v1/data-resources/${ws}/objects/data/sample.csv`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'text/csv' }, body: 'x\n42\n' });
+    await fetch(`${base}/api/v1/data-resources/${ws}/objects/data/sample.csv`, {
+      method: 'PUT',
+      headers: { ...bearer(editor.token), 'content-type': 'text/csv' },
+      body: 'x\n42\n',
+    });
     await mount.refresh();
-    await eventually(() => access(join(mountpoint, 'data', 'sample.csv')).then(() => true, () => undefined), 'data/sample.csv visible');
+    await eventually(
+      () =>
+        access(join(mountpoint, 'data', 'sample.csv')).then(
+          () => true,
+          () => undefined,
+        ),
+      'data/sample.csv visible',
+    );
     expect(await readFile(join(mountpoint, 'data', 'sample.csv'), 'utf8')).toBe('x\n42\n');
     expect((await readdir(mountpoint)).sort()).toEqual(['data', 'out.csv']);
   });

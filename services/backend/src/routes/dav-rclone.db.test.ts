@@ -32,7 +32,9 @@ describe.each(INGRESSES)(`rclone against the WebDAV tree through %s (${process.e
     editor = await createAndLogin(b, 'rc-ed@example.com');
     viewer = await createAndLogin(b, 'rc-vi@example.com');
     stranger = await createAndLogin(b, 'rc-st@example.com');
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'rclone' } })).json<{ id: string }>().id;
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'rclone' } })).json<{
+      id: string;
+    }>().id;
     for (const [u, role] of [
       [editor, 'editor'],
       [viewer, 'viewer'],
@@ -85,7 +87,12 @@ describe.each(INGRESSES)(`rclone against the WebDAV tree through %s (${process.e
     await rclone(editor.token, 'copy', local, ':webdav:');
 
     const listing = await rclone(editor.token, 'ls', ':webdav:');
-    const sizes = Object.fromEntries(listing.trim().split('\n').map((l) => l.trim().split(/\s+/).reverse()));
+    const sizes = Object.fromEntries(
+      listing
+        .trim()
+        .split('\n')
+        .map((l) => l.trim().split(/\s+/).reverse()),
+    );
     expect(sizes).toEqual({ 'a.txt': '5', 'sub/b.csv': '8', 'sub/deep/c.bin': String(big.length) });
     const stat = await fetch(`${base}/api/v1/data-resources/${ws}/objects/sub/deep/c.bin`, { method: 'HEAD', headers: bearer(editor.token) });
     expect(stat.headers.get('etag')).toBe(`"${sha(big)}"`);

@@ -50,7 +50,12 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       headers: { ...basic(init.token ?? editor.token), ...init.headers },
     });
   const propfind = async (path: string, depth = '1', token = editor.token) => {
-    const res = await dav(path, { method: 'PROPFIND', headers: { depth, 'content-type': 'application/xml' }, token, body: '<?xml version="1.0"?><propfind xmlns="DAV:"><allprop/></propfind>' });
+    const res = await dav(path, {
+      method: 'PROPFIND',
+      headers: { depth, 'content-type': 'application/xml' },
+      token,
+      body: '<?xml version="1.0"?><propfind xmlns="DAV:"><allprop/></propfind>',
+    });
     const text = await res.text();
     const hrefs = [...text.matchAll(/<D:href>([^<]*)<\/D:href>/g)].map((m) => m[1]!.replace(`/api/v1/dav/${ws}/`, ''));
     return { status: res.status, text, hrefs };
@@ -90,7 +95,12 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(none.headers.get('www-authenticate')).toBe('Basic realm="codeagent", charset="UTF-8"');
     expect((await dav('', { method: 'PROPFIND', headers: { depth: '0' }, token: 'not-a-token' })).status).toBe(401);
     const gone = await createAndLogin(b, 'dav-gone@example.com');
-    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: gone.id, role: 'editor' } });
+    await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: gone.id, role: 'editor' },
+    });
     expect((await propfind('', '0', gone.token)).status).toBe(207);
     await b.app.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: bearer(gone.token) });
     const after = await propfind('', '0', gone.token);
@@ -145,8 +155,19 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     for (const n of names) expect((await put(`odd/${encodeURIComponent(n)}`, n)).status).toBe(201);
     const listing = await propfind('odd/');
     expect(listing.status).toBe(207);
-    const unescape = (h: string) => h.replace(/&apos;/g, "'").replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
-    expect(listing.hrefs.slice(1).map((h) => decodeURIComponent(unescape(h))).sort()).toEqual(names.map((n) => `odd/${n}`).sort());
+    const unescape = (h: string) =>
+      h
+        .replace(/&apos;/g, "'")
+        .replace(/&quot;/g, '"')
+        .replace(/&lt;/g, '<')
+        .replace(/&gt;/g, '>')
+        .replace(/&amp;/g, '&');
+    expect(
+      listing.hrefs
+        .slice(1)
+        .map((h) => decodeURIComponent(unescape(h)))
+        .sort(),
+    ).toEqual(names.map((n) => `odd/${n}`).sort());
     expect(listing.text).toContain('<D:displayname>a &amp; b &lt;c&gt;.txt</D:displayname>');
     expect(await (await api(`objects/odd/${encodeURIComponent('été 100%.csv')}`)).text()).toBe('été 100%.csv');
     expect((await dav('odd/', { method: 'DELETE' })).status).toBe(204);
@@ -242,7 +263,8 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   it('refuses hostile paths: dot segments in any encoding, encoded slashes, backslashes, malformed escapes', async () => {
     for (const base of [backendUrl, gatewayUrl]) {
       for (const path of ['a/%2e%2e/b.txt', '%2E%2E/x', 'a/../b.txt', 'a/./b.txt', 'a%2Fb.txt', 'a%2fb/c', 'a%5Cb', 'a\\b', 'bad%zz', 'a%00b', 'a//b']) {
-        for (const method of ['PUT', 'MKCOL']) expect([base, method, path, await raw(base, method, path, method === 'PUT' ? 'x' : '')]).toEqual([base, method, path, 400]);
+        for (const method of ['PUT', 'MKCOL'])
+          expect([base, method, path, await raw(base, method, path, method === 'PUT' ? 'x' : '')]).toEqual([base, method, path, 400]);
       }
     }
     const listing = (await (await api('objects')).json()) as { items: { path: string }[] };
@@ -258,9 +280,9 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect((await copy(`/api/v1/dav/${ws}/a%2F..%2F..%2F${other}%2Fstolen.txt`)).status).toBe(400);
     expect((await copy(`http://elsewhere.example/api/v1/dav/${ws}/x.txt`)).status).toBe(502);
     expect((await copy('/api/v1/data-resources/x')).status).toBe(400);
-    expect((await fetch(`${gatewayUrl}/api/v1/data-resources/${other}/objects`, { headers: bearer(editor.token) }).then((r) => r.json())) as { items: unknown[] }).toEqual(
-      expect.objectContaining({ items: [] }),
-    );
+    expect(
+      (await fetch(`${gatewayUrl}/api/v1/data-resources/${other}/objects`, { headers: bearer(editor.token) }).then((r) => r.json())) as { items: unknown[] },
+    ).toEqual(expect.objectContaining({ items: [] }));
   });
 
   it('refuses Basic credentials that a browser sends for another site (a write, or a read by <script src>)', async () => {
@@ -280,14 +302,21 @@ describe(`WebDAV tree under a workspace quota (${process.env.CODEAGENT_TEST_DB ?
 
   beforeAll(async () => {
     b = await startTestBackend({ workspaceQuotaBytes: QUOTA });
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'full' } })).json<{ id: string }>().id;
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'full' } })).json<{
+      id: string;
+    }>().id;
   });
   afterAll(async () => {
     await b.close();
   });
 
   const dav = (method: string, path: string, headers: Record<string, string> = {}, payload?: string) =>
-    b.app.inject({ method: method as 'GET', url: `/api/v1/dav/${ws}/${path}`, headers: { ...bearer(b.adminToken), ...headers }, ...(payload !== undefined ? { payload } : {}) });
+    b.app.inject({
+      method: method as 'GET',
+      url: `/api/v1/dav/${ws}/${path}`,
+      headers: { ...bearer(b.adminToken), ...headers },
+      ...(payload !== undefined ? { payload } : {}),
+    });
 
   it('refuses a PUT and a COPY beyond WORKSPACE_QUOTA_BYTES (507, nothing written); a MOVE adds no bytes and passes', async () => {
     expect((await dav('PUT', 'a.bin', { 'content-type': 'application/octet-stream' }, 'a'.repeat(60))).statusCode).toBe(201);

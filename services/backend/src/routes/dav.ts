@@ -2,7 +2,18 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { AppError, BadRequestError, ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError, PreconditionFailedError, RangeNotSatisfiableError, UnsupportedMediaTypeError, requestBody } from '@codeagent/service-kit';
+import {
+  AppError,
+  BadRequestError,
+  ConflictError,
+  ForbiddenError,
+  NotFoundError,
+  PayloadTooLargeError,
+  PreconditionFailedError,
+  RangeNotSatisfiableError,
+  UnsupportedMediaTypeError,
+  requestBody,
+} from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
 import { requireWorkspaceAccess } from '../domain/workspaces.js';
@@ -127,7 +138,12 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     } else {
       const children = listing?.entries ?? [];
       const newest = children.reduce((max, c) => (c.updatedAt > max ? c.updatedAt : max), '');
-      const self: DavEntry = { href: davHref(t.workspace, t.path, true), name: t.path === '' ? t.workspace : nameOf(t.path), folder: true, updatedAt: newest || new Date().toISOString() };
+      const self: DavEntry = {
+        href: davHref(t.workspace, t.path, true),
+        name: t.path === '' ? t.workspace : nameOf(t.path),
+        folder: true,
+        updatedAt: newest || new Date().toISOString(),
+      };
       entries = [self, ...children];
     }
     return reply.code(207).type('application/xml; charset=utf-8').send(multistatus(entries));
@@ -139,7 +155,10 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (kind === 'folder') {
       // A browser opening a folder gets its names; mount clients use PROPFIND.
       const names = (await folderChildren(t)).entries.map((e) => (e.folder ? `${e.name}/` : e.name));
-      return reply.code(200).type('text/plain; charset=utf-8').send(req.method === 'HEAD' ? undefined : `${names.join('\n')}\n`);
+      return reply
+        .code(200)
+        .type('text/plain; charset=utf-8')
+        .send(req.method === 'HEAD' ? undefined : `${names.join('\n')}\n`);
     }
     const object = await files.stat(t.workspace, t.path);
     objectHeaders(reply, object);
@@ -151,7 +170,10 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
     const opened = await files.open(t.workspace, t.path, range);
     if (range) {
-      reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${object.size}`).header('content-length', range.end - range.start + 1);
+      reply
+        .code(206)
+        .header('content-range', `bytes ${range.start}-${range.end}/${object.size}`)
+        .header('content-length', range.end - range.start + 1);
     } else {
       reply.header('content-length', object.size);
     }
@@ -175,7 +197,11 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       actor: req.user.id,
       maxBytes: maxUploadBytes,
     });
-    return reply.code(created ? 201 : 204).header('etag', `"${object.sha256}"`).header('x-version-id', object.version_id).send();
+    return reply
+      .code(created ? 201 : 204)
+      .header('etag', `"${object.sha256}"`)
+      .header('x-version-id', object.version_id)
+      .send();
   };
 
   /** Moves everything at `path` (the object and what lies under it) to the trash. */
@@ -216,7 +242,8 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       if (err instanceof InvalidPathError) throw new BadRequestError(`Destination: ${err.message}`, { destination: err.reason });
       throw err;
     }
-    if (dest === 'malformed') throw new BadRequestError('send a Destination header with the URL of the new place in this tree', { destination: 'missing or malformed' });
+    if (dest === 'malformed')
+      throw new BadRequestError('send a Destination header with the URL of the new place in this tree', { destination: 'missing or malformed' });
     if (dest === 'other_server') throw new AppError(502, 'bad_gateway', 'the Destination names another server; copy through your client instead');
     if (dest.workspace !== source.workspace) {
       throw new ForbiddenError('the Destination is in another workspace; copy or move within one workspace (download and upload to cross workspaces)');
@@ -242,7 +269,11 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     const targets = new Set(sources.map(targetOf));
     // What the Destination held and the source does not replace goes to the trash (RFC 4918:
     // the Destination is deleted first); what it replaces becomes a version, as a save does.
-    await trashAll(dest.workspace, existing.filter((p) => !targets.has(p)), req.user.id);
+    await trashAll(
+      dest.workspace,
+      existing.filter((p) => !targets.has(p)),
+      req.user.id,
+    );
     for (const p of sources) {
       if (move) {
         await files.rename(source.workspace, p, targetOf(p), req.user.id);
@@ -288,7 +319,13 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     }
   };
 
-  const route = { method: [...DAV_METHODS, ...DAV_REFUSED_METHODS], handler, exposeHeadRoute: false, schema: { hide: true }, config: { access: 'dav' as const } };
+  const route = {
+    method: [...DAV_METHODS, ...DAV_REFUSED_METHODS],
+    handler,
+    exposeHeadRoute: false,
+    schema: { hide: true },
+    config: { access: 'dav' as const },
+  };
   app.route({ ...route, url: '/:ws' });
   app.route({ ...route, url: '/:ws/*' });
 };

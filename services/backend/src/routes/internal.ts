@@ -29,7 +29,8 @@ export async function internalRoutes(app: FastifyInstance, opts: InternalRoutesO
       throw err;
     }
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > opts.maxUploadBytes) throw new PayloadTooLargeError(`the body is larger than MAX_UPLOAD_BYTES (${opts.maxUploadBytes} bytes)`);
+    if (Number.isFinite(declared) && declared > opts.maxUploadBytes)
+      throw new PayloadTooLargeError(`the body is larger than MAX_UPLOAD_BYTES (${opts.maxUploadBytes} bytes)`);
     try {
       const stored = await opts.store.put(area, key as string, requestBody(req.raw), {
         maxBytes: opts.maxUploadBytes,

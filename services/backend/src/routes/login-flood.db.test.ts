@@ -42,7 +42,9 @@ process.stdout.write(JSON.stringify(counts));
 
 function runFlood(url: string): Promise<Record<string, number>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', FLOOD_SCRIPT, url, String(CLIENTS), String(FLOOD_MS)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', FLOOD_SCRIPT, url, String(CLIENTS), String(FLOOD_MS)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     // The attacker's own CPU is not the platform's to spend: on loopback the clients share our
     // cores, which a remote attacker would not, so they run at a lower priority.
     if (child.pid !== undefined) setPriority(child.pid, 10);
@@ -87,7 +89,9 @@ describe(`login flood (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     const counts = await flood;
     const p99 = percentile(latencies, 99);
     // What happened, for whoever reads a failure.
-    console.info(`login flood: ${JSON.stringify(counts)}; health n=${latencies.length} p50=${percentile(latencies, 50).toFixed(1)} ms p99=${p99.toFixed(1)} ms`);
+    console.info(
+      `login flood: ${JSON.stringify(counts)}; health n=${latencies.length} p50=${percentile(latencies, 50).toFixed(1)} ms p99=${p99.toFixed(1)} ms`,
+    );
     expect(counts['429'] ?? 0).toBeGreaterThan(0);
     expect(counts['401'] ?? 0).toBeGreaterThan(0);
     expect(counts['500'] ?? 0).toBe(0);

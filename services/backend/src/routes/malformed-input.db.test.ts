@@ -12,7 +12,14 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
   beforeAll(async () => {
     b = await startTestBackend();
     editor = await createAndLogin(b, 'ed@example.com');
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'w', admin_user_id: editor.id } })).json().id;
+    ws = (
+      await b.app.inject({
+        method: 'POST',
+        url: '/api/v1/platform/workspaces',
+        headers: bearer(b.adminToken),
+        payload: { name: 'w', admin_user_id: editor.id },
+      })
+    ).json().id;
   });
   afterAll(async () => {
     await b.close();
@@ -33,18 +40,19 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     ['%%%', 'not base64url'],
   ];
 
-  const LISTS = () => [
-    ['/api/v1/platform/users', b.adminToken],
-    ['/api/v1/platform/workspaces', b.adminToken],
-    ['/api/v1/platform/workspaces?include_deleted=true', b.adminToken],
-    [`/api/v1/platform/workspaces/${ws}/members`, b.adminToken],
-    [`/api/v1/workspaces/${ws}/runs`, editor.token],
-    [`/api/v1/workspaces/${ws}/runs?status=queued`, editor.token],
-    [`/api/v1/workspaces/${ws}/schedules`, editor.token],
-    [`/api/v1/data-resources/${ws}/objects`, editor.token],
-    [`/api/v1/data-resources/${ws}/objects?prefix=a/`, editor.token],
-    [`/api/v1/data-resources/${ws}/trash`, editor.token],
-  ] as const;
+  const LISTS = () =>
+    [
+      ['/api/v1/platform/users', b.adminToken],
+      ['/api/v1/platform/workspaces', b.adminToken],
+      ['/api/v1/platform/workspaces?include_deleted=true', b.adminToken],
+      [`/api/v1/platform/workspaces/${ws}/members`, b.adminToken],
+      [`/api/v1/workspaces/${ws}/runs`, editor.token],
+      [`/api/v1/workspaces/${ws}/runs?status=queued`, editor.token],
+      [`/api/v1/workspaces/${ws}/schedules`, editor.token],
+      [`/api/v1/data-resources/${ws}/objects`, editor.token],
+      [`/api/v1/data-resources/${ws}/objects?prefix=a/`, editor.token],
+      [`/api/v1/data-resources/${ws}/trash`, editor.token],
+    ] as const;
 
   it('answers 400 invalid_request for every foreign cursor on every list', async () => {
     for (const [url, token] of LISTS()) {
@@ -72,13 +80,23 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const runs = await b.app.inject({ method: 'GET', url: `/api/v1/workspaces/${ws}/runs`, headers: bearer(editor.token) });
     expect(runs.json().items).toEqual([]);
     // The same depth limit on every JSON route, before authentication matters.
-    const login = await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', headers: { 'content-type': 'application/json' }, payload: `{"email":${deep}}` });
+    const login = await b.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/login',
+      headers: { 'content-type': 'application/json' },
+      payload: `{"email":${deep}}`,
+    });
     expect(login.statusCode).toBe(400);
   });
 
   it('a wrong member role names the allowed roles; the list filter names the run statuses', async () => {
     const user = await createAndLogin(b, 'member@example.com');
-    const res = await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: user.id, role: 'owner' } });
+    const res = await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: user.id, role: 'owner' },
+    });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { role: 'must be one of admin, editor, viewer' } });
     expect(res.json<{ message: string }>().message).toContain('role must be one of admin, editor, viewer');

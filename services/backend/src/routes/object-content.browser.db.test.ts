@@ -21,7 +21,8 @@ const FILES: { path: string; type: string; body: (email: string) => string }[] =
   {
     path: 'evil/chart.svg',
     type: 'image/svg+xml',
-    body: (e) => `<svg xmlns="http://www.w3.org/2000/svg" onload="${payload(e).replace(/"/g, '&quot;')}"><script>${payload(e).replace(/</g, '&lt;')}</script></svg>`,
+    body: (e) =>
+      `<svg xmlns="http://www.w3.org/2000/svg" onload="${payload(e).replace(/"/g, '&quot;')}"><script>${payload(e).replace(/</g, '&lt;')}</script></svg>`,
   },
   {
     path: 'evil/feed.xml',
@@ -49,7 +50,12 @@ describe(`uploaded active content in Chromium (${process.env.CODEAGENT_TEST_DB ?
     const editor = await createAndLogin(b, 'mallory@example.com');
     // The administrator creates the workspace and is its admin member; the attacker edits in it.
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'shared' } })).json().id;
-    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: editor.id, role: 'editor' } });
+    await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: editor.id, role: 'editor' },
+    });
     for (const [i, f] of FILES.entries()) {
       const res = await b.app.inject({
         method: 'PUT',
@@ -81,7 +87,9 @@ describe(`uploaded active content in Chromium (${process.env.CODEAGENT_TEST_DB ?
 
   it('control: the same script served without these headers in our origin does create an administrator', async () => {
     // Proves the attack works in this browser with this cookie, so the checks below mean something.
-    await page.route(`${base}/control.html`, (route) => route.fulfill({ status: 200, contentType: 'text/html', body: `<script>${payload('control@example.com')}</script>` }));
+    await page.route(`${base}/control.html`, (route) =>
+      route.fulfill({ status: 200, contentType: 'text/html', body: `<script>${payload('control@example.com')}</script>` }),
+    );
     await page.goto(`${base}/control.html`);
     await page.waitForFunction("document.title.startsWith('ran')");
     expect(await page.title()).toBe('ran 201');

@@ -6,7 +6,21 @@ describe('object content headers (docs/contract/spec.md §4.5)', () => {
     for (const t of ['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'application/pdf', 'text/plain', 'text/plain; charset=utf-8', 'IMAGE/PNG']) {
       expect(isSafeInline(t), t).toBe(true);
     }
-    for (const t of ['text/html', 'image/svg+xml', 'application/xml', 'text/xml', 'application/xhtml+xml', 'text/javascript', 'application/javascript', 'application/json', 'text/css', 'image/bmp', 'application/octet-stream', 'text/plainx', 'garbage']) {
+    for (const t of [
+      'text/html',
+      'image/svg+xml',
+      'application/xml',
+      'text/xml',
+      'application/xhtml+xml',
+      'text/javascript',
+      'application/javascript',
+      'application/json',
+      'text/css',
+      'image/bmp',
+      'application/octet-stream',
+      'text/plainx',
+      'garbage',
+    ]) {
       expect(isSafeInline(t), t).toBe(false);
     }
   });
@@ -21,8 +35,14 @@ describe('object content headers (docs/contract/spec.md §4.5)', () => {
     });
     expect(objectContentHeaders('pic.png', 'image/png')['content-disposition']).toMatch(/^inline; /);
     // Rows stored before normalisation are normalised on the way out too.
-    expect(objectContentHeaders('old.html', 'application/octet-stream')).toMatchObject({ 'content-type': 'text/html', 'content-disposition': expect.stringMatching(/^attachment/) });
-    expect(objectContentHeaders('old.txt', 'TEXT/PLAIN; Charset=UTF-8; x=1')).toMatchObject({ 'content-type': 'text/plain; charset=utf-8', 'content-disposition': expect.stringMatching(/^inline/) });
+    expect(objectContentHeaders('old.html', 'application/octet-stream')).toMatchObject({
+      'content-type': 'text/html',
+      'content-disposition': expect.stringMatching(/^attachment/),
+    });
+    expect(objectContentHeaders('old.txt', 'TEXT/PLAIN; Charset=UTF-8; x=1')).toMatchObject({
+      'content-type': 'text/plain; charset=utf-8',
+      'content-disposition': expect.stringMatching(/^inline/),
+    });
   });
 
   it('writes a safe ASCII fallback and the exact UTF-8 name (RFC 6266, RFC 5987)', () => {

@@ -15,7 +15,12 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   });
 
   const api = (method: string, url: string, payload?: unknown, token = b.adminToken) =>
-    b.app.inject({ method: method as 'GET', url: `/api/v1/platform${url}`, headers: bearer(token), ...(payload === undefined ? {} : { payload: payload as object }) });
+    b.app.inject({
+      method: method as 'GET',
+      url: `/api/v1/platform${url}`,
+      headers: bearer(token),
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
 
   const newWorkspace = async (name = 'ws') => (await api('POST', '/workspaces', { name })).json<{ id: string }>().id;
 
@@ -59,9 +64,7 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       const seen: string[] = [];
       let cursor: string | null = null;
       do {
-        const page: { items: { id: string }[]; next_cursor: string | null } = (
-          await api('GET', `/users?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
-        ).json();
+        const page: { items: { id: string }[]; next_cursor: string | null } = (await api('GET', `/users?limit=2${cursor ? `&cursor=${cursor}` : ''}`)).json();
         expect(page.items.length).toBeLessThanOrEqual(2);
         seen.push(...page.items.map((u) => u.id));
         cursor = page.next_cursor;

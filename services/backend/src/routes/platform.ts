@@ -49,7 +49,10 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
 
   app.get(
     '/users',
-    { config: { access: 'system-admin' }, schema: { tags, summary: 'List users', querystring: ListQuery, response: { 200: listResponse(User), ...errors(400, 401, 403) } } },
+    {
+      config: { access: 'system-admin' },
+      schema: { tags, summary: 'List users', querystring: ListQuery, response: { 200: listResponse(User), ...errors(400, 401, 403) } },
+    },
     async (req) => listUsers(db, req.query.limit ?? 100, req.query.cursor),
   );
 
@@ -134,9 +137,9 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
       },
     },
     async (req, reply) =>
-      reply.code(201).send(
-        await createWorkspace(db, { name: req.body.name, description: req.body.description, adminUserId: req.body.admin_user_id ?? req.user.id }),
-      ),
+      reply
+        .code(201)
+        .send(await createWorkspace(db, { name: req.body.name, description: req.body.description, adminUserId: req.body.admin_user_id ?? req.user.id })),
   );
 
   app.get(
@@ -155,7 +158,10 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
 
   app.get(
     '/workspaces/:id',
-    { config: { access: 'system-admin' }, schema: { tags, summary: 'Read a workspace', params: WorkspaceParams, response: { 200: Workspace, ...errors(401, 403, 404) } } },
+    {
+      config: { access: 'system-admin' },
+      schema: { tags, summary: 'Read a workspace', params: WorkspaceParams, response: { 200: Workspace, ...errors(401, 403, 404) } },
+    },
     async (req) => getWorkspace(db, req.params.id),
   );
 
@@ -210,7 +216,13 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
     '/workspaces/:id/members',
     {
       config: { access: 'system-admin' },
-      schema: { tags, summary: 'List members', params: WorkspaceParams, querystring: ListQuery, response: { 200: listResponse(Member), ...errors(400, 401, 403, 404) } },
+      schema: {
+        tags,
+        summary: 'List members',
+        params: WorkspaceParams,
+        querystring: ListQuery,
+        response: { 200: listResponse(Member), ...errors(400, 401, 403, 404) },
+      },
     },
     async (req) => listMembers(db, req.params.id, req.query.limit ?? 100, req.query.cursor),
   );

@@ -18,8 +18,14 @@ describe(`workspace storage quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   });
 
   async function workspace(): Promise<string> {
-    const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'quota' } })).json().id as string;
-    await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: editor.id, role: 'editor' } });
+    const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'quota' } })).json()
+      .id as string;
+    await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: editor.id, role: 'editor' },
+    });
     return ws;
   }
   const bytes = (n: number, fill = 'x') => fill.repeat(n);

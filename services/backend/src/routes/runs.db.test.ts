@@ -14,7 +14,10 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     viewer = await createAndLogin(b, 'viewer@example.com');
     stranger = await createAndLogin(b, 'stranger@example.com');
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'runs' } })).json().id;
-    for (const [u, role] of [[editor, 'editor'], [viewer, 'viewer']] as const) {
+    for (const [u, role] of [
+      [editor, 'editor'],
+      [viewer, 'viewer'],
+    ] as const) {
       await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
     }
   });
@@ -24,7 +27,12 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
 
   const NB = JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] });
   const upload = (path: string) =>
-    b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/${path}`, headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' }, payload: NB });
+    b.app.inject({
+      method: 'PUT',
+      url: `/api/v1/data-resources/${ws}/objects/${path}`,
+      headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' },
+      payload: NB,
+    });
 
   const call = (token: string, method: string, url: string, payload?: object) =>
     b.app.inject({ method: method as 'GET', url: `/api/v1/workspaces/${url}`, headers: bearer(token), ...(payload ? { payload } : {}) });
@@ -38,7 +46,13 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     for (const field of ['id', 'workspace_id', 'schedule_id', 'notebook_path', 'status', 'started_at', 'finished_at', 'error', 'log_key', 'output_path']) {
       expect(run).toHaveProperty(field);
     }
-    expect(run).toMatchObject({ workspace_id: ws, schedule_id: null, notebook_path: 'reports/daily.ipynb', status: 'queued', parameters: { day: '2026-11-22' } });
+    expect(run).toMatchObject({
+      workspace_id: ws,
+      schedule_id: null,
+      notebook_path: 'reports/daily.ipynb',
+      status: 'queued',
+      parameters: { day: '2026-11-22' },
+    });
     const got = await call(viewer.token, 'GET', `${ws}/runs/${run.id}`);
     expect(got.statusCode).toBe(200);
     expect(got.json().id).toBe(run.id);
@@ -103,7 +117,10 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
 
   it('a viewer or a stranger learns nothing of which notebooks exist: the same refusal for a missing one as for an existing one', async () => {
     expect((await upload('exists.ipynb')).statusCode).toBe(201);
-    for (const [who, token, status] of [['viewer', viewer.token, 403], ['stranger', stranger.token, 404]] as const) {
+    for (const [who, token, status] of [
+      ['viewer', viewer.token, 403],
+      ['stranger', stranger.token, 404],
+    ] as const) {
       for (const notebook_path of ['exists.ipynb', 'missing-one.ipynb']) {
         const res = await call(token, 'POST', `${ws}/schedules`, { notebook_path, cron: '0 9 * * *' });
         expect(res.statusCode, `${who} ${notebook_path}`).toBe(status);
@@ -132,11 +149,20 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
   const NB = JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] });
   /** A fresh workspace with the editor and viewer as members and `nb.ipynb` in it. */
   async function workspace(): Promise<string> {
-    const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'limits' } })).json().id as string;
-    for (const [u, role] of [[editor, 'editor'], [viewer, 'viewer']] as const) {
+    const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'limits' } })).json()
+      .id as string;
+    for (const [u, role] of [
+      [editor, 'editor'],
+      [viewer, 'viewer'],
+    ] as const) {
       await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
     }
-    const put = await b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/nb.ipynb`, headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' }, payload: NB });
+    const put = await b.app.inject({
+      method: 'PUT',
+      url: `/api/v1/data-resources/${ws}/objects/nb.ipynb`,
+      headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' },
+      payload: NB,
+    });
     expect(put.statusCode).toBe(201);
     return ws;
   }
@@ -266,7 +292,15 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     for (let i = 0; i < 3; i++) ticks.push(await enqueueRun(db, { workspaceId: ws, notebookPath: 'nb.ipynb', scheduleId: s.id }));
     const manual = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
     expect((await call(editor.token, 'DELETE', `${ws}/schedules/${s.id}`)).statusCode).toBe(204);
-    const rows = await db.selectFrom('runs').selectAll().where('id', 'in', ticks.map((r) => r.id)).execute();
+    const rows = await db
+      .selectFrom('runs')
+      .selectAll()
+      .where(
+        'id',
+        'in',
+        ticks.map((r) => r.id),
+      )
+      .execute();
     expect(rows.map((r) => r.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
     expect(rows[0]!.error).toMatch(/schedule was deleted/);
     expect((await call(viewer.token, 'GET', `${ws}/runs/${manual.id}`)).json().status).toBe('queued');

@@ -48,15 +48,23 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
       config: { access: 'workspace-editor' },
       schema: {
         tags,
-        summary: "Run a workspace notebook now (queued for a worker, executed on the runtime)",
+        summary: 'Run a workspace notebook now (queued for a worker, executed on the runtime)',
         params: Ws,
-        body: Type.Object({ notebook_path: NotebookPath, parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }, { additionalProperties: false }),
+        body: Type.Object(
+          { notebook_path: NotebookPath, parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())) },
+          { additionalProperties: false },
+        ),
         response: { 202: Run, ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (req, reply) => {
       await requireNotebook(files, req.params.ws, req.body.notebook_path);
-      const run = await createRun(db, req.params.ws, { notebookPath: req.body.notebook_path, parameters: req.body.parameters, createdBy: req.user.id }, limits.maxQueuedRunsPerWorkspace);
+      const run = await createRun(
+        db,
+        req.params.ws,
+        { notebookPath: req.body.notebook_path, parameters: req.body.parameters, createdBy: req.user.id },
+        limits.maxQueuedRunsPerWorkspace,
+      );
       return reply.code(202).send(run);
     },
   );
@@ -95,9 +103,13 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
     },
   );
 
-  app.get('/:ws/runs/:id', { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Read a run', params: WsId, response: { 200: Run, ...errors(401, 404) } } }, async (req) => {
-    return toRunDto(await getRun(db, req.params.ws, req.params.id));
-  });
+  app.get(
+    '/:ws/runs/:id',
+    { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Read a run', params: WsId, response: { 200: Run, ...errors(401, 404) } } },
+    async (req) => {
+      return toRunDto(await getRun(db, req.params.ws, req.params.id));
+    },
+  );
 
   app.get(
     '/:ws/runs/:id/log',
@@ -118,29 +130,44 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
         tags,
         summary: 'Schedule a notebook (cron with 5 fields, or 6 with leading seconds; IANA time zone)',
         params: Ws,
-        body: Type.Object({ notebook_path: NotebookPath, cron: Cron, timezone: Type.Optional(Zone), enabled: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+        body: Type.Object(
+          { notebook_path: NotebookPath, cron: Cron, timezone: Type.Optional(Zone), enabled: Type.Optional(Type.Boolean()) },
+          { additionalProperties: false },
+        ),
         response: { 201: Schedule, ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (req, reply) => {
       const b = req.body;
       await requireNotebook(files, req.params.ws, b.notebook_path);
-      const schedule = await createSchedule(db, req.params.ws, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled, createdBy: req.user.id }, limits);
+      const schedule = await createSchedule(
+        db,
+        req.params.ws,
+        { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled, createdBy: req.user.id },
+        limits,
+      );
       return reply.code(201).send(schedule);
     },
   );
 
   app.get(
     '/:ws/schedules',
-    { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'List schedules', params: Ws, querystring: ListQuery, response: { 200: listResponse(Schedule), ...errors(400, 401, 404) } } },
+    {
+      config: { access: 'workspace-viewer' },
+      schema: { tags, summary: 'List schedules', params: Ws, querystring: ListQuery, response: { 200: listResponse(Schedule), ...errors(400, 401, 404) } },
+    },
     async (req) => {
       return listSchedules(db, req.params.ws, req.query.limit ?? 100, req.query.cursor);
     },
   );
 
-  app.get('/:ws/schedules/:id', { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Read a schedule', params: WsId, response: { 200: Schedule, ...errors(401, 404) } } }, async (req) => {
-    return getSchedule(db, req.params.ws, req.params.id);
-  });
+  app.get(
+    '/:ws/schedules/:id',
+    { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Read a schedule', params: WsId, response: { 200: Schedule, ...errors(401, 404) } } },
+    async (req) => {
+      return getSchedule(db, req.params.ws, req.params.id);
+    },
+  );
 
   app.patch(
     '/:ws/schedules/:id',
@@ -150,20 +177,37 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
         tags,
         summary: 'Change a schedule',
         params: WsId,
-        body: Type.Object({ notebook_path: Type.Optional(NotebookPath), cron: Type.Optional(Cron), timezone: Type.Optional(Zone), enabled: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+        body: Type.Object(
+          { notebook_path: Type.Optional(NotebookPath), cron: Type.Optional(Cron), timezone: Type.Optional(Zone), enabled: Type.Optional(Type.Boolean()) },
+          { additionalProperties: false },
+        ),
         response: { 200: Schedule, ...errors(400, 401, 403, 404) },
       },
     },
     async (req) => {
       const b = req.body;
       if (b.notebook_path !== undefined) await requireNotebook(files, req.params.ws, b.notebook_path);
-      return updateSchedule(db, req.params.ws, req.params.id, { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled }, limits.scheduleMinIntervalSeconds);
+      return updateSchedule(
+        db,
+        req.params.ws,
+        req.params.id,
+        { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled },
+        limits.scheduleMinIntervalSeconds,
+      );
     },
   );
 
   app.delete(
     '/:ws/schedules/:id',
-    { config: { access: 'workspace-editor' }, schema: { tags, summary: 'Delete a schedule (its queued runs are cancelled; other runs stay)', params: WsId, response: { 204: Type.Null(), ...errors(401, 403, 404) } } },
+    {
+      config: { access: 'workspace-editor' },
+      schema: {
+        tags,
+        summary: 'Delete a schedule (its queued runs are cancelled; other runs stay)',
+        params: WsId,
+        response: { 204: Type.Null(), ...errors(401, 403, 404) },
+      },
+    },
     async (req, reply) => {
       await deleteSchedule(db, req.params.ws, req.params.id);
       return reply.code(204).send(null);

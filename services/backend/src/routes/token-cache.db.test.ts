@@ -31,7 +31,8 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
 
   const me = (app: FastifyInstance, token: string) => app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(token) });
   const login = async (email: string) =>
-    (await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password: 'password-123' } })).json<{ access_token: string }>().access_token;
+    (await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password: 'password-123' } })).json<{ access_token: string }>()
+      .access_token;
   /** Statements one request costs on the counted instance. */
   const cost = async (send: () => Promise<{ statusCode: number }>) => {
     const before = statements;
@@ -98,11 +99,21 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
     const second = await login('password@example.com');
     await warm(u.token);
     await warm(second);
-    const changed = await b.app.inject({ method: 'POST', url: '/api/v1/auth/password', headers: bearer(u.token), payload: { current_password: 'password-123', new_password: 'password-456' } });
+    const changed = await b.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/password',
+      headers: bearer(u.token),
+      payload: { current_password: 'password-123', new_password: 'password-456' },
+    });
     expect(changed.statusCode).toBe(204);
     expect((await me(other, second)).statusCode).toBe(401);
     expect((await me(other, u.token)).statusCode).toBe(200);
-    const reset = await b.app.inject({ method: 'POST', url: `/api/v1/platform/users/${u.id}/password`, headers: bearer(b.adminToken), payload: { password: 'password-789' } });
+    const reset = await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/users/${u.id}/password`,
+      headers: bearer(b.adminToken),
+      payload: { password: 'password-789' },
+    });
     expect(reset.statusCode).toBe(204);
     expect((await me(other, u.token)).statusCode).toBe(401);
   });
@@ -114,7 +125,11 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
     expect((await me(other, `${h}.${p}.${'A'.repeat(43)}`)).statusCode).toBe(401);
     expect((await other.inject({ method: 'GET', url: '/api/v1/auth/me' })).statusCode).toBe(401);
     // A cookie-borne cached token still may not write cross-site.
-    const cross = await other.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: { cookie: `codeagent_session=${u.token}`, 'sec-fetch-site': 'cross-site' } });
+    const cross = await other.inject({
+      method: 'POST',
+      url: '/api/v1/auth/logout',
+      headers: { cookie: `codeagent_session=${u.token}`, 'sec-fetch-site': 'cross-site' },
+    });
     expect(cross.statusCode).toBe(403);
     expect((await me(other, u.token)).statusCode).toBe(200);
   });

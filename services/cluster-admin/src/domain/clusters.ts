@@ -147,7 +147,15 @@ export class ClusterService {
     private readonly betweenChangeAndAudit: BetweenChangeAndAudit = async () => undefined,
   ) {}
 
-  private async audit(trx: Transaction<DB>, actor: string, action: AuditAction, targetId: string, before: ClusterRow | null, after: ClusterRow | null, passwordChanged: boolean) {
+  private async audit(
+    trx: Transaction<DB>,
+    actor: string,
+    action: AuditAction,
+    targetId: string,
+    before: ClusterRow | null,
+    after: ClusterRow | null,
+    passwordChanged: boolean,
+  ) {
     await this.betweenChangeAndAudit(trx);
     const changed: string[] = [];
     if (before && after) {
@@ -285,7 +293,12 @@ export class ClusterService {
     } catch {
       throw new BadRequestError('invalid cursor', { cursor: 'invalid cursor' }, VALIDATION_FAILED);
     }
-    let q = this.db.selectFrom('audit_entries').selectAll().orderBy('occurred_at', 'desc').orderBy('id', 'desc').limit(opts.limit + 1);
+    let q = this.db
+      .selectFrom('audit_entries')
+      .selectAll()
+      .orderBy('occurred_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(opts.limit + 1);
     if (opts.targetId !== undefined) {
       if (!isUuid(opts.targetId)) return { entries: [], next_cursor: null };
       q = q.where('target_id', '=', opts.targetId);
