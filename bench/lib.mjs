@@ -1,5 +1,7 @@
-// Helpers shared by the benchmarks: free ports, child processes, waiting, autocannon runs.
+// Helpers shared by the benchmarks: free ports, child processes, waiting, autocannon runs, streamed transfers.
 import { spawn } from 'node:child_process';
+import { createReadStream } from 'node:fs';
+import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -71,4 +73,41 @@ export function table(rows) {
   const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c]).length)));
   const line = (vals) => vals.map((v, i) => String(v).padEnd(width[i])).join('  ');
   return [line(cols), line(width.map((w) => '-'.repeat(w))), ...rows.map((r) => line(cols.map((c) => r[c])))].join('\n');
+}
+
+/** PUT of `file` (`size` bytes) streamed from disk to `url`; resolves with the answer's body, rejects on an error status. */
+export function streamUpload(url, file, size, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'PUT',
+        headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
+      },
+    );
+    req.on('error', reject);
+    createReadStream(file).pipe(req);
+  });
+}
+
+/** GET of `url`, counting the bytes without keeping them; rejects unless exactly `size` arrive. */
+export function streamDownload(url, size, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    request({ host: u.hostname, port: u.port, path: u.pathname, headers }, (res) => {
+      let n = 0;
+      res.on('data', (c) => (n += c.length));
+      res.on('end', () => (n === size ? resolve(n) : reject(new Error(`${url}: got ${n} bytes`))));
+    })
+      .on('error', reject)
+      .end();
+  });
 }

@@ -4,12 +4,12 @@
 // peak RSS (VmHWM of the backend and gateway processes). BENCH_SIZE_MB changes the size.
 import { execFileSync } from 'node:child_process';
 import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
-import { createServer, request } from 'node:http';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
-import { cli, freePort, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
+import { cli, freePort, root, startProcess, stopProcess, streamDownload, streamUpload, table, waitFor } from '../lib.mjs';
 
 const SIZE_MB = Number(process.env.BENCH_SIZE_MB ?? 1024);
 const size = SIZE_MB * 1024 * 1024;
@@ -42,39 +42,8 @@ const bare = createServer(async (req, res) => {
 const barePort = await freePort();
 await new Promise((r) => bare.listen(barePort, '127.0.0.1', r));
 
-function upload(url, headers = {}) {
-  return new Promise((resolve, reject) => {
-    const u = new URL(url);
-    const req = request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'PUT',
-        headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers },
-      },
-      (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
-      },
-    );
-    req.on('error', reject);
-    createReadStream(source).pipe(req);
-  });
-}
-function download(url, headers = {}) {
-  return new Promise((resolve, reject) => {
-    const u = new URL(url);
-    request({ host: u.hostname, port: u.port, path: u.pathname, headers }, (res) => {
-      let n = 0;
-      res.on('data', (c) => (n += c.length));
-      res.on('end', () => (n === size ? resolve(n) : reject(new Error(`${url}: got ${n} bytes`))));
-    })
-      .on('error', reject)
-      .end();
-  });
-}
+const upload = (url, headers = {}) => streamUpload(url, source, size, headers);
+const download = (url, headers = {}) => streamDownload(url, size, headers);
 
 t = process.hrtime.bigint();
 await upload(`http://127.0.0.1:${barePort}/f`);

@@ -4,12 +4,11 @@
 //   2. listing a folder of BENCH_FILES files (default 1000) under load: PROPFIND Depth 1 beside
 //      GET …/objects?prefix=folder/&limit=1000 (same rows, JSON instead of XML).
 import { execFileSync } from 'node:child_process';
-import { createReadStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { cli, freePort, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
+import { cli, freePort, root, startProcess, stopProcess, streamDownload, streamUpload, table, waitFor } from '../lib.mjs';
 
 const SIZE_MB = Number(process.env.BENCH_SIZE_MB ?? 256);
 const FILES = Number(process.env.BENCH_FILES ?? 1000);
@@ -22,39 +21,8 @@ execFileSync('dd', ['if=/dev/urandom', `of=${source}`, 'bs=1M', `count=${SIZE_MB
 const seconds = (t0) => Number(process.hrtime.bigint() - t0) / 1e9;
 const mbps = (s) => SIZE_MB / s;
 
-function upload(url, headers) {
-  return new Promise((resolve, reject) => {
-    const u = new URL(url);
-    const req = request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'PUT',
-        headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers },
-      },
-      (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => (res.statusCode < 300 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode} ${body}`))));
-      },
-    );
-    req.on('error', reject);
-    createReadStream(source).pipe(req);
-  });
-}
-function download(url, headers) {
-  return new Promise((resolve, reject) => {
-    const u = new URL(url);
-    request({ host: u.hostname, port: u.port, path: u.pathname, headers }, (res) => {
-      let n = 0;
-      res.on('data', (c) => (n += c.length));
-      res.on('end', () => (n === size ? resolve(n) : reject(new Error(`${url}: got ${n} bytes`))));
-    })
-      .on('error', reject)
-      .end();
-  });
-}
+const upload = (url, headers = {}) => streamUpload(url, source, size, headers);
+const download = (url, headers = {}) => streamDownload(url, size, headers);
 /**
  * A closed loop of `connections` clients for `duration` s (autocannon knows no PROPFIND): the
  * same loop drives both listings, so the ratio compares the servers, not the load generators.
