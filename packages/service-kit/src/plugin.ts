@@ -137,12 +137,10 @@ export const serviceKit = fp<ServiceKitOptions>(
         case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
           return reply.code(400).send({ error: 'invalid_request', message: 'request body is not valid JSON', fields: {} });
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
-          return reply
-            .code(413)
-            .send({
-              error: 'payload_too_large',
-              message: `request body is larger than the ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit} bytes this route accepts`,
-            });
+          return reply.code(413).send({
+            error: 'payload_too_large',
+            message: `request body is larger than the ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit} bytes this route accepts`,
+          });
         case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
           return reply
             .code(415)
