@@ -15,6 +15,8 @@ export interface ProbeParams {
   /** Host path of another workspace's Jupyter socket, and the id of a kernel running there. */
   other_jupyter_socket: string;
   other_kernel: string;
+  /** The base paths the workspaces' Jupyter servers serve under (`/jupyter/<workspace id>/`). */
+  jupyter_base_paths: string[];
   /** TCP ports of the platform's components and sentinels (IPv4 and IPv6 loopback). */
   ports: number[];
   /** Host pids of platform processes. */
@@ -359,13 +361,17 @@ s.close()`,
     name: 'own-server-needs-token',
     tries: "use its own workspace's Jupyter server without the token",
     expect: 'blocked',
-    code: String.raw`s = socket.socket(socket.AF_UNIX)
-s.connect("/run/jupyter.sock")
-s.sendall(b"GET /api/kernels HTTP/1.0\r\nHost: localhost\r\n\r\n")
-head = s.recv(100).decode(errors="replace")
-s.close()
-if " 403 " in head: blocked("the server refuses requests without its token (403)")
-else: leak("the server answered without a token: " + head.split("\r\n")[0])`,
+    code: String.raw`answers = []
+for base in ["/"] + P["jupyter_base_paths"]:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/jupyter.sock")
+    s.sendall(("GET " + base + "api/kernels HTTP/1.0\r\nHost: localhost\r\n\r\n").encode())
+    head = s.recv(100).decode(errors="replace").split("\r\n")[0]
+    s.close()
+    answers.append(base + ": " + head)
+refused = [a for a in answers if " 403 " in a]
+if refused and all(" 403 " in a or " 404 " in a for a in answers): blocked("the server refuses requests without its token: " + "; ".join(answers))
+else: leak("the server answered without a token: " + "; ".join(answers))`,
   },
   {
     name: 'setuid',

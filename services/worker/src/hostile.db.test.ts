@@ -149,6 +149,7 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'embedded')(
         other_blob: join(dataDir, 'storage', 'workspace', ws.b, stored.json().version_id),
         other_jupyter_socket: pool.sandbox.hostPath('/run/jupyter.sock'),
         other_kernel: otherKernel,
+        jupyter_base_paths: [`/jupyter/${ws.a}/`, `/jupyter/${ws.b}/`],
         ports: [Number(new URL(backendUrl).port), Number(new URL(runtimeUrl).port), ...sentinels.map((s) => (s.address() as { port: number }).port)],
         platform_pids: [process.pid, process.ppid],
         nonce: `codeagent-escape-${randomBytes(6).toString('hex')}`,
