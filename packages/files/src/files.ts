@@ -4,46 +4,11 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
 import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import { ObjectTooLargeError, normalizeContentType, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
-
-export interface ObjectDto {
-  path: string;
-  size: number;
-  sha256: string;
-  content_type: string;
-  version_id: string;
-  updated_at: string;
-  updated_by: string | null;
-}
-
-export interface VersionDto {
-  version_id: string;
-  size: number;
-  sha256: string;
-  content_type: string;
-  created_at: string;
-  created_by: string | null;
-  current: boolean;
-}
-
-export interface TrashItemDto {
-  id: string;
-  path: string;
-  size: number;
-  deleted_at: string;
-  deleted_by: string | null;
-}
+import type { FolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
 
 export interface OpenedObject {
   object: ObjectDto;
   body: Readable;
-}
-
-/** A folder: a prefix that objects live under (folders are not stored, they are prefixes). */
-export interface FolderDto {
-  /** The folder's own name (one segment). */
-  name: string;
-  /** The newest change of an object under it. */
-  updated_at: string;
 }
 
 function toObjectDto(r: ObjectRow): ObjectDto {

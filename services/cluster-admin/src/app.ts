@@ -6,6 +6,7 @@ import { BadRequestError, UnauthorizedError, requestIdOptions, serviceKit } from
 import type { OutboundClient } from '@codeagent/safe-fetch';
 import { ClusterService, SecretBox, VALIDATION_FAILED, validateCluster, type BetweenChangeAndAudit } from './domain/clusters.js';
 import { DatabaseRateLimiter } from './domain/rate-limit.js';
+import { AuditPage, Cluster, ClusterList } from './domain/schemas.js';
 import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { McpEvents, buildMcpServer } from './mcp.js';
 
@@ -74,14 +75,16 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
         req.adminActor = tokenFingerprint(token);
       });
 
-      admin.get('/clusters', async () => ({ clusters: await clusters.list() }));
-      admin.get<{ Params: { id: string } }>('/clusters/:id', async (req) => clusters.get(req.params.id));
-      admin.post('/clusters', async (req, reply) => {
+      // The answers' schemas: a cluster carries exactly the fields of `Cluster`, nothing else.
+      admin.get('/clusters', { schema: { response: { 200: ClusterList } } }, async () => ({ clusters: await clusters.list() }));
+      admin.get<{ Params: { id: string } }>('/clusters/:id', { schema: { response: { 200: Cluster } } }, async (req) => clusters.get(req.params.id));
+      // The body is checked by `validateCluster` (the `ClusterBody` schema and the rules beside it), which answers §8's `validation failed`.
+      admin.post('/clusters', { schema: { response: { 201: Cluster } } }, async (req, reply) => {
         const created = await clusters.create(req.adminActor, validateCluster(req.body));
         audited('cluster.create');
         return reply.code(201).send(created);
       });
-      admin.put<{ Params: { id: string } }>('/clusters/:id', async (req) => {
+      admin.put<{ Params: { id: string } }>('/clusters/:id', { schema: { response: { 200: Cluster } } }, async (req) => {
         const input = validateCluster(req.body);
         const updated = await clusters.update(req.adminActor, req.params.id, input);
         audited('cluster.update');
@@ -92,7 +95,7 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
         audited('cluster.delete');
         return reply.code(204).send(null);
       });
-      admin.get<{ Querystring: Record<string, string | undefined> }>('/audit', async (req) => {
+      admin.get<{ Querystring: Record<string, string | undefined> }>('/audit', { schema: { response: { 200: AuditPage } } }, async (req) => {
         const q = req.query;
         const limit = q.limit === undefined ? 100 : Number(q.limit);
         if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {

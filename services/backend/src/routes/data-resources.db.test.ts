@@ -449,4 +449,18 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
       expect(res.status).toBe(404);
     });
   });
+
+  it('answers the versions list in the one list shape (items, next_cursor), each item exactly VersionSchema; strangers get 404', async () => {
+    await put('envelope/v.txt', 'one');
+    await put('envelope/v.txt', 'two');
+    const res = await get('versions/envelope/v.txt', viewer.token);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { items: Record<string, unknown>[]; next_cursor: unknown };
+    expect(Object.keys(body).sort()).toEqual(['items', 'next_cursor']);
+    expect(body.next_cursor).toBeNull();
+    expect(body.items.map((v) => v.current)).toEqual([true, false]);
+    for (const v of body.items) expect(Object.keys(v).sort()).toEqual(['content_type', 'created_at', 'created_by', 'current', 'sha256', 'size', 'version_id']);
+    expect((await get('versions/envelope/v.txt', stranger.token)).status).toBe(404);
+    expect((await fetch(url('versions/envelope/v.txt'))).status).toBe(401);
+  });
 });

@@ -6,7 +6,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { BadRequestError, ListQuery, PayloadTooLargeError, RangeNotSatisfiableError, listResponse, requestBody } from '@codeagent/service-kit';
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
-import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
+import { ObjectSchema, TrashItemSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
 import { objectContentHeaders } from './object-headers.js';
 
@@ -15,26 +15,6 @@ export interface DataResourcesOptions {
   files: WorkspaceFiles;
   maxUploadBytes: number;
 }
-
-const ObjectSchema = Type.Object(
-  {
-    path: Type.String(),
-    size: Type.Integer(),
-    sha256: Type.String(),
-    content_type: Type.String(),
-    version_id: Type.String({ format: 'uuid' }),
-    updated_at: Type.String({ format: 'date-time' }),
-    updated_by: Type.Union([Type.String(), Type.Null()]),
-  },
-  { $id: 'Object' },
-);
-const TrashSchema = Type.Object({
-  id: Type.String({ format: 'uuid' }),
-  path: Type.String(),
-  size: Type.Integer(),
-  deleted_at: Type.String({ format: 'date-time' }),
-  deleted_by: Type.Union([Type.String(), Type.Null()]),
-});
 
 const WsPath = Type.Object({ ws: Type.String({ maxLength: 64 }), '*': Type.String() });
 const Ws = Type.Object({ ws: Type.String({ maxLength: 64 }) });
@@ -259,7 +239,8 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
     async (req, reply) => {
       const path = pathOf(req.params);
-      if (req.query.version_id === undefined) return { items: await files.versions(req.params.ws, path) };
+      // Every version at once (a path keeps few): the list shape of every list, next_cursor always null.
+      if (req.query.version_id === undefined) return { items: await files.versions(req.params.ws, path), next_cursor: null };
       const { version, body } = await files.openVersion(req.params.ws, path, req.query.version_id);
       reply
         .header('etag', `"${version.sha256}"`)
@@ -299,7 +280,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         summary: 'List the trash, newest first',
         params: Ws,
         querystring: ListQuery,
-        response: { 200: listResponse(TrashSchema), ...errors(400, 401, 404) },
+        response: { 200: listResponse(TrashItemSchema), ...errors(400, 401, 404) },
       },
     },
     async (req) => {

@@ -1,27 +1,19 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type ClusterRow, type DB } from '@codeagent/db';
-import { BadRequestError, ConflictError, NotFoundError, decodeCursor, encodeCursor, isUuid } from '@codeagent/service-kit';
+import { BadRequestError, ConflictError, NotFoundError, decodeCursor, isUuid, keysetPage } from '@codeagent/service-kit';
 import { baseUrlProblem, redactBaseUrl, sameOrigin } from './base-url.js';
+import { clusterBodyFields, type AuditEntryDto, type AuditPage, type ClusterBody, type ClusterDto } from './schemas.js';
+
+export type { ClusterDto } from './schemas.js';
+
+export type AuditAction = 'cluster.create' | 'cluster.update' | 'cluster.delete';
 
 /** The `error` strings of docs/contract/spec.md §8, which differ from §3's codes; the kit's error classes carry them. */
 export const NOT_FOUND = 'not found';
 export const VALIDATION_FAILED = 'validation failed';
 
 export const notFound = () => new NotFoundError('no such cluster', NOT_FOUND);
-
-export interface ClusterDto {
-  id: string;
-  name: string;
-  base_url: string;
-  auth_type: 'none' | 'simple' | 'basic';
-  username: string | null;
-  has_password: boolean;
-  rate_limit: number;
-  description: string | null;
-  created_at: string;
-  updated_at: string;
-}
 
 export function toClusterDto(r: ClusterRow): ClusterDto {
   return {
@@ -57,65 +49,36 @@ export class SecretBox {
   }
 }
 
-export interface ClusterInput {
-  name: string;
-  base_url: string;
-  auth_type: 'none' | 'simple' | 'basic';
-  username: string | null;
+/** A checked cluster body, normalized: what `create` and `update` store (the password still plain). */
+export type ClusterInput = Pick<ClusterDto, 'name' | 'base_url' | 'auth_type' | 'username' | 'rate_limit' | 'description'> & {
   password: string | undefined;
-  rate_limit: number;
-  description: string | null;
-}
+};
 
 /**
- * docs/contract/spec.md §8.2 validation; every problem is reported at once in `fields`. On update an empty or
- * absent `AuthPassword` keeps the stored password.
+ * docs/contract/spec.md §8.2 validation: the `ClusterBody` schema, then the rules a schema does
+ * not hold (the URL's own, a username for `simple` and `basic`); every problem is reported at
+ * once in `fields`. On update an empty or absent `AuthPassword` keeps the stored password.
  */
 export function validateCluster(body: unknown): ClusterInput {
-  const fields: Record<string, string> = {};
-  const b = (typeof body === 'object' && body !== null && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) fields.body = 'must be a JSON object';
-
-  const name = b.name;
-  if (typeof name !== 'string' || name.trim().length === 0) fields.name = 'required, 1–100 characters';
-  else if (name.length > 100) fields.name = 'at most 100 characters';
-
-  const baseUrl = b.base_url;
-  if (typeof baseUrl !== 'string' || baseUrl.length === 0) fields.base_url = 'required, an absolute http or https URL';
-  else {
-    const problem = baseUrlProblem(baseUrl);
+  const fields = clusterBodyFields(body);
+  const b = (fields.body === undefined ? body : {}) as Partial<ClusterBody>;
+  if (fields.base_url === undefined && b.base_url !== undefined) {
+    const problem = baseUrlProblem(b.base_url);
     if (problem !== undefined) fields.base_url = problem;
   }
-
-  const authType = b.auth_type;
-  if (authType !== 'none' && authType !== 'simple' && authType !== 'basic') fields.auth_type = 'required, one of none, simple, basic';
-
-  const username = b.username;
-  if (username !== undefined && username !== null && typeof username !== 'string') fields.username = 'must be a string';
-  if ((authType === 'simple' || authType === 'basic') && (typeof username !== 'string' || username.length === 0)) {
-    fields.username = `required when auth_type is ${String(authType)}`;
+  if ((b.auth_type === 'simple' || b.auth_type === 'basic') && (typeof b.username !== 'string' || b.username.length === 0)) {
+    fields.username = `required when auth_type is ${b.auth_type}`;
   }
-
-  const password = b.AuthPassword;
-  if (password !== undefined && password !== null && typeof password !== 'string') fields.AuthPassword = 'must be a string';
-
-  const rateLimit = b.rate_limit;
-  if (rateLimit === undefined || rateLimit === null) fields.rate_limit = 'required, an integer >= 0';
-  else if (typeof rateLimit !== 'number' || !Number.isInteger(rateLimit) || rateLimit < 0) fields.rate_limit = 'must be an integer >= 0';
-  else if (rateLimit > 2_147_483_647) fields.rate_limit = 'too large';
-
-  const description = b.description;
-  if (description !== undefined && description !== null && typeof description !== 'string') fields.description = 'must be a string';
-
   if (Object.keys(fields).length > 0) throw new BadRequestError('the cluster record is invalid', fields, VALIDATION_FAILED);
+  const valid = b as ClusterBody;
   return {
-    name: (name as string).trim(),
-    base_url: baseUrl as string,
-    auth_type: authType as ClusterInput['auth_type'],
-    username: typeof username === 'string' && username.length > 0 ? username : null,
-    password: typeof password === 'string' && password.length > 0 ? password : undefined,
-    rate_limit: rateLimit as number,
-    description: typeof description === 'string' ? description : null,
+    name: valid.name.trim(),
+    base_url: valid.base_url,
+    auth_type: valid.auth_type,
+    username: typeof valid.username === 'string' && valid.username.length > 0 ? valid.username : null,
+    password: typeof valid.AuthPassword === 'string' && valid.AuthPassword.length > 0 ? valid.AuthPassword : undefined,
+    rate_limit: valid.rate_limit,
+    description: valid.description ?? null,
   };
 }
 
@@ -134,8 +97,6 @@ function auditView(r: ClusterRow): Record<string, unknown> {
     AuthPassword: r.password_enc === null ? null : '***',
   };
 }
-
-export type AuditAction = 'cluster.create' | 'cluster.update' | 'cluster.delete';
 
 /** Hook for tests: runs inside the transaction between the change and its audit entry. */
 export type BetweenChangeAndAudit = (trx: Transaction<DB>) => Promise<void>;
@@ -286,7 +247,7 @@ export class ClusterService {
     });
   }
 
-  async auditLog(opts: { targetId?: string | undefined; action?: string | undefined; limit: number; cursor?: string | undefined }) {
+  async auditLog(opts: { targetId?: string | undefined; action?: string | undefined; limit: number; cursor?: string | undefined }): Promise<AuditPage> {
     let after: [Date, string] | undefined;
     try {
       after = decodeCursor(opts.cursor, ['time', 'uuid']);
@@ -309,10 +270,12 @@ export class ClusterService {
       q = q.where((eb) => eb.or([eb('occurred_at', '<', at), eb.and([eb('occurred_at', '=', at), eb('id', '<', id)])]));
     }
     const rows = await q.execute();
-    const page = rows.slice(0, opts.limit);
-    const last = page[page.length - 1];
-    return {
-      entries: page.map((r) => ({
+    // The one keyset page; docs/contract/spec.md §8.3 names its items `entries`.
+    const { items, next_cursor } = keysetPage(
+      rows,
+      opts.limit,
+      (r) => [r.occurred_at.toISOString(), r.id],
+      (r): AuditEntryDto => ({
         id: r.id,
         occurred_at: r.occurred_at.toISOString(),
         actor: r.actor,
@@ -320,8 +283,8 @@ export class ClusterService {
         target_type: r.target_type,
         target_id: r.target_id,
         details: r.details,
-      })),
-      next_cursor: rows.length > opts.limit && last ? encodeCursor([last.occurred_at.toISOString(), last.id]) : null,
-    };
+      }),
+    );
+    return { entries: items, next_cursor };
   }
 }
