@@ -83,7 +83,7 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
   await app.register(
     async (instance) => {
       const bridge = instance.withTypeProvider<TypeBoxTypeProvider>();
-      bridge.get('/hello', async () => ({ name: 'codeagent-bridge', version: BRIDGE_VERSION }));
+      bridge.get('/hello', () => ({ name: 'codeagent-bridge', version: BRIDGE_VERSION }));
 
       bridge.get('/health', async () => {
         const { resolved, upstream } = client();
@@ -94,6 +94,7 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
         };
       });
 
+      // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
       await bridge.register(async (inner) => {
         const authed = inner.withTypeProvider<TypeBoxTypeProvider>();
         authed.addHook('onRequest', authed.requireUser);

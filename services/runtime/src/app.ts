@@ -84,11 +84,12 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
   app.addHook('onRequest', internalTokenHook(opts.internalServiceToken, { skip: (req) => OPS_PATHS.has(req.url.split('?')[0]!) }));
 
   // An unknown action is a 400 naming the valid ones, before the schema's union error.
-  app.addHook('preValidation', async (req) => {
+  app.addHook('preValidation', (req, _reply, done) => {
     const action = (req.body as { action?: unknown } | undefined)?.action;
     if (req.url.startsWith('/api/v1/jupyter') && !ACTIONS.includes(String(action))) {
-      throw new BadRequestError(`unknown action ${JSON.stringify(action)}; use one of ${ACTIONS.join(', ')}`, { action: 'unknown action' });
+      return done(new BadRequestError(`unknown action ${JSON.stringify(action)}; use one of ${ACTIONS.join(', ')}`, { action: 'unknown action' }));
     }
+    done();
   });
 
   app.post('/api/v1/jupyter', { schema: { body: Action } }, async (req, reply) => {

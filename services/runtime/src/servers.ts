@@ -416,9 +416,9 @@ export function externalServer(url: string, token: string): JupyterPool {
     running: true,
     touch: () => undefined,
     kernelStarted: () => undefined,
-    kernelGone: async () => false,
+    kernelGone: () => Promise.resolve(false),
     kernelEvents: () => ({ oomKills: 0, pidsLimitHits: 0 }),
     limitsText: '',
   };
-  return { server: async () => ref, running: () => [ref], status: () => ({ state: 'running' }), stop: async () => undefined };
+  return { server: () => Promise.resolve(ref), running: () => [ref], status: () => ({ state: 'running' }), stop: () => Promise.resolve() };
 }

@@ -34,11 +34,11 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'postgres')('a worker killed wi
     const survivor = new ScheduleWorker({
       db: t.database.db,
       io: {
-        readNotebook: async () => Buffer.from(JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] })),
-        writeExecutedNotebook: async () => undefined,
-        writeRunLog: async (w, r) => `${w}/${r}.log`,
+        readNotebook: () => Promise.resolve(Buffer.from(JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] }))),
+        writeExecutedNotebook: () => Promise.resolve(),
+        writeRunLog: (w, r) => Promise.resolve(`${w}/${r}.log`),
       },
-      runtime: { runNotebook: async (nb) => ({ status: 'ok', notebook: nb, duration_ms: 1 }) },
+      runtime: { runNotebook: (nb) => Promise.resolve({ status: 'ok', notebook: nb, duration_ms: 1 }) },
       log: pino({ level: 'silent' }),
       pollMs: 100,
     });

@@ -12,9 +12,9 @@ const NOTEBOOK: Notebook = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells
 const POLL_MS = 600_000;
 
 const io: RunIO = {
-  readNotebook: async () => Buffer.from(JSON.stringify(NOTEBOOK)),
-  writeExecutedNotebook: async () => undefined,
-  writeRunLog: async (ws, id) => `${ws}/${id}.log`,
+  readNotebook: () => Promise.resolve(Buffer.from(JSON.stringify(NOTEBOOK))),
+  writeExecutedNotebook: () => Promise.resolve(),
+  writeRunLog: (ws, id) => Promise.resolve(`${ws}/${id}.log`),
 };
 
 /** "Executes" a run until released or aborted; remembers the abort. */

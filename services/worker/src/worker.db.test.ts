@@ -16,18 +16,19 @@ const NOTEBOOK: Notebook = {
 class MemoryIO implements RunIO {
   files = new Map<string, Buffer>([['ws/nb.ipynb', Buffer.from(JSON.stringify(NOTEBOOK))]]);
   logs = new Map<string, string>();
-  async readNotebook(workspaceId: string, path: string) {
+  readNotebook(workspaceId: string, path: string) {
     const f = this.files.get(`ws/${path}`);
-    if (!f) throw new Error(`${path} not found in workspace ${workspaceId}`);
-    return f;
+    if (!f) return Promise.reject(new Error(`${path} not found in workspace ${workspaceId}`));
+    return Promise.resolve(f);
   }
-  async writeExecutedNotebook(_ws: string, path: string, content: Buffer) {
+  writeExecutedNotebook(_ws: string, path: string, content: Buffer) {
     this.files.set(`ws/${path}`, content);
+    return Promise.resolve();
   }
-  async writeRunLog(workspaceId: string, runId: string, content: Buffer) {
+  writeRunLog(workspaceId: string, runId: string, content: Buffer) {
     const key = `${workspaceId}/${runId}.log`;
     this.logs.set(key, content.toString());
-    return key;
+    return Promise.resolve(key);
   }
 }
 
