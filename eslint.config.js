@@ -39,7 +39,8 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked.map((config) => ({ ...config, files: ['**/*.{ts,tsx,mts,cts}'] })),
   {
     files: ['**/*.{ts,tsx,mts,cts}'],
-    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    // vitest.config.ts belongs to no tsconfig: it is checked with the default compiler options.
+    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['vitest.config.ts'] }, tsconfigRootDir: import.meta.dirname } },
   },
   {
     languageOptions: { globals: { ...globals.node } },

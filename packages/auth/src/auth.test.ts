@@ -145,7 +145,7 @@ describe('password hashing admission (HashingGate)', () => {
       const refused = results.filter((r) => r.status === 'rejected');
       expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
       expect(refused).toHaveLength(3);
-      for (const r of refused) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(HashingBusyError);
+      for (const r of refused) expect(r.reason).toBeInstanceOf(HashingBusyError);
       expect(passwordHashingStats()).toMatchObject({ running: 0, waiting: 0 });
     } finally {
       configurePasswordHashing(defaultHashingLimits());

@@ -63,7 +63,7 @@ describe('answers before the body was read (413, 401) reach the client', () => {
       headers: { 'content-type': 'application/json' },
       body: new Blob([big]).stream(),
       duplex: 'half',
-    } as RequestInit);
+    });
     expect(res.status).toBe(413);
   });
 

@@ -41,7 +41,7 @@ export function validationFields(err: Pick<FastifyError, 'validation' | 'validat
   const fields: Record<string, string> = {};
   const allowed = new Map<string, string[]>();
   for (const v of err.validation ?? []) {
-    const params = v.params as Record<string, unknown>;
+    const params = v.params;
     const missing = typeof params.missingProperty === 'string' ? params.missingProperty : undefined;
     const extra = typeof params.additionalProperty === 'string' ? params.additionalProperty : undefined;
     const path = (v.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
@@ -95,7 +95,9 @@ export const serviceKit = fp<ServiceKitOptions>(
     // MAX_JSON_DEPTH levels, so nothing downstream (JSON.stringify, the driver) recurses too deep.
     app.addHook('preValidation', (req, _reply, done) => {
       if (exceedsJsonDepth(req.body)) {
-        return done(new BadRequestError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`, { body: `nested deeper than ${MAX_JSON_DEPTH} levels` }));
+        return done(
+          new BadRequestError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`, { body: `nested deeper than ${MAX_JSON_DEPTH} levels` }),
+        );
       }
       done();
     });
@@ -140,12 +142,10 @@ export const serviceKit = fp<ServiceKitOptions>(
         case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
           return reply.code(400).send({ error: 'invalid_request', message: 'request body is not valid JSON', fields: {} });
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
-          return reply
-            .code(413)
-            .send({
-              error: 'payload_too_large',
-              message: `request body is larger than the ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit} bytes this route accepts`,
-            });
+          return reply.code(413).send({
+            error: 'payload_too_large',
+            message: `request body is larger than the ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit} bytes this route accepts`,
+          });
         case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
           return reply
             .code(415)

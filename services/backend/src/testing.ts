@@ -53,7 +53,7 @@ export async function startTestBackend(
     runLimits: { ...DEFAULT_RUN_LIMITS, ...overrides.runLimits },
     workspaceQuotaBytes: overrides.workspaceQuotaBytes,
     ...(overrides.loginThrottle ? { loginThrottle: overrides.loginThrottle } : {}),
-    ...(overrides.tokenCache === false ? {} : { listen: t.database.listen }),
+    ...(overrides.tokenCache === false ? {} : { listen: t.database.listen.bind(t.database) }),
   };
   const app = await buildBackendApp(options);
   await app.ready();

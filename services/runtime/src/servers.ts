@@ -345,7 +345,11 @@ export class SandboxedServers implements JupyterPool {
     }
     const socket = sandbox.hostPath(`${layout.run}/jupyter.sock`);
     const transport = unixSocketSettings(socket, token, basePath);
-    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close, limits, log, { path: socket, token, basePath });
+    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close.bind(transport), limits, log, {
+      path: socket,
+      token,
+      basePath,
+    });
     const deadline = Date.now() + (this.opts.startTimeoutMs ?? 60_000);
     for (;;) {
       if (!sandbox.running) {

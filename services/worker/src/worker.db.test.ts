@@ -194,9 +194,11 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(done, 'the quiet workspace’s run never ran').toBeDefined();
     const flood = await db.selectFrom('runs').select(['status', 'started_at']).where('workspace_id', '=', flooder).execute();
     // Claimed after the quiet run was queued but before it: at most one claim of each worker.
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- tsc needs it: `done` is assigned in a loop (TS7005 without it)
     const overtaking = flood.filter((r) => r.started_at && r.started_at >= lone.created_at && r.started_at < done!.started_at!);
     expect(overtaking.length).toBeLessThanOrEqual(workers.length * concurrency);
     // Meaningful only if the flood was far from over when the quiet run went through.
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- tsc needs it: `done` is assigned in a loop (TS7005 without it)
     const laterOrWaiting = flood.filter((r) => r.status === 'queued' || (r.started_at && r.started_at > done!.started_at!));
     expect(laterOrWaiting.length).toBeGreaterThan(100);
   });

@@ -96,7 +96,7 @@ describe('requestEdit', () => {
     };
     await expect(requestEdit(send, 'http://x/jupyter/codeagent-bridge/edit', req, 10)).resolves.toEqual(answer);
     expect(seen?.init.method).toBe('POST');
-    expect(JSON.parse(String(seen?.init.body))).toEqual(req);
+    expect(JSON.parse(seen?.init.body as string)).toEqual(req);
   });
 
   it('names cause and fix for each bridge failure', async () => {
