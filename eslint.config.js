@@ -34,6 +34,14 @@ export default tseslint.config(
   },
   js.configs.recommended,
   ...tseslint.configs.recommended,
+  // Type-aware rules on the TypeScript we write (docs/decisions/0130-type-aware-lint.md); the
+  // project service finds each file's tsconfig (the root one lists them all).
+  ...tseslint.configs.recommendedTypeChecked.map((config) => ({ ...config, files: ['**/*.{ts,tsx,mts,cts}'] })),
+  {
+    files: ['**/*.{ts,tsx,mts,cts}'],
+    // vitest.config.ts belongs to no tsconfig: it is checked with the default compiler options.
+    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['vitest.config.ts'] }, tsconfigRootDir: import.meta.dirname } },
+  },
   {
     languageOptions: { globals: { ...globals.node } },
     rules: {
@@ -81,5 +89,17 @@ export default tseslint.config(
     // Integration tests compose several services in one process; production code never does.
     files: ['services/*/src/**/*.test.ts', 'services/*/src/testing.ts'],
     rules: layers(forbid(['cli'], 'layers: nothing imports the cli')),
+  },
+  {
+    // Tests read untyped JSON (inject/fetch `json()` is `any`) and check it with assertions; the
+    // no-unsafe-* family stays on for production code (docs/decisions/0130-type-aware-lint.md).
+    files: ['**/*.test.ts', '**/testing.ts', '**/*-testing.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+    },
   },
 );

@@ -134,7 +134,7 @@ describe('deploy/kubernetes', () => {
   const dir = join(deploy, 'kubernetes');
   const manifests = readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
-    .flatMap((f) => parseAllDocuments(readFileSync(join(dir, f), 'utf8')).map((d) => ({ file: f, doc: d.toJS() as Manifest })));
+    .flatMap((f) => parseAllDocuments(readFileSync(join(dir, f), 'utf8')).map((d) => ({ file: f, doc: d.toJS() })));
   const of = (kind: string) => manifests.filter((m) => m.doc.kind === kind).map((m) => m.doc);
 
   it('validates every manifest against the Kubernetes API schemas (kubernetes-models)', async () => {
@@ -204,7 +204,3 @@ describe('deploy/kubernetes', () => {
     expect(policy.spec.egress).toEqual([]);
   });
 });
-
-// The parsed manifests are plain JSON; the checks above read them loosely.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Manifest = any;

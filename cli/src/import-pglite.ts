@@ -49,7 +49,7 @@ export async function importPglite(config: Config): Promise<number> {
   try {
     // PGlite stays a dependency of this command only: it reads the old directory, one connection.
     const { PGlite } = await import('@electric-sql/pglite');
-    source = (await PGlite.create(paths.legacyPglite)) as unknown as PGliteLike;
+    source = await PGlite.create(paths.legacyPglite);
     if (!config.databaseUrl) {
       server = new EmbeddedPostgres({
         dataDir: config.dataDir,

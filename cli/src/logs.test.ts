@@ -20,8 +20,8 @@ async function gatewayOutput(onTerminal: boolean, env: NodeJS.ProcessEnv = {}): 
     ? spawn('script', ['-qec', command, '/dev/null'], { env: childEnv, stdio: ['pipe', 'pipe', 'pipe'], detached: true })
     : spawn(process.execPath, [CLI, 'gateway'], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
-  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise((resolve) => child.once('exit', resolve));
   try {
     await waitFor(() => out.includes('Server listening'), 'the gateway to listen', 20_000);

@@ -41,7 +41,7 @@ interface AxeResult {
 /** axe-core in the page (through the DevTools protocol: the page's CSP allows no injected script tag). */
 async function seriousViolations(page: Page): Promise<string[]> {
   await page.evaluate(axeSource);
-  const result = (await page.evaluate('axe.run(document, { resultTypes: ["violations"] })')) as AxeResult;
+  const result = await page.evaluate<AxeResult>('axe.run(document, { resultTypes: ["violations"] })');
   return result.violations
     .filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => `${v.id}: ${v.help} (${JSON.stringify(v.nodes.map((n) => n.target))})`);

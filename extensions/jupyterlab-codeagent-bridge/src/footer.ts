@@ -7,7 +7,6 @@ import { PanelLayout, Widget } from '@lumino/widgets';
 import { EditorState } from '@codemirror/state';
 import { EditorView } from '@codemirror/view';
 import { unifiedMergeView } from '@codemirror/merge';
-import type { OutputLike } from './logic/errors';
 import { BridgeRequestError, bridgeUrl, buildEditRequest, requestEdit, type EditAction } from './logic/request';
 import { explicitSettings, timeoutSeconds } from './logic/settings';
 import { ProposalTracker, type Proposal } from './logic/proposal';
@@ -123,13 +122,13 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
     const panel = panelOf(cell);
     const source = cell.model.sharedModel.getSource();
     const settings = this.ctx.settings();
-    const timeoutS = timeoutSeconds(settings?.composite as Record<string, unknown> | undefined);
+    const timeoutS = timeoutSeconds(settings?.composite);
     const request = buildEditRequest({
       notebookPath: panel?.context.path ?? '',
       action,
-      cell: { id: cell.model.id, source, cell_type: cell.model.type, outputs: cell.model.outputs.toJSON() as unknown as OutputLike[] },
+      cell: { id: cell.model.id, source, cell_type: cell.model.type, outputs: cell.model.outputs.toJSON() },
       instruction,
-      settings: explicitSettings(settings?.user as Record<string, unknown> | undefined),
+      settings: explicitSettings(settings?.user),
     });
     const requestId = this.tracker.start(source);
     this.inFlight = new AbortController();
@@ -204,11 +203,13 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
   private watch(cell: CodeCell): void {
     if (this.watching === cell) return;
     this.unwatch();
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- Lumino binds the slot to its thisArg (the second argument)
     cell.model.sharedModel.changed.connect(this.onCellChanged, this);
     this.watching = cell;
   }
 
   private unwatch(): void {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- Lumino matches the slot with its thisArg (the second argument)
     this.watching?.model.sharedModel.changed.disconnect(this.onCellChanged, this);
     this.watching = null;
   }
@@ -272,5 +273,5 @@ export class CodeagentCellFooter extends Widget implements ICellFooter {
 export function footerOf(cell: Widget): CodeagentCellFooter | null {
   const layout = cell.layout;
   if (!(layout instanceof PanelLayout)) return null;
-  return (layout.widgets.find((w) => w instanceof CodeagentCellFooter) as CodeagentCellFooter | undefined) ?? null;
+  return layout.widgets.find((w): w is CodeagentCellFooter => w instanceof CodeagentCellFooter) ?? null;
 }

@@ -77,7 +77,7 @@ export class ModelPicker extends Widget {
 
   private async render(): Promise<void> {
     const settings = await this.settings;
-    const current = currentChoice(settings?.user as Record<string, unknown> | undefined);
+    const current = currentChoice(settings?.user);
     let list: ProviderList;
     try {
       list = await this.source.list();

@@ -119,7 +119,7 @@ describe('password hashing admission (HashingGate)', () => {
     const jobs = [held(), held(), held()];
     const running = jobs.map((j) => gate.run(j.work));
     expect(gate.stats).toMatchObject({ running: 2, waiting: 1 });
-    await expect(gate.run(async () => 'never')).rejects.toBeInstanceOf(HashingBusyError);
+    await expect(gate.run(() => Promise.resolve('never'))).rejects.toBeInstanceOf(HashingBusyError);
     jobs[0]!.release();
     await running[0];
     // The waiter took the freed slot; a new request may queue again.
@@ -135,7 +135,7 @@ describe('password hashing admission (HashingGate)', () => {
   it('frees the slot when the work fails', async () => {
     const gate = new HashingGate({ concurrency: 1, queue: 0 });
     await expect(gate.run(async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
-    expect(await gate.run(async () => 'ok')).toBe('ok');
+    expect(await gate.run(() => Promise.resolve('ok'))).toBe('ok');
   });
 
   it('bounds real scrypt hashes: a burst beyond concurrency + queue is refused, the rest verify', async () => {
@@ -145,7 +145,7 @@ describe('password hashing admission (HashingGate)', () => {
       const refused = results.filter((r) => r.status === 'rejected');
       expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
       expect(refused).toHaveLength(3);
-      for (const r of refused) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(HashingBusyError);
+      for (const r of refused) expect(r.reason).toBeInstanceOf(HashingBusyError);
       expect(passwordHashingStats()).toMatchObject({ running: 0, waiting: 0 });
     } finally {
       configurePasswordHashing(defaultHashingLimits());

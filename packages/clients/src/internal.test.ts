@@ -92,8 +92,8 @@ describe('runtimeClient', () => {
     const err = await runtimeClient(runtime.url, 'wrong')
       .runNotebook({}, 30)
       .catch((e: Error) => e);
-    expect(String(err)).toContain('the runtime answered 401: unauthorized: send the internal service token');
-    expect(String(err)).not.toContain('wrong');
+    expect((err as Error).message).toContain('the runtime answered 401: unauthorized: send the internal service token');
+    expect((err as Error).message).not.toContain('wrong');
   });
 });
 

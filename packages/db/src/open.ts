@@ -38,6 +38,7 @@ export interface OpenOptions {
 // pg returns int8 as strings by default; counts and sizes in this schema fit in a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v: string) => Number(v));
 
+// eslint-disable-next-line @typescript-eslint/require-await -- async so that a missing connection is a rejection, as callers expect
 export async function openDatabase(options: OpenOptions): Promise<Database> {
   const connection = options.connection ?? options.databaseUrl;
   if (connection === undefined) throw new Error('openDatabase needs a connection (a postgres:// URL or socket fields)');
@@ -60,6 +61,7 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
           exec: async (sql) => {
             await client.query(sql);
           },
+          // eslint-disable-next-line @typescript-eslint/no-unsafe-return -- pg's rows are untyped; the caller names the row type (query<T>)
           query: async (sql, params) => (await client.query(sql, params)).rows,
         });
       } finally {

@@ -32,7 +32,7 @@ export function validateSchedule(cron: string, timezone: string, minIntervalSeco
     const wall = smallestGapSeconds(cron, 'UTC', new Date(), WALL_CLOCK_SAMPLE);
     const zoned = timezone === 'UTC' ? undefined : smallestGapSeconds(cron, timezone, new Date(), ZONE_SAMPLE);
     const gap = wall === undefined ? zoned : zoned === undefined ? wall : Math.min(wall, zoned);
-    if (gap !== undefined && gap < minIntervalSeconds!) {
+    if (gap !== undefined && gap < minIntervalSeconds) {
       problems.cron = `fires ${gap} s apart; SCHEDULE_MIN_INTERVAL_SECONDS allows no less than ${minIntervalSeconds} s between runs`;
     }
   }

@@ -1,5 +1,4 @@
 import dns, { type LookupAddress, type LookupOptions } from 'node:dns';
-import type { Socket } from 'node:net';
 import { Agent, buildConnector, request, type Dispatcher } from 'undici';
 import { isBlockedAddress, literalIp } from './addresses.js';
 import { canonicalHost, hostAllowed } from './allowlist.js';
@@ -79,11 +78,11 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
     );
   };
 
-  const baseConnect = buildConnector({ lookup: checkingLookup as never, timeout: timeoutMs });
+  const baseConnect = buildConnector({ lookup: checkingLookup, timeout: timeoutMs });
   const connect: buildConnector.connector = (opts, callback) =>
     baseConnect(opts, (err, socket) => {
       if (err || !socket) return callback(err ?? new Error('no socket'), null);
-      const peer = (socket as Socket).remoteAddress;
+      const peer = socket.remoteAddress;
       if (!peer || isBlockedAddress(peer, allowLoopback)) {
         socket.destroy();
         return callback(new OutboundError('address_blocked', 'the connection reached a blocked address'), null);

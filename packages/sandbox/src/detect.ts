@@ -105,7 +105,7 @@ export async function prepareSandbox(opts: PrepareOptions): Promise<PreparedSand
     };
   }
 
-  for (const [name, path] of Object.entries(tools)) {
+  for (const [name, path] of Object.entries(tools) as [keyof Tools, string][]) {
     if (!executable(path)) {
       const fix = name === 'bwrap' ? INSTALL_BWRAP : `install util-linux (${path})`;
       throw new SandboxUnavailableError(`the kernel sandbox cannot start: ${path} is missing; ${fix}, ${OFF_HINT}`);

@@ -73,13 +73,13 @@ export interface UidAllocator {
 export function memoryUidAllocator(base = DEFAULT_UID_BASE): UidAllocator {
   const uids = new Map<string, number>();
   return {
-    async uidFor(workspaceId) {
+    uidFor(workspaceId) {
       let uid = uids.get(workspaceId);
       if (uid === undefined) {
         uid = base + 1 + uids.size;
         uids.set(workspaceId, uid);
       }
-      return uid;
+      return Promise.resolve(uid);
     },
   };
 }

@@ -389,7 +389,7 @@ export class Launcher {
     if (offDir) {
       rmSync(offDir, { recursive: true, force: true });
       const layout = offLayout(offDir);
-      for (const d of Object.values(layout)) mkdirSync(d, { recursive: true, mode: 0o700 });
+      for (const d of Object.values(layout) as string[]) mkdirSync(d, { recursive: true, mode: 0o700 });
       for (const [rel, content] of Object.entries(spec.files ?? {})) {
         const path = join(layout.run, checkedFilePath(rel));
         mkdirSync(dirname(path), { recursive: true, mode: 0o700 });

@@ -17,7 +17,7 @@ import { serviceKit } from './plugin.js';
 async function answerTo(err: Error) {
   const app = Fastify();
   await app.register(serviceKit);
-  app.get('/fail', async () => {
+  app.get('/fail', () => {
     throw err;
   });
   const res = await app.inject({ method: 'GET', url: '/fail' });

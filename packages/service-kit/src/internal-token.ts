@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import { INTERNAL_TOKEN_HEADER, safeEqual } from '@codeagent/auth';
 import { UnauthorizedError } from './errors.js';
 
@@ -14,12 +14,13 @@ export interface InternalTokenOptions {
  * route's `onRequest` option) that answers 401 unless `X-Internal-Service-Token` equals `token`,
  * compared in constant time (`safeEqual`, where an empty token never matches).
  */
-export function internalTokenHook(token: string, options: InternalTokenOptions = {}): (req: FastifyRequest) => Promise<void> {
-  return async (req) => {
-    if (options.skip?.(req)) return;
+export function internalTokenHook(token: string, options: InternalTokenOptions = {}): onRequestHookHandler {
+  return (req, _reply, done) => {
+    if (options.skip?.(req)) return done();
     const given = req.headers[INTERNAL_TOKEN_HEADER];
     if (typeof given !== 'string' || !safeEqual(given, token)) {
-      throw new UnauthorizedError('send the internal service token in X-Internal-Service-Token');
+      return done(new UnauthorizedError('send the internal service token in X-Internal-Service-Token'));
     }
+    done();
   };
 }

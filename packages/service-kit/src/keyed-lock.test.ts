@@ -22,9 +22,9 @@ describe('KeyedLock', () => {
       order.push('a end');
       return 1;
     });
-    const b = lock.run('k', async () => {
+    const b = lock.run('k', () => {
       order.push('b');
-      return 2;
+      return Promise.resolve(2);
     });
     // Every pending callback has run: a holds the key, b waits behind it.
     await new Promise((r) => setImmediate(r));
@@ -40,17 +40,15 @@ describe('KeyedLock', () => {
     const lock = new KeyedLock();
     const held = deferred();
     const slow = lock.run('one', () => held.promise);
-    expect(await lock.run('two', async () => 'ran')).toBe('ran');
+    expect(await lock.run('two', () => Promise.resolve('ran'))).toBe('ran');
     held.resolve();
     await slow;
   });
 
   it('a failure reaches its caller only; the next work of the key still runs', async () => {
     const lock = new KeyedLock();
-    const failing = lock.run('k', async () => {
-      throw new Error('boom');
-    });
-    const next = lock.run('k', async () => 'after');
+    const failing = lock.run('k', () => Promise.reject(new Error('boom')));
+    const next = lock.run('k', () => Promise.resolve('after'));
     await expect(failing).rejects.toThrow('boom');
     expect(await next).toBe('after');
   });

@@ -43,8 +43,8 @@ describe('answers before the body was read (413, 401) reach the client', () => {
   beforeAll(async () => {
     app = Fastify({ bodyLimit: 1024 * 1024 });
     await app.register(serviceKit);
-    app.post('/echo', async (req) => ({ got: JSON.stringify(req.body).length }));
-    app.post('/private', { onRequest: async () => Promise.reject(new UnauthorizedError()) }, async () => ({ never: true }));
+    app.post('/echo', (req) => ({ got: JSON.stringify(req.body).length }));
+    app.post('/private', { onRequest: async () => Promise.reject(new UnauthorizedError()) }, () => ({ never: true }));
     base = await app.listen({ host: '127.0.0.1', port: 0 });
   });
   afterAll(() => app.close());
@@ -63,7 +63,7 @@ describe('answers before the body was read (413, 401) reach the client', () => {
       headers: { 'content-type': 'application/json' },
       body: new Blob([big]).stream(),
       duplex: 'half',
-    } as RequestInit);
+    });
     expect(res.status).toBe(413);
   });
 
@@ -96,7 +96,7 @@ describe('the discarding is bounded', () => {
   beforeAll(async () => {
     app = Fastify();
     lingerOnEarlyAnswers(app, { idleMs: 100, lingerMs: 1000 });
-    app.post('/early', { onRequest: async (_req, reply) => reply.code(403).send('no') }, async () => 'never');
+    app.post('/early', { onRequest: async (_req, reply) => reply.code(403).send('no') }, () => 'never');
     base = await app.listen({ host: '127.0.0.1', port: 0 });
   });
   afterAll(() => app.close());

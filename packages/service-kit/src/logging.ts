@@ -90,12 +90,14 @@ export function loggerOptions(level: string, name: string): LoggerOptions {
 function prettyMessage(log: Record<string, unknown>, messageKey: string, withStacks: boolean): string {
   const req = log.req as { method?: string; url?: string } | undefined;
   const res = log.res as { statusCode?: number } | undefined;
-  const parts = [String(log.name ?? '-')];
+  const parts = [typeof log.name === 'string' ? log.name : '-'];
   if (typeof log.reqId === 'string' || typeof log.reqId === 'number') parts.push(`[${log.reqId}]`);
-  parts.push(String(log[messageKey] ?? ''));
+  const message = log[messageKey];
+  parts.push(typeof message === 'string' ? message : '');
   // Fastify's request records (req, res, responseTime) and the gateway's access line (method, url, status, ms).
   const method = req?.method ?? log.method;
-  if (typeof method === 'string') parts.push(`${method} ${String(req?.url ?? log.url ?? '')}`);
+  const url = req?.url ?? log.url;
+  if (typeof method === 'string') parts.push(`${method} ${typeof url === 'string' ? url : ''}`);
   const status = res?.statusCode ?? log.status;
   if (typeof status === 'number') parts.push(String(status));
   // An error is its message on the line; its stack only at LOG_LEVEL=debug (then pino-pretty prints it below).

@@ -7,8 +7,8 @@ describe('ops routes (issue 18)', () => {
     const metrics = new Metrics('test');
     let storageUp = true;
     const app = Fastify();
-    app.get('/items/:id', async () => ({ ok: true }));
-    await app.register(opsRoutes, { metrics, readiness: { database: async () => true, storage: async () => storageUp } });
+    app.get('/items/:id', () => ({ ok: true }));
+    await app.register(opsRoutes, { metrics, readiness: { database: () => Promise.resolve(true), storage: () => Promise.resolve(storageUp) } });
     for (const id of ['a', 'b', 'c']) await app.inject(`/items/${id}`);
     expect((await app.inject('/livez')).json()).toEqual({ status: 'ok' });
     expect((await app.inject('/readyz')).json()).toEqual({ status: 'ok', checks: { database: 'ok', storage: 'ok' } });
@@ -26,7 +26,7 @@ describe('ops routes (issue 18)', () => {
   });
 
   it('is not ready once shutting down, so that traffic drains first', async () => {
-    const ops = await startOpsServer(new Metrics('stopping'), '127.0.0.1', 0, { database: async () => true });
+    const ops = await startOpsServer(new Metrics('stopping'), '127.0.0.1', 0, { database: () => Promise.resolve(true) });
     expect((await fetch(`${ops.url}/readyz`)).status).toBe(200);
     ops.stopping();
     const res = await fetch(`${ops.url}/readyz`);

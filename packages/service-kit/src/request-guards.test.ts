@@ -27,7 +27,7 @@ describe('JSON depth limit (docs/contract/spec.md ยง4.5)', () => {
     const a = Fastify();
     await a.register(serviceKit);
     // JSON.stringify recurses: a deep body would overflow the stack here without the guard.
-    a.post('/echo', async (req) => ({ length: JSON.stringify(req.body).length }));
+    a.post('/echo', (req) => ({ length: JSON.stringify(req.body).length }));
     return a;
   }
 
@@ -92,7 +92,7 @@ describe('dot segments and backslashes in request paths (docs/contract/spec.md ย
   it('answers 400 invalid_request before any route, known or not', async () => {
     const a = Fastify();
     await a.register(serviceKit);
-    a.get('/x/*', async () => ({ ok: true }));
+    a.get('/x/*', () => ({ ok: true }));
     const base = await a.listen({ host: '127.0.0.1', port: 0 });
     try {
       for (const url of ['/x/%2E/a', '/x/a/./b', '/x/.%2fa', '/nowhere/./x', '/x/a\\..\\b']) {

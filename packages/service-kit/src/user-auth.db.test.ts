@@ -29,7 +29,7 @@ describe(`userAuth revocation (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`,
     await app.register(serviceKit);
     await app.register(cookie);
     await app.register(userAuth, { db: t.database.db, jwtSecret: SECRET });
-    app.get('/who', { onRequest: app.requireUser }, async (req) => ({ id: req.user.id }));
+    app.get('/who', { onRequest: app.requireUser }, (req) => ({ id: req.user.id }));
     await app.ready();
   });
   afterAll(async () => {

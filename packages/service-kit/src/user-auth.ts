@@ -149,6 +149,7 @@ class TokenCheckCache {
  * UserAuthOptions.listen). The credential and cross-site rules are `@codeagent/auth`'s (decision 0120).
  */
 export const userAuth = fp<UserAuthOptions>(
+  // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
   async (app, opts) => {
     app.decorateRequest('user', null as unknown as UserRow);
     app.decorateRequest('tokenClaims', null as unknown as UserTokenClaims);

@@ -22,9 +22,9 @@ async function app() {
         ),
       },
     },
-    async () => ({ ok: true }),
+    () => ({ ok: true }),
   );
-  a.get('/items', { schema: { querystring: Type.Object({ order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])) }) } }, async () => ({
+  a.get('/items', { schema: { querystring: Type.Object({ order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])) }) } }, () => ({
     ok: true,
   }));
   return a;

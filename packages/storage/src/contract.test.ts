@@ -112,8 +112,8 @@ function contract(name: string, make: () => Promise<ObjectStore>, cleanup: () =>
 const localDir = mkdtempSync(join(tmpdir(), 'codeagent-local-store-'));
 contract(
   'local',
-  async () => new LocalObjectStore(localDir),
-  async () => undefined,
+  () => Promise.resolve(new LocalObjectStore(localDir)),
+  () => Promise.resolve(),
 );
 
 let s3rver: S3rver | undefined;

@@ -101,7 +101,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       await api.register(runsRoutes, { db: opts.db, files, readRunLog, limits: opts.runLimits ?? DEFAULT_RUN_LIMITS, prefix: '/workspaces' });
       await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
       await api.register(davRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/dav' });
-      api.get('/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, async () => app.swagger());
+      api.get('/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, () => app.swagger());
     },
     { prefix: '/api/v1' },
   );

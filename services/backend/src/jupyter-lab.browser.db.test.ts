@@ -79,8 +79,8 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab of a workspace in Chr
       page.evaluate(
         ([id, args]) =>
           (globalThis as unknown as { jupyterapp: { commands: { execute(id: string, args?: object): Promise<unknown> } } }).jupyterapp.commands.execute(
-            id as string,
-            args as object,
+            id,
+            args,
           ),
         [id, args] as const,
       );

@@ -15,7 +15,7 @@ export async function startBackend(config: Config): Promise<void> {
   await store.init();
   const app = await buildBackendApp({
     db: database.db,
-    listen: database.listen,
+    listen: database.listen.bind(database),
     jwtSecret: config.jwtSecret,
     jwtTtlSeconds: config.jwtTtlSeconds,
     storageProbe: async () => {

@@ -45,15 +45,15 @@ export async function startTestBackend(
     db: t.database.db,
     jwtSecret: TEST_JWT_SECRET,
     jwtTtlSeconds: overrides.jwtTtlSeconds ?? 3600,
-    storageProbe: async () => true,
-    runtimeProbe: async () => false,
+    storageProbe: () => Promise.resolve(true),
+    runtimeProbe: () => Promise.resolve(false),
     store,
     internalServiceToken: INTERNAL_TOKEN,
     maxUploadBytes: overrides.maxUploadBytes ?? 10 * 1024 * 1024,
     runLimits: { ...DEFAULT_RUN_LIMITS, ...overrides.runLimits },
     workspaceQuotaBytes: overrides.workspaceQuotaBytes,
     ...(overrides.loginThrottle ? { loginThrottle: overrides.loginThrottle } : {}),
-    ...(overrides.tokenCache === false ? {} : { listen: t.database.listen }),
+    ...(overrides.tokenCache === false ? {} : { listen: t.database.listen.bind(t.database) }),
   };
   const app = await buildBackendApp(options);
   await app.ready();

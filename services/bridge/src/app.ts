@@ -6,7 +6,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import { LeaseBusyError, withLease, type DB, type Database } from '@codeagent/db';
 import { BadRequestError, ConflictError, KeyedLock, NotFoundError, requestIdOptions, serviceKit, userAuth } from '@codeagent/service-kit';
-import { buildPrompt, extractCode, type EditAction } from './prompts.js';
+import { buildPrompt, extractCode } from './prompts.js';
 import { SessionMap, sessionKey, type SessionOwner } from './sessions.js';
 import { resolveSettings, type BridgeEnvironment, type UserSettings } from './settings.js';
 import { OpencodeClient, SessionGoneError, upstreamError } from './upstream.js';
@@ -83,7 +83,7 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
   await app.register(
     async (instance) => {
       const bridge = instance.withTypeProvider<TypeBoxTypeProvider>();
-      bridge.get('/hello', async () => ({ name: 'codeagent-bridge', version: BRIDGE_VERSION }));
+      bridge.get('/hello', () => ({ name: 'codeagent-bridge', version: BRIDGE_VERSION }));
 
       bridge.get('/health', async () => {
         const { resolved, upstream } = client();
@@ -94,6 +94,7 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
         };
       });
 
+      // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
       await bridge.register(async (inner) => {
         const authed = inner.withTypeProvider<TypeBoxTypeProvider>();
         authed.addHook('onRequest', authed.requireUser);
@@ -111,7 +112,7 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
           const { resolved, upstream } = client(body.settings);
           const timeoutMs = resolved.timeoutSeconds * 1000;
           const prompt = buildPrompt({
-            action: body.action as EditAction,
+            action: body.action,
             notebookPath: body.notebook_path,
             source: body.cell.source,
             cellType: body.cell.cell_type,

@@ -14,7 +14,7 @@ export async function startBridge(config: Config): Promise<void> {
   await migrate(database);
   const app = await buildBridgeApp({
     db: database.db,
-    listen: database.listen,
+    listen: database.listen.bind(database),
     jwtSecret: config.jwtSecret,
     env: { url: config.bridge.url, user: config.bridge.user, password: config.bridge.password, allowedHosts: config.bridge.allowedHosts },
     workdir: config.bridge.workdir,

@@ -84,11 +84,11 @@ export class OpencodeClient {
     if (!Array.isArray(body?.providers)) throw upstreamError(status, 'the provider list of the code agent is malformed');
     // Ids and names only: provider objects carry `options` that may hold API keys.
     const providers = body.providers.map((p: { id?: unknown; name?: unknown; models?: unknown }) => ({
-      id: String(p.id ?? ''),
-      name: String(p.name ?? p.id ?? ''),
+      id: text(p.id),
+      name: text(p.name ?? p.id),
       models: Object.values((p.models ?? {}) as Record<string, { id?: unknown; name?: unknown }>).map((m) => ({
-        id: String(m.id ?? ''),
-        name: String(m.name ?? m.id ?? ''),
+        id: text(m.id),
+        name: text(m.name ?? m.id),
       })),
     }));
     const def: Record<string, string> = {};
@@ -159,4 +159,9 @@ export class OpencodeClient {
       return undefined;
     }
   }
+}
+
+/** A field of the code agent's JSON as text: strings and numbers as they are, anything else empty. */
+function text(value: unknown): string {
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : '';
 }

@@ -32,11 +32,10 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       agentToken: AGENT,
       secretsKey: KEY,
       outbound: createOutboundClient({ allowLoopback: true, timeoutMs: 3000 }),
-      betweenChangeAndAudit: async () => {
-        if (failNextAudit) {
-          failNextAudit = false;
-          throw new Error('injected database failure');
-        }
+      betweenChangeAndAudit: () => {
+        if (!failNextAudit) return Promise.resolve();
+        failNextAudit = false;
+        return Promise.reject(new Error('injected database failure'));
       },
     });
     serviceUrl = (await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');

@@ -116,7 +116,7 @@ describe.each(INGRESSES)('ingress routing through %s', (kind) => {
         controller.enqueue(chunk);
       },
     });
-    const res = await fetch(`${base}/api/v1/count`, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+    const res = await fetch(`${base}/api/v1/count`, { method: 'PUT', body, duplex: 'half' });
     expect(await res.json()).toEqual({ bytes: size });
   });
 

@@ -254,10 +254,11 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
       websocket: route.websocket === true,
       ...(route.webdav ? { httpMethods: [...PROXY_METHODS, ...WEBDAV_EXTRA_METHODS] } : {}),
       config,
-      undici: pool as unknown as Record<string, unknown>,
+      undici: pool,
       ...(checked
         ? {
             // Every HTTP request and every websocket upgrade (both pass through here).
+            // eslint-disable-next-line @typescript-eslint/no-misused-promises -- @fastify/reply-from awaits an async preHandler (Fastify hook runner)
             preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
               const access = perWorkspace
                 ? await checkWorkspaceLabAccess(req.method, req.url, req.headers, req.host, req.id, sessions)

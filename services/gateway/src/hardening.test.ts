@@ -30,12 +30,12 @@ interface Counted {
 async function startService(): Promise<{ app: FastifyInstance; url: string }> {
   const app = Fastify({ bodyLimit: MiB });
   await app.register(serviceKit);
-  app.post('/api/v1/auth/login', async (req) => ({ ok: true, size: JSON.stringify(req.body).length }));
-  app.get('/api/v1/echo', async (req) => ({ headers: req.headers }));
+  app.post('/api/v1/auth/login', (req) => ({ ok: true, size: JSON.stringify(req.body).length }));
+  app.get('/api/v1/echo', (req) => ({ headers: req.headers }));
   app.get('/api/v1/download', async (_req, reply) =>
     reply.header('content-security-policy', 'sandbox').type('text/html').send('<script>parent.stolen = true</script>'),
   );
-  await app.register(async (raw) => {
+  await app.register((raw, _opts, done) => {
     raw.removeAllContentTypeParsers();
     raw.addContentTypeParser('*', (_req, _payload, done) => done(null));
     raw.put('/api/v1/count/*', async (req): Promise<Counted> => {
@@ -47,6 +47,7 @@ async function startService(): Promise<{ app: FastifyInstance; url: string }> {
       }
       return { bytes, sha256: hash.digest('hex'), expect: req.headers.expect ?? null };
     });
+    done();
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, url };

@@ -62,7 +62,7 @@ describe.each(INGRESSES)('replicas behind %s', (kind) => {
     const [aUrl, bUrl, sessionUrl, ...jupyterUrls] = await Promise.all([listenOn(a), listenOn(b), listenOn(sessions), ...jupyters.map((j) => listenOn(j))]);
     ingress = await startIngress(kind, {
       // The bridge stands for any balanced component; the session backend answers /jupyter's checks.
-      upstreams: { backend: sessionUrl!, clusterAdmin: [aUrl!, bUrl!], bridge: [aUrl!, bUrl!] },
+      upstreams: { backend: sessionUrl, clusterAdmin: [aUrl, bUrl], bridge: [aUrl, bUrl] },
       jupyter: { url: jupyterUrls, token: JUPYTER_TOKEN },
     });
   });
@@ -119,9 +119,9 @@ describe('UpstreamPool', () => {
     const one = instance('one', seen);
     const two = instance('two', seen);
     const [oneUrl, twoUrl] = await Promise.all([listenOn(one), listenOn(two)]);
-    const pool = new UpstreamPool({ name: 'test', urls: [oneUrl!, twoUrl!], healthPath: '/readyz', connections: 4, timeoutMs: 5000, healthIntervalMs: 60_000 });
+    const pool = new UpstreamPool({ name: 'test', urls: [oneUrl, twoUrl], healthPath: '/readyz', connections: 4, timeoutMs: 5000, healthIntervalMs: 60_000 });
     try {
-      const port = Number(new URL(oneUrl!).port);
+      const port = Number(new URL(oneUrl).port);
       await stop(one);
       // A GET to the dead instance fails over to the live one and marks the dead one down.
       for (let i = 0; i < 4; i++) {

@@ -27,8 +27,11 @@ export async function startGateway(config: Config): Promise<string> {
   });
   if (config.gatewayMetricsPort !== undefined) {
     // Ready while at least one backend instance takes traffic.
-    const ops = await startOpsServer(metrics, config.componentHost, config.gatewayMetricsPort, { backend: async () => [...backendUp.values()].some(Boolean) });
-    app.addHook('preClose', async () => ops.stopping());
+    const ops = await startOpsServer(metrics, config.componentHost, config.gatewayMetricsPort, { backend: () => Promise.resolve([...backendUp.values()].some(Boolean)) });
+    app.addHook('preClose', (done) => {
+      ops.stopping();
+      done();
+    });
     app.addHook('onClose', async () => ops.app.close());
   }
   return listen(app, config.host, config.port);

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { Type, type Static } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   AppError,
@@ -54,7 +54,6 @@ const Action = Type.Union([
     files: Type.Optional(Type.Array(File, { maxItems: 10_000 })),
   }),
 ]);
-type ActionBody = Static<typeof Action>;
 
 const ACTIONS = ['start_kernel', 'execute', 'interrupt', 'restart', 'shutdown', 'list_kernels', 'run_notebook'];
 
@@ -77,22 +76,26 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
   const { kernels } = opts;
   if (opts.lab) {
     const lab = opts.lab;
-    app.addHook('preClose', async () => lab.closeAll());
+    app.addHook('preClose', (done) => {
+      lab.closeAll();
+      done();
+    });
   }
 
   // Probes and metrics answer without the token (the internal port is not published).
   app.addHook('onRequest', internalTokenHook(opts.internalServiceToken, { skip: (req) => OPS_PATHS.has(req.url.split('?')[0]!) }));
 
   // An unknown action is a 400 naming the valid ones, before the schema's union error.
-  app.addHook('preValidation', async (req) => {
+  app.addHook('preValidation', (req, _reply, done) => {
     const action = (req.body as { action?: unknown } | undefined)?.action;
     if (req.url.startsWith('/api/v1/jupyter') && !ACTIONS.includes(String(action))) {
-      throw new BadRequestError(`unknown action ${JSON.stringify(action)}; use one of ${ACTIONS.join(', ')}`, { action: 'unknown action' });
+      return done(new BadRequestError(`unknown action ${JSON.stringify(action)}; use one of ${ACTIONS.join(', ')}`, { action: 'unknown action' }));
     }
+    done();
   });
 
   app.post('/api/v1/jupyter', { schema: { body: Action } }, async (req, reply) => {
-    const body = req.body as ActionBody;
+    const body = req.body;
     // The caller hanging up (the worker cancelled the run) stops the run's kernel.
     const abort = new AbortController();
     reply.raw.once('close', () => {

@@ -94,7 +94,7 @@ function outputSize(msg: KernelMessage.IIOPubMessage): number {
         : Array.isArray(v)
           ? v.reduce((n: number, x) => n + size(x), 0)
           : typeof v === 'object'
-            ? Object.values(v as object).reduce((n: number, x) => n + size(x), 0)
+            ? Object.values(v).reduce((n: number, x) => n + size(x), 0)
             : 8;
   switch (msg.header.msg_type) {
     case 'stream':
@@ -143,7 +143,7 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
   switch (msg.header.msg_type) {
     case 'stream': {
       const name = content.name === 'stderr' ? 'stderr' : 'stdout';
-      const text = String(content.text ?? '');
+      const text = typeof content.text === 'string' ? content.text : '';
       const last = outputs[outputs.length - 1];
       if (last && last.output_type === 'stream' && last.name === name) last.text += text;
       else outputs.push({ output_type: 'stream', name, text });
@@ -167,8 +167,8 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
     case 'error':
       outputs.push({
         output_type: 'error',
-        ename: String(content.ename ?? ''),
-        evalue: String(content.evalue ?? ''),
+        ename: typeof content.ename === 'string' ? content.ename : '',
+        evalue: typeof content.evalue === 'string' ? content.evalue : '',
         traceback: Array.isArray(content.traceback) ? content.traceback.map(String) : [],
       });
       return undefined;
@@ -227,7 +227,7 @@ export class KernelService implements WarmKernelSource {
     let model: Kernel.IModel;
     try {
       // `path` (the kernel's working directory, relative to the server root) is passed through to jupyter_server.
-      model = await KernelAPI.startNew({ name: kernelName, ...(path ? { path } : {}) } as { name: string }, server.settings);
+      model = await KernelAPI.startNew({ name: kernelName, ...(path ? { path } : {}) }, server.settings);
     } catch (err) {
       const status = (err as { response?: { status?: number } }).response?.status;
       throw new KernelUnavailableError(status ? `kernel ${kernelName} cannot start (HTTP ${status}); is its kernelspec installed?` : String(err));
@@ -376,7 +376,7 @@ export class KernelService implements WarmKernelSource {
         }
         return { status: 'error', outputs, execution_count: executionCount, timed_out: true };
       }
-      const reply = first as KernelMessage.IExecuteReplyMsg;
+      const reply = first;
       const count = (reply.content as { execution_count?: number }).execution_count;
       return { status: reply.content.status === 'ok' ? 'ok' : 'error', outputs, execution_count: typeof count === 'number' ? count : executionCount };
     } catch (err) {

@@ -97,7 +97,7 @@ async function serverNodelay(server: { child: ChildProcess; url: string }): Prom
       ws.once('error', reject);
     });
     // The handler's open() runs right after the handshake; a kernel_info round trip makes sure it has.
-    const reply = new Promise((resolve) => ws.on('message', (m) => String(m).includes('"kernel_info_reply"') && resolve(undefined)));
+    const reply = new Promise((resolve) => ws.on('message', (m) => (m as Buffer).toString().includes('"kernel_info_reply"') && resolve(undefined)));
     ws.send(
       JSON.stringify({
         header: { msg_id: 'k1', msg_type: 'kernel_info_request', session: 's', username: '', date: '', version: '5.3' },

@@ -20,8 +20,8 @@ const isRoot = process.getuid?.() === 0;
 function knownWorkspaces(): UidAllocator {
   const inner = memoryUidAllocator(1_900_000_000);
   return {
-    uidFor: async (ws) => {
-      if (![WS_A, WS_B, WS_C].includes(ws)) throw new UnknownWorkspaceError(ws);
+    uidFor: (ws) => {
+      if (![WS_A, WS_B, WS_C].includes(ws)) return Promise.reject(new UnknownWorkspaceError(ws));
       return inner.uidFor(ws);
     },
   };

@@ -48,7 +48,7 @@ export async function startRuntime(config: Config): Promise<void> {
   await app.register(opsRoutes, {
     metrics,
     // Ready when kernels can start here: the sandbox works (or is off), or the 503 names the fix.
-    readiness: { sandbox: async () => !(kernels.prepared instanceof Error) },
+    readiness: { sandbox: () => Promise.resolve(!(kernels.prepared instanceof Error)) },
   });
   await listen(app, config.componentHost, config.runtimePort);
 }

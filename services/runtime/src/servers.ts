@@ -345,7 +345,11 @@ export class SandboxedServers implements JupyterPool {
     }
     const socket = sandbox.hostPath(`${layout.run}/jupyter.sock`);
     const transport = unixSocketSettings(socket, token, basePath);
-    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close, limits, log, { path: socket, token, basePath });
+    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close.bind(transport), limits, log, {
+      path: socket,
+      token,
+      basePath,
+    });
     const deadline = Date.now() + (this.opts.startTimeoutMs ?? 60_000);
     for (;;) {
       if (!sandbox.running) {
@@ -416,9 +420,9 @@ export function externalServer(url: string, token: string): JupyterPool {
     running: true,
     touch: () => undefined,
     kernelStarted: () => undefined,
-    kernelGone: async () => false,
+    kernelGone: () => Promise.resolve(false),
     kernelEvents: () => ({ oomKills: 0, pidsLimitHits: 0 }),
     limitsText: '',
   };
-  return { server: async () => ref, running: () => [ref], status: () => ({ state: 'running' }), stop: async () => undefined };
+  return { server: () => Promise.resolve(ref), running: () => [ref], status: () => ({ state: 'running' }), stop: () => Promise.resolve() };
 }

@@ -48,7 +48,7 @@ export async function startTestKernels(
     python: opts.python ?? '/usr/bin/python3',
     cullIdleSeconds: 0,
     log: opts.log ?? pino({ level: 'silent' }),
-    uids: async () => opts.uids ?? memoryUidAllocator(sandbox.uidBase),
+    uids: () => Promise.resolve(opts.uids ?? memoryUidAllocator(sandbox.uidBase)),
     ...(opts.tools ? { tools: opts.tools } : {}),
     ...(opts.warmPool ? { warmPool: opts.warmPool } : {}),
     ...(opts.lab ? { lab: opts.lab } : {}),

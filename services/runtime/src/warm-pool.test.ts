@@ -36,7 +36,7 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
       payload: { action: 'run_notebook', notebook: notebook(...sources), timeout_seconds: 120, workspace_id, ...extra },
     });
     expect(res.statusCode, res.body).toBe(200);
-    const body = res.json() as { status: string; notebook: { cells: Cell[] } };
+    const body = res.json<{ status: string; notebook: { cells: Cell[] } }>();
     return { status: body.status, cells: body.notebook.cells, out: textOf(body.notebook.cells) };
   };
   const act = (body: Record<string, unknown>) =>
@@ -149,7 +149,7 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
       const res = await act({ action, kernel_id: warmC, ...(action === 'execute' ? { code: 'planted = 1' } : {}) });
       expect(res.statusCode, `${action}: ${res.body}`).toBe(404);
     }
-    const listed = (await act({ action: 'list_kernels' })).json() as { kernels: { kernel_id: string }[] };
+    const listed = (await act({ action: 'list_kernels' })).json<{ kernels: { kernel_id: string }[] }>();
     expect(listed.kernels.map((x) => x.kernel_id)).not.toContain(warmC);
     expect((await liveKernels()).map((l) => l.id)).toContain(warmC);
   }, 60_000);

@@ -9,12 +9,12 @@ import { ScheduleWorker, type NotebookRunner, type RunIO } from './worker.js';
 const [databaseUrl, workerId, lease] = process.argv.slice(2) as [string, string, string];
 const database = await openDatabase({ databaseUrl });
 const io: RunIO = {
-  readNotebook: async () => Buffer.from(JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] })),
-  writeExecutedNotebook: async () => undefined,
-  writeRunLog: async (ws, run) => `${ws}/${run}.log`,
+  readNotebook: () => Promise.resolve(Buffer.from(JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] }))),
+  writeExecutedNotebook: () => Promise.resolve(),
+  writeRunLog: (ws, run) => Promise.resolve(`${ws}/${run}.log`),
 };
 const hanging: NotebookRunner = {
-  runNotebook: async () => {
+  runNotebook: () => {
     process.stdout.write('executing\n');
     return new Promise(() => undefined);
   },

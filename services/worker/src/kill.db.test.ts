@@ -21,7 +21,7 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'postgres')('a worker killed wi
   it('leaves its run failed after the lease, and the next tick runs normally', async () => {
     const ws = (await t.database.db.insertInto('workspaces').values({ name: 'kill' }).returning('id').executeTakeFirstOrThrow()).id;
     const doomed = await enqueueRun(t.database.db, { workspaceId: ws, notebookPath: 'nb.ipynb' });
-    const child = spawn(process.execPath, [FIXTURE, t.url!, 'doomed-worker', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [FIXTURE, t.url, 'doomed-worker', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((resolve, reject) => {
       child.stdout.on('data', (c: Buffer) => c.toString().includes('executing') && resolve());
       child.once('exit', (code) => reject(new Error(`fixture exited early (${code})`)));
@@ -34,11 +34,11 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'postgres')('a worker killed wi
     const survivor = new ScheduleWorker({
       db: t.database.db,
       io: {
-        readNotebook: async () => Buffer.from(JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] })),
-        writeExecutedNotebook: async () => undefined,
-        writeRunLog: async (w, r) => `${w}/${r}.log`,
+        readNotebook: () => Promise.resolve(Buffer.from(JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] }))),
+        writeExecutedNotebook: () => Promise.resolve(),
+        writeRunLog: (w, r) => Promise.resolve(`${w}/${r}.log`),
       },
-      runtime: { runNotebook: async (nb) => ({ status: 'ok', notebook: nb, duration_ms: 1 }) },
+      runtime: { runNotebook: (nb) => Promise.resolve({ status: 'ok', notebook: nb, duration_ms: 1 }) },
       log: pino({ level: 'silent' }),
       pollMs: 100,
     });

@@ -15,11 +15,12 @@ import type { Notebook } from './notebook.js';
 const NOTEBOOK: Notebook = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [{ cell_type: 'code', source: 'print(1)', metadata: {}, outputs: [] }] };
 /** Executes nothing; answers with outputs that make the executed notebook large. */
 const bulkyRuntime: NotebookRunner = {
-  runNotebook: async (nb) => ({
-    status: 'ok',
-    notebook: { ...nb, cells: nb.cells.map((c) => ({ ...c, outputs: [{ output_type: 'stream', name: 'stdout', text: 'y'.repeat(4000) }] as never })) },
-    duration_ms: 1,
-  }),
+  runNotebook: (nb) =>
+    Promise.resolve({
+      status: 'ok',
+      notebook: { ...nb, cells: nb.cells.map((c) => ({ ...c, outputs: [{ output_type: 'stream', name: 'stdout', text: 'y'.repeat(4000) }] as never })) },
+      duration_ms: 1,
+    }),
 };
 
 describe(`worker limits (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -40,7 +41,11 @@ describe(`worker limits (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =>
     const files = new WorkspaceFiles(t.database.db, store, undefined, { quotaBytes: 3000 });
     await files.put(ws, 'nb.ipynb', Readable.from([Buffer.from(JSON.stringify(NOTEBOOK))]), { actor: null });
     const logs = new Map<string, Buffer>();
-    const io: RunIO = { ...platformRunIO(files, 'http://127.0.0.1:9', 'unused'), writeRunLog: async (w, r, c) => (logs.set(r, c), `${w}/${r}.log`) };
+    const io: RunIO = { ...platformRunIO(files, 'http://127.0.0.1:9', 'unused'), writeRunLog: (w, r, c) => {
+        logs.set(r, c);
+        return Promise.resolve(`${w}/${r}.log`);
+      },
+    };
     const run = await enqueueRun(t.database.db, { workspaceId: ws, notebookPath: 'nb.ipynb' });
     const w = new ScheduleWorker({ db: t.database.db, io, runtime: bulkyRuntime, log: pino({ level: 'silent' }) });
     await w.tick();

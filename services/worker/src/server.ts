@@ -87,7 +87,7 @@ export async function startWorker(config: Config): Promise<void> {
     leaseSeconds: config.worker.leaseSeconds,
     concurrency: config.worker.concurrency,
     pollMs: config.worker.pollMs,
-    listen: database.listen,
+    listen: database.listen.bind(database),
     runTimeoutSeconds: config.worker.runTimeoutSeconds,
     filesMaxBytes: config.sandbox.filesMaxBytes,
     limits: { scheduleMinIntervalSeconds: config.runLimits.scheduleMinIntervalSeconds, maxQueuedRunsPerWorkspace: config.runLimits.maxQueuedRunsPerWorkspace },

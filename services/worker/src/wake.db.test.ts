@@ -12,9 +12,9 @@ const NOTEBOOK: Notebook = { nbformat: 4, nbformat_minor: 5, metadata: {}, cells
 const POLL_MS = 600_000;
 
 const io: RunIO = {
-  readNotebook: async () => Buffer.from(JSON.stringify(NOTEBOOK)),
-  writeExecutedNotebook: async () => undefined,
-  writeRunLog: async (ws, id) => `${ws}/${id}.log`,
+  readNotebook: () => Promise.resolve(Buffer.from(JSON.stringify(NOTEBOOK))),
+  writeExecutedNotebook: () => Promise.resolve(),
+  writeRunLog: (ws, id) => Promise.resolve(`${ws}/${id}.log`),
 };
 
 /** "Executes" a run until released or aborted; remembers the abort. */
@@ -62,7 +62,16 @@ describe(`the worker wakes on NOTIFY (${process.env.CODEAGENT_TEST_DB ?? 'postgr
   /** A worker that polls only every 10 minutes, listening and idle (its start-up ticks done). */
   async function startWorker(concurrency = 2): Promise<ScheduleWorker> {
     runtime = new HeldRuntime();
-    worker = new ScheduleWorker({ db: t.database.db, io, runtime, log, pollMs: POLL_MS, concurrency, listen: t.database.listen, leaseSeconds: 60 });
+    worker = new ScheduleWorker({
+      db: t.database.db,
+      io,
+      runtime,
+      log,
+      pollMs: POLL_MS,
+      concurrency,
+      listen: t.database.listen.bind(t.database),
+      leaseSeconds: 60,
+    });
     worker.start();
     await until('the worker listens', () => worker.listening);
     await worker.idle();

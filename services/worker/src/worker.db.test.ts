@@ -16,18 +16,19 @@ const NOTEBOOK: Notebook = {
 class MemoryIO implements RunIO {
   files = new Map<string, Buffer>([['ws/nb.ipynb', Buffer.from(JSON.stringify(NOTEBOOK))]]);
   logs = new Map<string, string>();
-  async readNotebook(workspaceId: string, path: string) {
+  readNotebook(workspaceId: string, path: string) {
     const f = this.files.get(`ws/${path}`);
-    if (!f) throw new Error(`${path} not found in workspace ${workspaceId}`);
-    return f;
+    if (!f) return Promise.reject(new Error(`${path} not found in workspace ${workspaceId}`));
+    return Promise.resolve(f);
   }
-  async writeExecutedNotebook(_ws: string, path: string, content: Buffer) {
+  writeExecutedNotebook(_ws: string, path: string, content: Buffer) {
     this.files.set(`ws/${path}`, content);
+    return Promise.resolve();
   }
-  async writeRunLog(workspaceId: string, runId: string, content: Buffer) {
+  writeRunLog(workspaceId: string, runId: string, content: Buffer) {
     const key = `${workspaceId}/${runId}.log`;
     this.logs.set(key, content.toString());
-    return key;
+    return Promise.resolve(key);
   }
 }
 
@@ -193,9 +194,11 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(done, 'the quiet workspace’s run never ran').toBeDefined();
     const flood = await db.selectFrom('runs').select(['status', 'started_at']).where('workspace_id', '=', flooder).execute();
     // Claimed after the quiet run was queued but before it: at most one claim of each worker.
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- tsc needs it: `done` is assigned in a loop (TS7005 without it)
     const overtaking = flood.filter((r) => r.started_at && r.started_at >= lone.created_at && r.started_at < done!.started_at!);
     expect(overtaking.length).toBeLessThanOrEqual(workers.length * concurrency);
     // Meaningful only if the flood was far from over when the quiet run went through.
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- tsc needs it: `done` is assigned in a loop (TS7005 without it)
     const laterOrWaiting = flood.filter((r) => r.status === 'queued' || (r.started_at && r.started_at > done!.started_at!));
     expect(laterOrWaiting.length).toBeGreaterThan(100);
   });

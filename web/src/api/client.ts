@@ -16,6 +16,7 @@ export const api = createClient<paths>({
     pathname.replace(/\{([^{}]+)\}/g, (match, name: string) => {
       const value = params[name];
       if (value === undefined || value === null) return match;
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- path parameters are strings and numbers (the generated schema)
       return name === '*' ? encodePath(String(value)) : encodeURIComponent(String(value));
     }),
 });

@@ -26,6 +26,7 @@ async function listAll(ws: string, prefix: string): Promise<StoredObject[]> {
     const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
       params: { path: { ws }, query: { prefix, limit: 1000, ...(cursor ? { cursor } : {}) } },
     });
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- the API's error body ({ error, message }); describeError reads it
     if (error) throw error;
     out.push(...data.items);
     if (!data.next_cursor) break;

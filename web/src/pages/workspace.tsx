@@ -6,7 +6,7 @@ export type Role = 'admin' | 'editor' | 'viewer';
 
 /** The caller's role in the workspace (undefined: not a member, the API answers 404). */
 export function roleIn(me: Me, ws: string): Role | undefined {
-  return me.workspaces.find((w) => w.id === ws)?.role as Role | undefined;
+  return me.workspaces.find((w) => w.id === ws)?.role;
 }
 
 export const canWrite = (role: Role | undefined) => role === 'admin' || role === 'editor';

@@ -90,17 +90,17 @@ describe('requestEdit', () => {
 
   it('POSTs the JSON body and returns the answer', async () => {
     let seen: { url: string; init: RequestInit } | undefined;
-    const send: Send = async (url, init) => {
+    const send: Send = (url, init) => {
       seen = { url, init };
-      return jsonResponse(200, answer);
+      return Promise.resolve(jsonResponse(200, answer));
     };
     await expect(requestEdit(send, 'http://x/jupyter/codeagent-bridge/edit', req, 10)).resolves.toEqual(answer);
     expect(seen?.init.method).toBe('POST');
-    expect(JSON.parse(String(seen?.init.body))).toEqual(req);
+    expect(JSON.parse(seen?.init.body as string)).toEqual(req);
   });
 
   it('names cause and fix for each bridge failure', async () => {
-    const fail = (status: number, body: unknown) => failureOf(requestEdit(async () => jsonResponse(status, body), 'u', req, 10));
+    const fail = (status: number, body: unknown) => failureOf(requestEdit(() => Promise.resolve(jsonResponse(status, body)), 'u', req, 10));
     const down = await fail(502, { error: 'upstream_unreachable' });
     expect(down).toBeInstanceOf(BridgeRequestError);
     expect(down.message).toMatch(/not reachable.*opencode serve/s);

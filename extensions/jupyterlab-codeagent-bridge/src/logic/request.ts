@@ -53,6 +53,7 @@ export function compactOutputs(outputs: readonly OutputLike[]): OutputLike[] {
         return { output_type: 'stream', name: typeof o.name === 'string' ? o.name : 'stdout', text: clip(stripAnsi(joined(o.text))) };
       case 'error': {
         const [e] = extractErrors([o]);
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- needed under the test tsconfig (noUncheckedIndexedAccess), not under the extension's own
         return { output_type: 'error', ename: e!.ename, evalue: e!.evalue, traceback: e!.traceback };
       }
       case 'execute_result':

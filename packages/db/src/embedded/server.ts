@@ -156,7 +156,7 @@ export class EmbeddedPostgres {
   async start(): Promise<void> {
     this.binaries ??= findPostgresBinaries();
     this.prepareDirectories();
-    if (!existsSync(join(this.paths.pgdata, 'PG_VERSION'))) await this.initialise();
+    if (!existsSync(join(this.paths.pgdata, 'PG_VERSION'))) this.initialise();
     this.checkVersion();
     await this.clearOrphan();
     await this.launch();
@@ -218,7 +218,7 @@ export class EmbeddedPostgres {
     return { file, argv: args(direct), env };
   }
 
-  private async initialise(): Promise<void> {
+  private initialise(): void {
     // The superuser's password reaches initdb through a mode-0600 file in the private socket directory.
     const pwfile = join(this.paths.socketDir, 'initdb-password');
     writeFileSync(pwfile, `${this.opts.superuserPassword}\n`, { mode: 0o600 });
@@ -348,9 +348,9 @@ export class EmbeddedPostgres {
         () => reject(new EmbeddedDatabaseError(`PostgreSQL did not become ready within ${START_TIMEOUT_MS / 1000} s: ${tail.trim()}`)),
         START_TIMEOUT_MS,
       );
-      child.stderr!.setEncoding('utf8');
+      child.stderr.setEncoding('utf8');
       let partial = '';
-      child.stderr!.on('data', (chunk: string) => {
+      child.stderr.on('data', (chunk: string) => {
         partial += chunk;
         const lines = partial.split('\n');
         partial = lines.pop() ?? '';

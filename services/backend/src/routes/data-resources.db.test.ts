@@ -62,7 +62,7 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
       [o2.version_id, true],
       [o1.version_id, false],
     ]);
-    const old = await get(`versions/notes/a.txt?version_id=${o1.version_id}`);
+    const old = await get(`versions/notes/a.txt?version_id=${String(o1.version_id)}`);
     expect(await old.text()).toBe('first');
 
     const restored = await fetch(url('versions/notes/a.txt/restore'), {

@@ -114,7 +114,7 @@ describe(`workspace storage quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     const statuses = results.map((r) => r.status);
     expect(statuses.filter((s) => s === 201)).toHaveLength(3);
     expect(statuses.filter((s) => s === 507)).toHaveLength(5);
-    await Promise.all(results.map((r) => r.body?.cancel()));
+    await Promise.all(results.map((r) => r.body?.cancel() ?? Promise.resolve()));
     expect(await storedBytes(b.t.database.db, ws)).toBe(900);
     const list = (await (await json(ws, 'GET', 'objects?prefix=p/')).json()) as { items: unknown[] };
     expect(list.items).toHaveLength(3);

@@ -18,7 +18,7 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
       statements++;
       return args.node;
     },
-    transformResult: async (args) => args.result,
+    transformResult: (args) => Promise.resolve(args.result),
   };
 
   beforeAll(async () => {

@@ -105,7 +105,7 @@ export class ClusterService {
   constructor(
     private readonly db: Kysely<DB>,
     private readonly box: SecretBox,
-    private readonly betweenChangeAndAudit: BetweenChangeAndAudit = async () => undefined,
+    private readonly betweenChangeAndAudit: BetweenChangeAndAudit = () => Promise.resolve(),
   ) {}
 
   private async audit(
