@@ -40,6 +40,8 @@ describe('leases shared by several instances (issue 18)', () => {
     // A failed piece of work releases at once; a busy key is refused after the wait.
     await expect(withLease(db, 'fails', { holder: 'x', ttlMs: 5000, waitMs: 100 }, async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     expect(await tryLease(db, 'fails', 'y', 5000)).toBe(true);
-    await expect(withLease(db, 'fails', { holder: 'z', ttlMs: 5000, waitMs: 100, pollMs: 20 }, () => Promise.resolve(1))).rejects.toBeInstanceOf(LeaseBusyError);
+    await expect(withLease(db, 'fails', { holder: 'z', ttlMs: 5000, waitMs: 100, pollMs: 20 }, () => Promise.resolve(1))).rejects.toBeInstanceOf(
+      LeaseBusyError,
+    );
   });
 });

@@ -27,7 +27,9 @@ export async function startGateway(config: Config): Promise<string> {
   });
   if (config.gatewayMetricsPort !== undefined) {
     // Ready while at least one backend instance takes traffic.
-    const ops = await startOpsServer(metrics, config.componentHost, config.gatewayMetricsPort, { backend: () => Promise.resolve([...backendUp.values()].some(Boolean)) });
+    const ops = await startOpsServer(metrics, config.componentHost, config.gatewayMetricsPort, {
+      backend: () => Promise.resolve([...backendUp.values()].some(Boolean)),
+    });
     app.addHook('preClose', (done) => {
       ops.stopping();
       done();

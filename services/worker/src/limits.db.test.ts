@@ -41,7 +41,9 @@ describe(`worker limits (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =>
     const files = new WorkspaceFiles(t.database.db, store, undefined, { quotaBytes: 3000 });
     await files.put(ws, 'nb.ipynb', Readable.from([Buffer.from(JSON.stringify(NOTEBOOK))]), { actor: null });
     const logs = new Map<string, Buffer>();
-    const io: RunIO = { ...platformRunIO(files, 'http://127.0.0.1:9', 'unused'), writeRunLog: (w, r, c) => {
+    const io: RunIO = {
+      ...platformRunIO(files, 'http://127.0.0.1:9', 'unused'),
+      writeRunLog: (w, r, c) => {
         logs.set(r, c);
         return Promise.resolve(`${w}/${r}.log`);
       },
