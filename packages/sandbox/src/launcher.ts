@@ -362,6 +362,7 @@ export class Launcher {
   readonly mode: SandboxMode;
   private readonly tools: Tools;
   private readonly cgroups: CgroupTree | undefined;
+  private starts = 0;
   private readonly offRoot: string | undefined;
   private stageRoot: string | undefined;
   private readonly ownsOffRoot: boolean;
@@ -397,13 +398,17 @@ export class Launcher {
       }
     }
     let stageDir: string | undefined;
+    // The cgroup and the staging directory are this start's own: a stopped sandbox of the same
+    // name may still be cleaning up (killing its cgroup, removing its mount point) while the
+    // next one starts, and must never take the new one with it.
+    const instance = `${spec.name}-${++this.starts}`;
     if (this.mode === 'root' && spec.workspaceDir) {
       this.stageRoot ??= mkdtempSync(join(tmpdir(), 'cas-stage-'));
       chmodSync(this.stageRoot, 0o755);
-      stageDir = join(this.stageRoot, spec.name);
+      stageDir = join(this.stageRoot, instance);
       mkdirSync(stageDir, { recursive: true, mode: 0o755 });
     }
-    const cgroup = this.cgroups?.sandbox(spec.name, spec.limits ?? {});
+    const cgroup = this.cgroups?.sandbox(instance, spec.limits ?? {});
     const main = cgroup?.child('main').create();
     const chain = buildChain(spec, { mode: this.mode, tools: this.tools, cgroup: main, offDir, stageDir });
     const maxFd = Math.max(2, chain.infoFd ?? 2, ...chain.dataFds.keys());

@@ -383,9 +383,16 @@ export class KernelService implements WarmKernelSource {
       // future.done rejects when the kernel answers with an error status in some versions.
       const content = (err as { content?: { status?: string; execution_count?: number } }).content;
       if (content?.status === 'error') return { status: 'error', outputs, execution_count: content.execution_count ?? executionCount };
-      // The server stopped under us (its connection was disposed before the stop was noticed here).
-      if (!server.running || conn.isDisposed) {
-        const reason = await Promise.race([server.stopped, new Promise<string>((r) => setTimeout(() => r("the kernel's connection was lost"), 2000))]);
+      // The server stopped under us: its connection was disposed before the stop was noticed
+      // here, or the connection broke first (user code killed every process it could see) and
+      // the server's exit is noticed a moment later: wait for it briefly before calling it a failure.
+      const lost = "the kernel's connection was lost";
+      const stop =
+        !server.running || conn.isDisposed
+          ? undefined
+          : await Promise.race([server.stopped, new Promise<undefined>((r) => setTimeout(() => r(undefined), 2000))]);
+      if (!server.running || conn.isDisposed || stop !== undefined) {
+        const reason = await Promise.race([server.stopped, new Promise<string>((r) => setTimeout(() => r(lost), 2000))]);
         outputs.push({ output_type: 'error', ename: 'DeadKernelError', evalue: this.deathReason(server, kernelId, before, reason), traceback: [] });
         return { status: 'error', outputs, execution_count: executionCount, kernel_died: true };
       }
