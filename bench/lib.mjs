@@ -1,10 +1,12 @@
-// Helpers shared by the benchmarks: free ports, child processes, waiting, autocannon runs, streamed transfers.
+// Helpers shared by the benchmarks: free ports, child processes, waiting, a fresh database, the
+// platform's backend and gateway, autocannon runs, streamed transfers.
 import { spawn } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import pg from 'pg';
 
 export const root = fileURLToPath(new URL('..', import.meta.url));
 export const cli = `${root}cli/dist/index.js`;
@@ -52,6 +54,89 @@ export async function waitFor(url, { timeoutMs = 60_000, accept = (s) => s < 500
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${url} did not come up`);
+}
+
+const serverUrl = () => process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/**
+ * A new, empty database `name` (a fixed identifier of the benchmark, not user input) on the
+ * PostgreSQL at TEST_DATABASE_URL, dropped first when an earlier run left it; returns its URL.
+ * When no PostgreSQL answers: undefined with `optional` (the backend then uses its embedded
+ * database), otherwise an error that says which benchmark needs it.
+ */
+export async function freshDatabase(name, { optional = false, who = 'this benchmark' } = {}) {
+  const c = new pg.Client({ connectionString: serverUrl() });
+  try {
+    await c.connect();
+  } catch (err) {
+    if (optional) return undefined;
+    throw new Error(`${who} needs PostgreSQL at ${serverUrl()} (TEST_DATABASE_URL): ${err.message}`, { cause: err });
+  }
+  try {
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await c.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await c.end();
+  }
+  const u = new URL(serverUrl());
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/** The password of the admin that the benchmarks' platforms are bootstrapped with. */
+export const BENCH_ADMIN_PASSWORD = 'bench-password-1';
+
+/**
+ * The environment of a benchmark's `codeagent backend` and `gateway`: data (local storage) in
+ * `dataDir`, the given ports and database (none: the embedded one), warnings only, the bench
+ * admin; `extra` adds to it or overrides.
+ */
+export function platformEnv({ dataDir, backendPort, gatewayPort, databaseUrl }, extra = {}) {
+  return {
+    DATA_DIR: dataDir,
+    BACKEND_PORT: String(backendPort),
+    PORT: String(gatewayPort),
+    STORAGE_BACKEND: 'local',
+    LOG_LEVEL: 'warn',
+    BOOTSTRAP_ADMIN_PASSWORD: BENCH_ADMIN_PASSWORD,
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    ...extra,
+  };
+}
+
+/**
+ * `codeagent backend`, then `codeagent gateway`, with `env` (BACKEND_PORT and PORT set), each
+ * waited for at its /api/v1/health (`accept` as in waitFor). Returns both child processes.
+ */
+export async function startPlatform(env, { accept } = {}) {
+  const wait = accept ? { accept } : {};
+  const backend = startProcess(process.execPath, [cli, 'backend'], env);
+  await waitFor(`http://127.0.0.1:${env.BACKEND_PORT}/api/v1/health`, wait);
+  const gateway = startProcess(process.execPath, [cli, 'gateway'], env);
+  await waitFor(`http://127.0.0.1:${env.PORT}/api/v1/health`, wait);
+  return { backend, gateway };
+}
+
+/** Logs the bootstrap admin (admin@localhost) in at `api` (…/api/v1); returns the access token. */
+export async function adminToken(api, password) {
+  const res = await fetch(`${api}/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'admin@localhost', password }),
+  });
+  if (!res.ok) throw new Error(`admin login at ${api} answered ${res.status}`);
+  return (await res.json()).access_token;
+}
+
+/** Creates a workspace at `api` (…/api/v1) with the admin's `headers`; returns its id. */
+export async function createWorkspace(api, headers, name) {
+  const res = await fetch(`${api}/platform/workspaces`, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ name }),
+  });
+  if (res.status !== 201) throw new Error(`creating workspace ${name} answered ${res.status}`);
+  return (await res.json()).id;
 }
 
 /** One autocannon run; returns requests/s and latency percentiles in ms. */

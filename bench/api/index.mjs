@@ -8,43 +8,18 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
-import { cli, freePort, load, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
+import { BENCH_ADMIN_PASSWORD, adminToken, platformEnv, cli, freePort, freshDatabase, load, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
 
 const duration = Number(process.env.BENCH_DURATION ?? 10);
 const connections = 50;
-const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-async function freshDatabase() {
-  const c = new pg.Client({ connectionString: serverUrl });
-  try {
-    await c.connect();
-  } catch (err) {
-    // The backend alone cannot use the embedded database (only `codeagent start` runs it).
-    throw new Error(`bench/api needs PostgreSQL at ${serverUrl} (TEST_DATABASE_URL): ${err.message}`, { cause: err });
-  }
-  await c.query('DROP DATABASE IF EXISTS codeagent_bench WITH (FORCE)');
-  await c.query('CREATE DATABASE codeagent_bench');
-  await c.end();
-  const u = new URL(serverUrl);
-  u.pathname = '/codeagent_bench';
-  return u.toString();
-}
 
 import { createServer } from 'node:http';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-bench-api-'));
 const [backendPort, gatewayPort, chpPort, chpApiPort, nginxPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
-const databaseUrl = await freshDatabase();
-const env = {
-  DATA_DIR: dataDir,
-  BACKEND_PORT: String(backendPort),
-  PORT: String(gatewayPort),
-  STORAGE_BACKEND: 'local',
-  LOG_LEVEL: 'warn',
-  BOOTSTRAP_ADMIN_PASSWORD: 'bench-password-1',
-  DATABASE_URL: databaseUrl,
-};
+// The backend alone cannot use the embedded database (only `codeagent start` runs it).
+const databaseUrl = await freshDatabase('codeagent_bench', { who: 'bench/api' });
+const env = platformEnv({ dataDir, backendPort, gatewayPort, databaseUrl });
 const backend = startProcess(process.execPath, [cli, 'backend'], env);
 await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
 
@@ -85,12 +60,7 @@ http { access_log off; upstream b { server 127.0.0.1:${upstreamPort}; keepalive 
   return [gateway, chp, nginx].filter(Boolean);
 }
 
-const login = await fetch(`http://127.0.0.1:${backendPort}/api/v1/auth/login`, {
-  method: 'POST',
-  headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }),
-});
-const { access_token: token } = await login.json();
+const token = await adminToken(`http://127.0.0.1:${backendPort}/api/v1`, BENCH_ADMIN_PASSWORD);
 const headers = { authorization: `Bearer ${token}` };
 
 async function scenario(title, upstreamPort, path, headers) {

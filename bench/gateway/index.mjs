@@ -15,27 +15,24 @@ import autocannon from 'autocannon';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
-import { cli, freePort, load, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
+import {
+  BENCH_ADMIN_PASSWORD,
+  adminToken,
+  platformEnv,
+  cli,
+  freePort,
+  freshDatabase,
+  load,
+  root,
+  startPlatform,
+  startProcess,
+  stopProcess,
+  table,
+  waitFor,
+} from '../lib.mjs';
 
 const duration = Number(process.env.BENCH_DURATION ?? 10);
 const connections = 50;
-const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-async function freshDatabase() {
-  const c = new pg.Client({ connectionString: serverUrl });
-  try {
-    await c.connect();
-  } catch {
-    return undefined; // no PostgreSQL: the backend uses its embedded database
-  }
-  await c.query('DROP DATABASE IF EXISTS codeagent_bench_gateway WITH (FORCE)');
-  await c.query('CREATE DATABASE codeagent_bench_gateway');
-  await c.end();
-  const u = new URL(serverUrl);
-  u.pathname = '/codeagent_bench_gateway';
-  return u.toString();
-}
 
 const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-bench-gateway-'));
 
@@ -138,29 +135,15 @@ const upstream = createServer((_req, res) => {
   res.end('{"started":"2026-01-01T00:00:00Z","kernels":0}');
 });
 await new Promise((r) => upstream.listen(upstreamPort, '127.0.0.1', r));
-const databaseUrl = await freshDatabase();
-const env = {
-  DATA_DIR: dataDir,
-  BACKEND_PORT: String(backendPort),
-  PORT: String(gatewayPort),
-  STORAGE_BACKEND: 'local',
-  LOG_LEVEL: 'warn',
-  BOOTSTRAP_ADMIN_PASSWORD: 'bench-password-1',
-  JUPYTERLAB_URL: `http://127.0.0.1:${upstreamPort}`,
-  BRIDGE_URL: `http://127.0.0.1:${upstreamPort}`,
-  ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
-};
-const backend = startProcess(process.execPath, [cli, 'backend'], env);
-await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
-const gateway = startProcess(process.execPath, [cli, 'gateway'], env);
-await waitFor(`http://127.0.0.1:${gatewayPort}/api/v1/health`);
+// No PostgreSQL: the backend uses its embedded database.
+const databaseUrl = await freshDatabase('codeagent_bench_gateway', { optional: true });
+const env = platformEnv(
+  { dataDir, backendPort, gatewayPort, databaseUrl },
+  { JUPYTERLAB_URL: `http://127.0.0.1:${upstreamPort}`, BRIDGE_URL: `http://127.0.0.1:${upstreamPort}` },
+);
+const { backend, gateway } = await startPlatform(env);
 
-const login = await fetch(`http://127.0.0.1:${backendPort}/api/v1/auth/login`, {
-  method: 'POST',
-  headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }),
-});
-const { access_token: token } = await login.json();
+const token = await adminToken(`http://127.0.0.1:${backendPort}/api/v1`, BENCH_ADMIN_PASSWORD);
 const headers = { authorization: `Bearer ${token}` };
 
 const targets = [

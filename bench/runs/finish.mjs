@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { startTestBackend, createAndLogin, bearer } from '@codeagent/backend/testing';
+import { startTestBackend, createAndLogin, createWorkspace, addMembers, bearer } from '@codeagent/backend/testing';
 import { ScheduleWorker } from '@codeagent/worker';
 import { runtimeClient } from '@codeagent/clients';
 import { buildRuntimeApp } from '@codeagent/runtime';
@@ -81,10 +81,9 @@ export async function measureRunLatency() {
   try {
     const url = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
     const editor = await createAndLogin(b, 'bench-finish@example.com');
-    const headers = { ...bearer(b.adminToken), 'content-type': 'application/json' };
     const workspace = async (name) => {
-      const id = (await (await fetch(`${url}/api/v1/platform/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name }) })).json()).id;
-      await fetch(`${url}/api/v1/platform/workspaces/${id}/members`, { method: 'POST', headers, body: JSON.stringify({ user_id: editor.id, role: 'editor' }) });
+      const id = await createWorkspace(b, name);
+      await addMembers(b, id, [[editor, 'editor']]);
       const put = await fetch(`${url}/api/v1/data-resources/${id}/objects/nb.ipynb`, {
         method: 'PUT',
         headers: { ...bearer(editor.token), 'content-type': 'application/octet-stream' },

@@ -6,7 +6,7 @@
 // before issue 17. Requests are spaced by a random pause, so the poll's phase is uniform.
 // Run alone: `node bench/runs/start.mjs`; `npm run bench runs` runs it after the other parts.
 import pino from 'pino';
-import { startTestBackend, createAndLogin, bearer } from '@codeagent/backend/testing';
+import { startTestBackend, createAndLogin, createWorkspace, addMembers, bearer } from '@codeagent/backend/testing';
 import { ScheduleWorker } from '@codeagent/worker';
 import { table } from '../lib.mjs';
 
@@ -25,9 +25,8 @@ export async function measureStartLatency() {
   try {
     const url = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
     const editor = await createAndLogin(b, 'bench-editor@example.com');
-    const headers = { ...bearer(b.adminToken), 'content-type': 'application/json' };
-    const ws = (await (await fetch(`${url}/api/v1/platform/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-start' }) })).json()).id;
-    await fetch(`${url}/api/v1/platform/workspaces/${ws}/members`, { method: 'POST', headers, body: JSON.stringify({ user_id: editor.id, role: 'editor' }) });
+    const ws = await createWorkspace(b, 'bench-start');
+    await addMembers(b, ws, [[editor, 'editor']]);
     const nb = JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] });
     await fetch(`${url}/api/v1/data-resources/${ws}/objects/nb.ipynb`, {
       method: 'PUT',

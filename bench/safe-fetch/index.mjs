@@ -7,7 +7,7 @@ import pg from 'pg';
 import { createOutboundClient } from '../../packages/safe-fetch/dist/index.js';
 import { openDatabase, migrate } from '../../packages/db/dist/index.js';
 import { buildClusterAdminApp } from '../../services/cluster-admin/dist/index.js';
-import { table } from '../lib.mjs';
+import { freshDatabase, table } from '../lib.mjs';
 
 const N = Number(process.env.BENCH_ITERATIONS ?? 2000);
 const server = createServer((_req, res) => res.end('{"ok":true}'));
@@ -51,14 +51,10 @@ await plain.close();
 server.close();
 
 // Audit listing at 100k entries.
-const admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' });
-await admin.connect();
-await admin.query('DROP DATABASE IF EXISTS codeagent_bench_audit WITH (FORCE)');
-await admin.query('CREATE DATABASE codeagent_bench_audit');
-await admin.end();
-const database = await openDatabase({ databaseUrl: 'postgres://postgres@127.0.0.1:5432/codeagent_bench_audit' });
+const auditUrl = await freshDatabase('codeagent_bench_audit', { who: 'bench/safe-fetch' });
+const database = await openDatabase({ databaseUrl: auditUrl });
 await migrate(database);
-const raw = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/codeagent_bench_audit' });
+const raw = new pg.Client({ connectionString: auditUrl });
 await raw.connect();
 await raw.query(`INSERT INTO audit_entries (occurred_at, actor, action, target_type, target_id, details)
   SELECT now() - (i || ' milliseconds')::interval, 'abcdef012345', (ARRAY['cluster.create','cluster.update','cluster.delete'])[1 + i % 3], 'cluster',

@@ -7,8 +7,20 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
-import { cli, freePort, root, startProcess, stopProcess, streamDownload, streamUpload, table, waitFor } from '../lib.mjs';
+import {
+  BENCH_ADMIN_PASSWORD,
+  adminToken,
+  createWorkspace,
+  platformEnv,
+  freePort,
+  freshDatabase,
+  root,
+  startPlatform,
+  stopProcess,
+  streamDownload,
+  streamUpload,
+  table,
+} from '../lib.mjs';
 
 const SIZE_MB = Number(process.env.BENCH_SIZE_MB ?? 256);
 const FILES = Number(process.env.BENCH_FILES ?? 1000);
@@ -45,45 +57,15 @@ async function loadOf(url, method, headers, { connections = 20, duration = 10 } 
   return { rps: Math.round(latencies.length / duration), p50: at(0.5), p99: at(0.99) };
 }
 
-const c = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test' });
-await c.connect();
-await c.query('DROP DATABASE IF EXISTS codeagent_bench_webdav WITH (FORCE)');
-await c.query('CREATE DATABASE codeagent_bench_webdav');
-await c.end();
+const databaseUrl = await freshDatabase('codeagent_bench_webdav', { who: 'bench/webdav' });
 const [backendPort, gatewayPort] = await Promise.all([freePort(), freePort()]);
-const env = {
-  DATA_DIR: join(dir, 'data'),
-  STORAGE_BACKEND: 'local',
-  BACKEND_PORT: String(backendPort),
-  PORT: String(gatewayPort),
-  LOG_LEVEL: 'warn',
-  BOOTSTRAP_ADMIN_PASSWORD: 'bench-password-1',
-  MAX_UPLOAD_BYTES: String(2 * size),
-  DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/codeagent_bench_webdav',
-};
-const backend = startProcess(process.execPath, [cli, 'backend'], env);
-await waitFor(`http://127.0.0.1:${backendPort}/api/v1/health`);
-const gateway = startProcess(process.execPath, [cli, 'gateway'], env);
+const env = platformEnv({ dataDir: join(dir, 'data'), backendPort, gatewayPort, databaseUrl }, { MAX_UPLOAD_BYTES: String(2 * size) });
+const { backend, gateway } = await startPlatform(env);
 const base = `http://127.0.0.1:${gatewayPort}/api/v1`;
-await waitFor(`${base}/health`);
-const login = await (
-  await fetch(`${base}/auth/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'admin@localhost', password: 'bench-password-1' }),
-  })
-).json();
-const auth = { authorization: `Bearer ${login.access_token}` };
-const basic = { authorization: `Basic ${Buffer.from(`bench:${login.access_token}`).toString('base64')}` };
-const ws = (
-  await (
-    await fetch(`${base}/platform/workspaces`, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'bench' }),
-    })
-  ).json()
-).id;
+const token = await adminToken(base, BENCH_ADMIN_PASSWORD);
+const auth = { authorization: `Bearer ${token}` };
+const basic = { authorization: `Basic ${Buffer.from(`bench:${token}`).toString('base64')}` };
+const ws = await createWorkspace(base, auth, 'bench');
 const rest = `${base}/data-resources/${ws}/objects`;
 const dav = `${base}/dav/${ws}`;
 

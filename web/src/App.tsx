@@ -5,7 +5,7 @@ import { loginPath } from './nav';
 import { navigate, parseRoute, useLocation } from './router';
 import { LoginPage } from './pages/Login';
 import { HomePage } from './pages/Home';
-import { FilesPage } from './pages/Files';
+import { FilesPage, prefetchListing } from './pages/Files';
 import { TrashPage } from './pages/Trash';
 import { RunsPage } from './pages/Runs';
 import { ManagePage } from './pages/Manage';
@@ -25,6 +25,9 @@ export function App() {
   }, []);
 
   useEffect(() => {
+    // The file browser's listing goes out beside the session check (first load, bench/web-files).
+    const first = parseRoute(window.location);
+    if (first.name === 'files') prefetchListing(first.ws, first.prefix);
     void refresh().catch((err: unknown) => setSession({ state: 'error', message: describeError(err) }));
   }, [refresh]);
 

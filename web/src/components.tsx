@@ -1,4 +1,4 @@
-import type { AnchorHTMLAttributes, ReactNode } from 'react';
+import { Component, type AnchorHTMLAttributes, type ReactNode } from 'react';
 import { navigate } from './router';
 
 /** An in-app link: a real <a href> (open in new tab, keyboard, screen readers) that navigates without reloading. */
@@ -43,4 +43,20 @@ export function formatBytes(n: number): string {
 export function formatTime(iso: string | null | undefined): string {
   if (!iso) return '';
   return new Date(iso).toLocaleString();
+}
+
+/**
+ * Keeps a failing part (a lazy chunk that did not load, a preview that threw) from taking the whole
+ * app down: it shows a sentence in its place, and the rest of the page keeps working.
+ */
+export class PartBoundary extends Component<{ what: string; children: ReactNode }, { failed: string | null }> {
+  override state = { failed: null as string | null };
+  static getDerivedStateFromError(err: unknown) {
+    return { failed: err instanceof Error ? err.message : 'unknown error' };
+  }
+  override render() {
+    if (this.state.failed !== null)
+      return <ErrorText error={`The ${this.props.what} could not be shown (${this.state.failed}). Reload the page to try again.`} />;
+    return this.props.children;
+  }
 }

@@ -4,6 +4,10 @@
 // user uploads 20 MB with a progress bar that reaches 100 %, deletes the file and restores it
 // from the trash; a viewer gets no write controls; an uploaded .html is downloaded, never run;
 // `?next=` never leaves the platform; axe-core finds no serious or critical violation.
+// Issue 16's later screens: previews (text, CSV, images, notebooks; SVG/HTML shown as source,
+// never run), rename through WebDAV MOVE, a cancelled upload that leaves the old content and no
+// version, a notebook run on a real kernel (runtime + worker started here) whose output, error
+// traceback and image the run view shows, and schedules with the next five fire times.
 // Needs /usr/bin/chromium (.ci/system-deps); it fails, never skips, without it.
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,11 +15,19 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
+import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, bearer, createAndLogin, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, bearer, createAndLogin, INTERNAL_TOKEN, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
+import { Cron } from 'croner';
+import pino from 'pino';
+import { buildRuntimeApp } from '@codeagent/runtime';
+import { startTestKernels } from '@codeagent/runtime/testing';
+import { databaseUidAllocator } from '@codeagent/sandbox';
+import { WorkspaceFiles } from '@codeagent/files';
+import { platformRunIO, runtimeClient, ScheduleWorker } from '@codeagent/worker';
 
 const CHROMIUM = '/usr/bin/chromium';
 const web = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
@@ -47,6 +59,60 @@ async function seriousViolations(page: Page): Promise<string[]> {
     .map((v) => `${v.id}: ${v.help} (${JSON.stringify(v.nodes.map((n) => n.target))})`);
 }
 
+/** The editor's token (API calls beside the browser). */
+async function tokenOf(base: string, email: string, password: string): Promise<string> {
+  const res = await fetch(`${base}/api/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password }),
+  });
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+/** A w×h PNG of one colour, built without an image library (zlib and CRC32): in the kernel (Python) and here. */
+const PNG_PYTHON = [
+  'import struct, zlib',
+  'def png(w, h, rgb):',
+  '    raw = b"".join(b"\\x00" + bytes(rgb) * w for _ in range(h))',
+  '    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)',
+  '    return b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")',
+].join('\n');
+function pngOf(w: number, h: number, rgb: [number, number, number]): Buffer {
+  const chunk = (type: string, data: Buffer) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(zlib.crc32(Buffer.concat([Buffer.from(type), data])) >>> 0);
+    return Buffer.concat([len, Buffer.from(type), data, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: w }, () => rgb).flat())]);
+  const raw = Buffer.concat(Array.from({ length: h }, () => row));
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(raw)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+const notebookOf = (cells: { cell_type?: string; source: string; outputs?: unknown[] }[]) =>
+  JSON.stringify({
+    nbformat: 4,
+    nbformat_minor: 5,
+    metadata: { kernelspec: { name: 'python3', display_name: 'Python 3' } },
+    cells: cells.map((c, i) => ({
+      cell_type: c.cell_type ?? 'code',
+      id: `c${i}`,
+      metadata: {},
+      source: c.source,
+      ...((c.cell_type ?? 'code') === 'code' ? { outputs: c.outputs ?? [], execution_count: null } : {}),
+    })),
+  });
+
 async function logIn(page: Page, base: string, email: string, password: string, path = '/login'): Promise<void> {
   await page.goto(`${base}${path}`);
   await page.getByLabel('Email').fill(email);
@@ -64,16 +130,20 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   const newPage = async () => {
     const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 800 } });
     contexts.push(context);
-    return context.newPage();
+    const page = await context.newPage();
+    // An exception in the app fails no assertion by itself: print it, so a failing test says why.
+    page.on('pageerror', (err) => console.error(`[page error] ${err.message}`));
+    return page;
   };
   let ws = '';
+  let backendUrl = '';
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error('Debian chromium is missing: run .ci/system-deps (apt-get install chromium)');
     const built = spawnSync(process.execPath, [join(web, 'build.mjs')], { encoding: 'utf8', timeout: 120_000 });
     if (built.status !== 0) throw new Error(`node web/build.mjs failed:\n${built.stderr}`);
     b = await startTestBackend({ maxUploadBytes: 64 * MiB });
-    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    backendUrl = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
     gateway = await buildGatewayApp({
       upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
       webRoot: join(web, 'dist', 'app'),
@@ -275,6 +345,311 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
 
+  it('an editor runs a notebook on a real kernel and sees its output, an image, and a failing run with its traceback', async () => {
+    // The runtime (kernels in real sandboxes) and the schedule worker, started for this test only:
+    // the test above relies on no worker claiming its run.
+    const log = pino({ level: 'warn' });
+    const kernels = await startTestKernels({
+      log,
+      uids: databaseUidAllocator(b.t.database.db, 1_930_000_000),
+      sandbox: { uidBase: 1_930_000_000, filesMaxBytes: 64 * MiB },
+    });
+    const runtime = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: INTERNAL_TOKEN });
+    const worker = new ScheduleWorker({
+      db: b.t.database.db,
+      io: platformRunIO(new WorkspaceFiles(b.t.database.db, b.store), backendUrl, INTERNAL_TOKEN),
+      runtime: runtimeClient((await runtime.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, ''), INTERNAL_TOKEN),
+      log,
+      pollMs: 200,
+      concurrency: 1,
+      runTimeoutSeconds: 120,
+      // A run copies the workspace's files into its sandbox: the 20 MB upload of an earlier test is among them.
+      filesMaxBytes: 64 * MiB,
+    });
+    try {
+      const token = await tokenOf(base, USER.email, USER.password);
+      const put = async (path: string, body: string) =>
+        (
+          await fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, {
+            method: 'PUT',
+            headers: { ...bearer(token), 'content-type': 'application/x-ipynb+json' },
+            body,
+          })
+        ).status;
+      expect(
+        await put(
+          'plots/chart.ipynb',
+          notebookOf([
+            { cell_type: 'markdown', source: '# A chart\n<script>never run</script>' },
+            { source: 'print("hello from the kernel", 6 * 7)' },
+            { source: `${PNG_PYTHON}\nfrom IPython.display import Image, display\ndisplay(Image(data=png(48, 32, (220, 40, 40))))` },
+          ]),
+        ),
+      ).toBe(201);
+      expect(await put('plots/broken.ipynb', notebookOf([{ source: 'x = 1' }, { source: 'def f():\n    return 1 / 0\nf()' }]))).toBe(201);
+      worker.start();
+      /** The newest run of `notebook` once it has ended, asked through the API (the page shows the same list). */
+      const ended = async (notebook: string) => {
+        const deadline = Date.now() + 180_000;
+        for (;;) {
+          const list = (await (await fetch(`${base}/api/v1/workspaces/${ws}/runs`, { headers: bearer(token) })).json()) as {
+            items: { id: string; notebook_path: string; status: string; error: string | null }[];
+          };
+          const run = list.items.find((r) => r.notebook_path === notebook);
+          if (run && !['queued', 'running'].includes(run.status)) {
+            const log = await (await fetch(`${base}/api/v1/workspaces/${ws}/runs/${run.id}/log`, { headers: bearer(token) })).text();
+            return { ...run, log };
+          }
+          if (Date.now() > deadline) throw new Error(`the run of ${notebook} did not end in time: ${JSON.stringify(run)}`);
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      };
+
+      const page = await newPage();
+      await logIn(page, base, USER.email, USER.password, `/login?next=${encodeURIComponent(`/workspaces/${ws}/runs`)}`);
+      await page.getByRole('combobox', { name: /^Notebook/ }).selectOption('plots/chart.ipynb');
+      await page.getByRole('button', { name: 'Run now' }).click();
+      const row = page.getByRole('row').filter({ hasText: 'plots/chart.ipynb' });
+      const chart = await ended('plots/chart.ipynb');
+      expect(chart.status, JSON.stringify(chart)).toBe('succeeded');
+      // The page polls while the run is queued or running: no reload.
+      await row.locator('.status-succeeded').waitFor(UI_WAIT);
+      await row.getByRole('button', { name: /^Log and output/ }).click();
+      const panel = page.getByRole('complementary', { name: 'Run log and output' });
+      const executed = panel.getByRole('region', { name: 'Executed notebook' });
+      await executed.getByText('hello from the kernel 42').waitFor(UI_WAIT);
+      // The image output is decoded by the browser (a data: URL of the kernel's PNG), 48×32.
+      const img = executed.locator('img.nb-image');
+      await expect.poll(() => img.evaluate((el: HTMLImageElement) => `${el.naturalWidth}x${el.naturalHeight}`), UI_WAIT).toBe('48x32');
+      // Markdown is shown as its source, never as markup.
+      await executed.getByText('<script>never run</script>').waitFor(UI_WAIT);
+      expect(await page.locator('.notebook script').count()).toBe(0);
+      expect(await panel.locator('pre.log').textContent()).toMatch(/claimed[\s\S]*started[\s\S]*finished/);
+      await shot(page, 'run-output');
+      expect(await seriousViolations(page)).toEqual([]);
+
+      await page.getByRole('combobox', { name: /^Notebook/ }).selectOption('plots/broken.ipynb');
+      await page.getByRole('button', { name: 'Run now' }).click();
+      const badRow = page.getByRole('row').filter({ hasText: 'plots/broken.ipynb' });
+      const broken = await ended('plots/broken.ipynb');
+      expect(broken.status, JSON.stringify(broken)).toBe('failed');
+      await badRow.locator('.status-failed').waitFor(UI_WAIT);
+      await badRow.getByRole('button', { name: /^Log and output/ }).click();
+      const error = page.getByRole('region', { name: 'Executed notebook' }).getByRole('group', { name: /ZeroDivisionError/ });
+      await error.getByText('ZeroDivisionError: division by zero').first().waitFor(UI_WAIT);
+      // The traceback, without ANSI colour codes.
+      const traceback = (await error.locator('pre').textContent()) ?? '';
+      expect(traceback).toMatch(/return 1 \/ 0/);
+      expect(traceback).not.toContain('\u001b[');
+      await shot(page, 'run-error');
+      expect(await seriousViolations(page)).toEqual([]);
+    } finally {
+      await worker.stop(5000);
+      await runtime.close();
+      await kernels.stop();
+    }
+  }, 480_000);
+
+  it('schedules: the cron helper shows the next five fire times in the user’s zone, as the server computes them; enable, disable, delete', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US', timezoneId: 'America/New_York' });
+    contexts.push(context);
+    const page = await context.newPage();
+    await logIn(page, base, USER.email, USER.password, `/login?next=${encodeURIComponent(`/workspaces/${ws}/runs`)}`);
+    const form = page.getByRole('form', { name: 'New schedule' });
+    await form.getByLabel('What to run').selectOption('analysis.ipynb');
+    await form.getByLabel('Time zone').fill('Europe/Berlin');
+    // Not a cron: said in words before anything is sent.
+    await form.getByLabel('Cron').fill('every day');
+    await form.getByText('It has 2 fields').waitFor(UI_WAIT);
+    await form.getByLabel('Cron').fill('30 7 * * 1-5');
+    const fires = form.getByRole('list', { name: 'Next five runs' }).getByRole('listitem');
+    await expect.poll(() => fires.count(), UI_WAIT).toBe(5);
+    const expected = new Cron('30 7 * * 1-5', { paused: true, timezone: 'Europe/Berlin' }).nextRuns(5).map((d) =>
+      d.toLocaleString('en-US', {
+        timeZone: 'America/New_York',
+        weekday: 'short',
+        year: 'numeric',
+        month: 'short',
+        day: 'numeric',
+        hour: '2-digit',
+        minute: '2-digit',
+        timeZoneName: 'short',
+      }),
+    );
+    expect(await fires.allTextContents()).toEqual(expected);
+    await form.getByText('in your time zone (America/New_York)').waitFor(UI_WAIT);
+    await shot(page, 'schedules');
+    expect(await seriousViolations(page)).toEqual([]);
+    await form.getByRole('button', { name: 'Add schedule' }).click();
+    await page.getByRole('button', { name: 'Disable schedule 30 7 * * 1-5' }).waitFor(UI_WAIT);
+    const token = await tokenOf(base, USER.email, USER.password);
+    const schedules = async () =>
+      (
+        (await (await fetch(`${base}/api/v1/workspaces/${ws}/schedules`, { headers: bearer(token) })).json()) as {
+          items: { cron: string; enabled: boolean; next_run_at: string | null }[];
+        }
+      ).items;
+    // The server's next fire time is the helper's first.
+    const [created] = await schedules();
+    expect(created).toMatchObject({ cron: '30 7 * * 1-5', enabled: true });
+    expect(Date.parse(created!.next_run_at!)).toBe(new Cron('30 7 * * 1-5', { paused: true, timezone: 'Europe/Berlin' }).nextRun()!.getTime());
+
+    await page.getByRole('button', { name: 'Disable schedule 30 7 * * 1-5' }).click();
+    await page.getByRole('button', { name: 'Enable schedule 30 7 * * 1-5' }).waitFor(UI_WAIT);
+    expect((await schedules())[0]!.enabled).toBe(false);
+    await page.getByRole('button', { name: 'Enable schedule 30 7 * * 1-5' }).click();
+    await page.getByRole('button', { name: 'Disable schedule 30 7 * * 1-5' }).waitFor(UI_WAIT);
+    expect((await schedules())[0]!.enabled).toBe(true);
+    // Delete asks first: dismissing keeps it, accepting deletes it.
+    page.once('dialog', (d) => void d.dismiss());
+    await page.getByRole('button', { name: 'Delete schedule 30 7 * * 1-5' }).click();
+    await page.getByRole('button', { name: 'Disable schedule 30 7 * * 1-5' }).waitFor(UI_WAIT);
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Delete schedule 30 7 * * 1-5' }).click();
+    await page.getByText('No schedules yet.').waitFor(UI_WAIT);
+    expect(await schedules()).toEqual([]);
+    // One disabled schedule stays, for the viewer's test.
+    const kept = await fetch(`${base}/api/v1/workspaces/${ws}/schedules`, {
+      method: 'POST',
+      headers: { ...bearer(token), 'content-type': 'application/json' },
+      body: JSON.stringify({ notebook_path: 'analysis.ipynb', cron: '0 0 1 1 *', enabled: false }),
+    });
+    expect(kept.status).toBe(201);
+  }, 90_000);
+
+  it('previews text, CSV, images and notebooks; SVG and HTML are shown as source and never run; rename moves a file with its versions', async () => {
+    const token = await tokenOf(base, USER.email, USER.password);
+    const put = async (path: string, body: string | Buffer, type: string) => {
+      const res = await fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, {
+        method: 'PUT',
+        headers: { ...bearer(token), 'content-type': type },
+        body: typeof body === 'string' ? body : new Uint8Array(body),
+      });
+      expect(res.status, path).toBeLessThan(300);
+    };
+    await put('preview/table.csv', 'city,population\n"Berlin, DE",3850809\nParis,2102650\n"Say ""hi""",1\n', 'text/csv');
+    await put('preview/photo.png', pngOf(64, 40, [30, 120, 220]), 'image/png');
+    await put('preview/readme.txt', 'plain words\n<b>not bold</b>\n', 'text/plain');
+    const hostile = `fetch("/api/v1/pwned-by-preview",{method:"POST"})`;
+    await put(
+      'preview/evil.svg',
+      `<svg xmlns="http://www.w3.org/2000/svg" onload='${hostile}'><script>${hostile}</script><circle r="5"/></svg>`,
+      'image/svg+xml',
+    );
+    await put('preview/evil.html', `<!doctype html><img src=x onerror='${hostile}'><script>${hostile}</script>`, 'text/html');
+    await put(
+      'preview/outputs.ipynb',
+      notebookOf([
+        {
+          source: 'show()',
+          outputs: [
+            { output_type: 'display_data', metadata: {}, data: { 'text/html': `<img src=x onerror='${hostile}'>` } },
+            { output_type: 'display_data', metadata: {}, data: { 'image/svg+xml': `<svg onload='${hostile}'></svg>`, 'text/plain': '<Figure with an SVG>' } },
+            { output_type: 'stream', name: 'stdout', text: ['line one\n', 'line two\n'] },
+            { output_type: 'display_data', metadata: {}, data: { 'image/png': 'javascript:alert(1)' } },
+          ],
+        },
+      ]),
+      'application/x-ipynb+json',
+    );
+
+    const page = await newPage();
+    const pwned: string[] = [];
+    page.context().on('request', (r) => {
+      if (r.url().includes('pwned-by-preview')) pwned.push(r.url());
+    });
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    await logIn(page, base, USER.email, USER.password, `/login?next=${encodeURIComponent(`/workspaces/${ws}/files/preview/`)}`);
+    const panel = page.getByRole('complementary', { name: /^Preview of/ });
+
+    await page.getByRole('button', { name: 'Preview table.csv' }).click();
+    const table = panel.getByRole('table', { name: 'First rows of table.csv' });
+    await table.waitFor(UI_WAIT);
+    expect(await table.getByRole('columnheader').allTextContents()).toEqual(['city', 'population']);
+    expect(await table.getByRole('cell').allTextContents()).toEqual(['Berlin, DE', '3850809', 'Paris', '2102650', 'Say "hi"', '1']);
+    await shot(page, 'preview-csv');
+    expect(await seriousViolations(page)).toEqual([]);
+
+    await page.getByRole('button', { name: 'Preview photo.png' }).click();
+    const photo = panel.getByRole('img', { name: 'Preview of photo.png' });
+    await expect.poll(() => photo.evaluate((el: HTMLImageElement) => `${el.naturalWidth}x${el.naturalHeight}`), UI_WAIT).toBe('64x40');
+
+    await page.getByRole('button', { name: 'Preview readme.txt' }).click();
+    await expect.poll(() => panel.getByTestId('preview-text').textContent(), UI_WAIT).toBe('plain words\n<b>not bold</b>\n');
+
+    for (const name of ['evil.svg', 'evil.html']) {
+      await page.getByRole('button', { name: `Preview ${name}` }).click();
+      await expect.poll(() => panel.getByTestId('preview-text').textContent(), UI_WAIT).toContain(`<script>${hostile}</script>`);
+      expect(await panel.locator('img, svg, iframe, object, embed').count()).toBe(0);
+    }
+
+    await page.getByRole('button', { name: 'Preview outputs.ipynb' }).click();
+    const cells = panel.getByRole('region', { name: 'Cells of outputs.ipynb' });
+    await cells.getByText('line one').waitFor(UI_WAIT);
+    await cells.getByText('(text/html output not shown here').waitFor(UI_WAIT);
+    await cells.getByText('<Figure with an SVG>').waitFor(UI_WAIT);
+    // Neither the HTML nor the SVG became elements, and a crafted "image" is no URL at all.
+    expect(await cells.locator('img, svg, iframe, script').count()).toBe(0);
+    await shot(page, 'preview-notebook');
+    expect(await seriousViolations(page)).toEqual([]);
+    await page.waitForTimeout(500);
+    expect(pwned).toEqual([]);
+    expect(dialogs).toEqual([]);
+
+    // Rename (WebDAV MOVE): a new folder moves it; its versions go along.
+    await put('preview/readme.txt', 'second text', 'text/plain');
+    await page.reload();
+    await page.getByRole('button', { name: 'Rename readme.txt' }).click();
+    const rename = page.getByRole('form', { name: 'Rename preview/readme.txt' });
+    // An existing path is never overwritten from here.
+    await rename.getByLabel('New path').fill('preview/table.csv');
+    await rename.getByRole('button', { name: 'Rename' }).click();
+    await rename.getByText('preview/table.csv already exists').waitFor(UI_WAIT);
+    await rename.getByLabel('New path').fill('archive/readme-old.txt');
+    await rename.getByRole('button', { name: 'Rename' }).click();
+    await rename.waitFor({ state: 'detached', ...UI_WAIT });
+    await page.getByRole('button', { name: 'Preview readme.txt' }).waitFor({ state: 'detached', ...UI_WAIT });
+    const moved = await fetch(`${base}/api/v1/data-resources/${ws}/objects/archive/readme-old.txt`, { headers: bearer(token) });
+    expect(await moved.text()).toBe('second text');
+    const versions = await fetch(`${base}/api/v1/data-resources/${ws}/versions/archive/readme-old.txt`, { headers: bearer(token) });
+    expect(((await versions.json()) as { items: unknown[] }).items.length).toBeGreaterThanOrEqual(1);
+    expect((await fetch(`${base}/api/v1/data-resources/${ws}/objects/preview/readme.txt`, { headers: bearer(token) })).status).toBe(404);
+  }, 90_000);
+
+  it('a cancelled upload leaves the old content intact and adds no version', async () => {
+    const token = await tokenOf(base, USER.email, USER.password);
+    const url = `${base}/api/v1/data-resources/${ws}/objects/cancel/data.bin`;
+    expect((await fetch(url, { method: 'PUT', headers: bearer(token), body: 'the old content' })).status).toBe(201);
+    const page = await newPage();
+    await logIn(page, base, USER.email, USER.password, `/login?next=${encodeURIComponent(`/workspaces/${ws}/files/cancel/`)}`);
+    await page.getByRole('link', { name: 'data.bin' }).first().waitFor(UI_WAIT);
+    // A slow link (DevTools throttling), so that the upload is still under way when cancelled.
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Network.enable');
+    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 20, downloadThroughput: -1, uploadThroughput: 1 * MiB });
+    const big = join(files, 'data.bin');
+    writeFileSync(big, Buffer.alloc(48 * MiB, 9));
+    await page.getByTestId('file-input').setInputFiles(big);
+    const row = page.locator('.upload').filter({ hasText: 'data.bin' });
+    await expect.poll(async () => Number.parseInt((await row.getByTestId('upload-percent').textContent()) ?? '0', 10), { timeout: 30_000 }).toBeGreaterThan(0);
+    await row.getByRole('button', { name: 'Cancel upload of data.bin' }).click();
+    await row.getByText('Upload cancelled.').waitFor(UI_WAIT);
+    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    // The server sees the body break off; give it a moment, then: the old content, no version.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await (await fetch(url, { headers: bearer(token) })).text()).toBe('the old content');
+    const versions = await fetch(`${base}/api/v1/data-resources/${ws}/versions/cancel/data.bin`, { headers: bearer(token) });
+    // The list shows the current content only (as `current`): no version was added.
+    expect(((await versions.json()) as { items: { current: boolean; size: number }[] }).items).toEqual([
+      expect.objectContaining({ current: true, size: 'the old content'.length }),
+    ]);
+    await shot(page, 'upload-cancelled');
+  }, 90_000);
+
   it('a viewer sees the files but no upload or delete control', async () => {
     const viewer = await createAndLogin(b, 'viewer@example.com');
     const added = await fetch(`${base}/api/v1/platform/workspaces/${ws}/members`, {
@@ -289,11 +664,26 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await page.getByRole('button', { name: 'Upload files' }).count()).toBe(0);
     expect(await page.getByTestId('file-input').count()).toBe(0);
     expect(await page.getByRole('button', { name: /^Delete/ }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: /^Rename/ }).count()).toBe(0);
+    // A viewer may preview, but a MOVE sent by hand is refused by the server.
+    await page.getByRole('button', { name: 'Preview analysis.ipynb' }).click();
+    await page.getByRole('region', { name: 'Cells of analysis.ipynb' }).getByText('print(1)').waitFor(UI_WAIT);
+    const move = await page.evaluate(
+      async (w) =>
+        (await fetch(`/api/v1/dav/${w}/analysis.ipynb`, { method: 'MOVE', headers: { destination: `${location.origin}/api/v1/dav/${w}/stolen.ipynb` } }))
+          .status,
+      ws,
+    );
+    expect(move).toBe(403);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Trash' }).click();
     await page.getByText('The trash is empty').waitFor(UI_WAIT);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Runs' }).click();
     await page.getByRole('row').filter({ hasText: 'analysis.ipynb' }).locator('.status-cancelled').waitFor(UI_WAIT);
     expect(await page.getByRole('button', { name: 'Run now' }).count()).toBe(0);
+    // Schedules: seen, not changed.
+    await page.getByRole('cell', { name: '0 0 1 1 *' }).waitFor(UI_WAIT);
+    expect(await page.getByRole('form', { name: 'New schedule' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: /schedule/ }).count()).toBe(0);
     await shot(page, 'runs');
     // Nor the administration, which is for system administrators only (its address shows nothing).
     expect(await page.getByRole('link', { name: 'Administration' }).count()).toBe(0);

@@ -18,3 +18,5 @@ export {
   refusedCrossSite,
 } from './session-cookie.js';
 export type { Credential, CredentialSource } from './session-cookie.js';
+export { MOUNT_TOKEN_PREFIX, MOUNT_TOKEN_MAX_SECONDS, mountTokenKey, issueMountToken, isMountToken, verifyMountToken } from './mount-token.js';
+export type { MountTokenClaims } from './mount-token.js';

@@ -1,30 +1,23 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { ConflictError, NotFoundError } from '@codeagent/service-kit';
-import { LocalObjectStore } from '@codeagent/storage';
-import { WorkspaceFiles } from './files.js';
+import type { WorkspaceFiles } from './files.js';
+import { createTestFiles, type TestFiles } from './testing.js';
 
 /** The folder view and renames of WorkspaceFiles, which the WebDAV tree is built on. */
 describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
-  let t: TestDatabase;
-  let store: LocalObjectStore;
   let files: WorkspaceFiles;
+  let fixture: TestFiles;
   let ws: string;
   beforeAll(async () => {
-    t = await createTestDatabase();
-    store = new LocalObjectStore(mkdtempSync(join(tmpdir(), 'codeagent-files-tree-')));
-    await store.init();
-    files = new WorkspaceFiles(t.database.db, store);
+    fixture = await createTestFiles('files-tree');
+    ({ files } = fixture);
   });
   afterAll(async () => {
-    await t.drop();
+    await fixture.close();
   });
   beforeEach(async () => {
-    ws = (await t.database.db.insertInto('workspaces').values({ name: 'tree' }).returning('id').executeTakeFirstOrThrow()).id;
+    ws = await fixture.newWorkspace('tree');
   });
 
   const write = (path: string, content: string) => files.put(ws, path, Readable.from([Buffer.from(content)]), { actor: null });

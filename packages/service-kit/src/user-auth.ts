@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import { USERS_CHANNEL, findActiveTokenUser, isSystemAdmin, type DB, type Database, type Listener, type UserRow } from '@codeagent/db';
-import { refusedCrossSite, requestCredential, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
+import { isMountToken, refusedCrossSite, requestCredential, verifyMountToken, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
 import { ForbiddenError, UnauthorizedError } from './errors.js';
 
 declare module 'fastify' {
@@ -10,6 +10,11 @@ declare module 'fastify' {
     /** Set by `requireUser`. */
     user: UserRow;
     tokenClaims: UserTokenClaims;
+    /**
+     * Set by `requireUserOrMount` when the caller is the platform's own mount of a workspace (a
+     * mount token, decision 0140): the one workspace it may reach; `user` is then not set.
+     */
+    mountWorkspace: string | undefined;
   }
   interface FastifyInstance {
     requireUser: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
@@ -18,6 +23,11 @@ declare module 'fastify' {
      * for clients that only know user name and password (WebDAV mounts).
      */
     requireUserOrBasic: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    /**
+     * `requireUserOrBasic` that also takes a workspace mount token (Bearer or Basic password):
+     * for the WebDAV tree only, whose handler confines it to `req.mountWorkspace`.
+     */
+    requireUserOrMount: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
     requireSystemAdmin: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
     /**
      * After a change of the user's sessions or record committed here (its NOTIFY included):
@@ -50,6 +60,8 @@ export interface UserAuthOptions {
   cacheMs?: number;
   /** Cached tokens at most (default 10 000; the oldest go first). */
   cacheEntries?: number;
+  /** The key of workspace mount tokens (`mountTokenKey(INTERNAL_SERVICE_TOKEN)`); without it none is accepted. */
+  mountTokenKey?: Buffer | undefined;
 }
 
 /** Token checks by token id, trusted only while the listening connection is up. */
@@ -153,6 +165,7 @@ export const userAuth = fp<UserAuthOptions>(
   async (app, opts) => {
     app.decorateRequest('user', null as unknown as UserRow);
     app.decorateRequest('tokenClaims', null as unknown as UserTokenClaims);
+    app.decorateRequest('mountWorkspace', undefined);
     const cacheMs = opts.cacheMs ?? 10_000;
     const cache = opts.listen && cacheMs > 0 ? new TokenCheckCache(cacheMs, opts.cacheEntries ?? 10_000) : undefined;
     if (cache) {
@@ -196,6 +209,21 @@ export const userAuth = fp<UserAuthOptions>(
 
     app.decorate('requireUser', async (req: FastifyRequest) => authenticate(req, false));
     app.decorate('requireUserOrBasic', async (req: FastifyRequest) => authenticate(req, true));
+    app.decorate('requireUserOrMount', async (req: FastifyRequest) => {
+      const credential = requestCredential(req.headers, { basic: true });
+      // Only from the Authorization header: a mount is no browser, a cookie never holds one.
+      if (credential && credential.source !== 'cookie' && isMountToken(credential.token)) {
+        if (!opts.mountTokenKey) throw new UnauthorizedError('mount tokens are not accepted here');
+        try {
+          req.mountWorkspace = verifyMountToken(opts.mountTokenKey, credential.token).ws;
+        } catch (err) {
+          if (err instanceof InvalidTokenError) throw new UnauthorizedError(err.message);
+          throw err;
+        }
+        return;
+      }
+      await authenticate(req, true);
+    });
 
     app.decorate('requireSystemAdmin', async (req: FastifyRequest, reply: FastifyReply) => {
       await app.requireUser(req, reply);

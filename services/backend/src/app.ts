@@ -6,7 +6,7 @@ import type { Kysely } from 'kysely';
 import type { DB, Database } from '@codeagent/db';
 import { WEBDAV_EXTRA_METHODS, requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import { userAuth } from '@codeagent/service-kit';
-import { SESSION_COOKIE } from '@codeagent/auth';
+import { SESSION_COOKIE, mountTokenKey } from '@codeagent/auth';
 import { routeAccess } from './routes/access.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
@@ -78,7 +78,13 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
     transform: ({ schema, url }) => ({ schema: url.startsWith(PUBLIC_PREFIX) ? schema : { ...schema, hide: true }, url }),
   });
   app.addSchema(ErrorBody);
-  await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret, listen: opts.listen });
+  await app.register(userAuth, {
+    db: opts.db,
+    jwtSecret: opts.jwtSecret,
+    listen: opts.listen,
+    // The runtime's workspace mounts (decision 0140): accepted by the WebDAV tree only.
+    mountTokenKey: opts.internalServiceToken ? mountTokenKey(opts.internalServiceToken) : undefined,
+  });
   // Every public route declares who may call it (config.access); one hook enforces it (decision 0122).
   await app.register(routeAccess, { db: opts.db, prefix: PUBLIC_PREFIX });
 

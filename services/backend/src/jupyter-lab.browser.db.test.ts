@@ -2,139 +2,198 @@
 // (real PostgreSQL) and runtime (the workspace's sandboxed JupyterLab): sent to the login page
 // and back, a progress page while the server starts, then JupyterLab; a new notebook runs a cell
 // that writes out.csv through a real kernel (websockets through gateway and runtime) and is saved;
-// after logout the same browser loses access at once.
-import { existsSync } from 'node:fs';
+// after logout the same browser loses access at once. The workspace's files are mounted as the
+// server's /workspace (decision 0141): both files are workspace objects, a second save a second version.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
-import { buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
+import { mountTokenKey } from '@codeagent/auth';
+import { WorkspaceMounts, buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+import { startTestS3Store, type TestS3Store } from '@codeagent/storage/testing';
+import { INTERNAL_TOKEN, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const LAB_TOKEN = 'lab-token-for-the-browser-test';
 
-describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab of a workspace in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
-  let b: TestBackend;
-  let kernels: Kernels;
-  let runtime: FastifyInstance;
-  let gateway: FastifyInstance;
-  let browser: Browser;
-  let page: Page;
-  let base: string;
-  let ws: string;
-  let editor: { id: string; token: string };
+// Local storage on both database halves; S3 storage (s3rver) once, on the embedded half: the lab
+// only talks WebDAV through its mount, the storage behind it is the backend's (issue 15).
+const storages = process.env.CODEAGENT_TEST_DB === 'embedded' ? (['local', 's3'] as const) : (['local'] as const);
 
-  beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error('Chromium is missing: apt-get install chromium (scripts/system-deps.sh)');
-    b = await startTestBackend();
-    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
-    kernels = await startTestKernels({ lab: defaultLabHost() });
-    runtime = await buildRuntimeApp({
-      kernels: kernels.kernels,
-      internalServiceToken: 'runtime-token',
-      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }),
-    });
-    const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
-    gateway = await buildGatewayApp({
-      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
-      jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true },
-    });
-    base = await gateway.listen({ host: '127.0.0.1', port: 0 });
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'browser lab' } })).json<{
-      id: string;
-    }>().id;
-    editor = await createAndLogin(b, 'browser-editor@example.com');
-    await b.app.inject({
-      method: 'POST',
-      url: `/api/v1/platform/workspaces/${ws}/members`,
-      headers: bearer(b.adminToken),
-      payload: { user_id: editor.id, role: 'editor' },
-    });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
-    page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-  }, 120_000);
+describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
+  `JupyterLab of a workspace in Chromium, STORAGE_BACKEND=%s (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`,
+  (storage) => {
+    let s3: TestS3Store | undefined;
+    let b: TestBackend;
+    let kernels: Kernels;
+    let runtime: FastifyInstance;
+    let gateway: FastifyInstance;
+    let browser: Browser;
+    let page: Page;
+    let base: string;
+    let ws: string;
+    let editor: { id: string; token: string };
+    const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-lab-browser-'));
 
-  afterAll(async () => {
-    await browser?.close();
-    await gateway?.close();
-    await runtime?.close();
-    await kernels?.stop();
-    await b?.close();
-  }, 120_000);
-
-  it('logs in through /login?next=, shows the progress page, opens JupyterLab, runs a cell that writes out.csv and saves', async () => {
-    await page.goto(`${base}/jupyter/${ws}/lab`);
-    expect(new URL(page.url()).pathname).toBe('/login');
-    expect(new URL(page.url()).searchParams.get('next')).toBe(`/jupyter/${ws}/lab`);
-    await page.locator('input[name=email]').fill('browser-editor@example.com');
-    await page.locator('input[name=password]').fill('password-123');
-    await page.locator('button[type=submit]').click();
-    // The progress page (meta refresh) while the sandboxed server starts, then JupyterLab.
-    await page.waitForURL(`${base}/jupyter/${ws}/lab`, { timeout: 30_000 });
-    await page.locator('#jp-main-dock-panel').waitFor({ timeout: 90_000 });
-
-    const command = (id: string, args: object = {}) =>
-      page.evaluate(
-        ([id, args]) =>
-          (globalThis as unknown as { jupyterapp: { commands: { execute(id: string, args?: object): Promise<unknown> } } }).jupyterapp.commands.execute(
-            id,
-            args,
-          ),
-        [id, args] as const,
-      );
-    await command('notebook:create-new', { kernelName: 'python3' });
-    const cell = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first();
-    await cell.waitFor({ timeout: 60_000 });
-    // The kernel is up (its websocket goes through the gateway and the runtime) before typing.
-    await page.waitForFunction(
-      () =>
-        (globalThis as unknown as { jupyterapp: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string } } } } } } }).jupyterapp
-          .shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle',
-      undefined,
-      { timeout: 90_000 },
-    );
-    await cell.click();
-    await page.keyboard.type("open('out.csv', 'w').write('a,b\\n1,2\\n'); print('written', open('out.csv').read().count(','))");
-    await page.keyboard.press('Shift+Enter');
-    await page
-      .locator('.jp-OutputArea-output')
-      .filter({ hasText: 'written 2' })
-      .first()
-      .waitFor({ timeout: 60_000 })
-      .catch(async (err: unknown) => {
-        await page.screenshot({ path: '/tmp/jupyter-lab-browser-failure.png' });
-        throw err;
+    beforeAll(async () => {
+      if (!existsSync(CHROMIUM)) throw new Error('Chromium is missing: apt-get install chromium (scripts/system-deps.sh)');
+      if (storage === 's3') s3 = await startTestS3Store('lab');
+      b = await startTestBackend(s3 ? { store: s3.store } : {});
+      const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+      const backend = backendUrl.replace(/\/$/, '');
+      const mounts = new WorkspaceMounts({
+        dataDir,
+        davUrl: (w) => `${backend}/api/v1/dav/${w}/`,
+        tokenKey: mountTokenKey(INTERNAL_TOKEN),
+        log: b.app.log,
+        dirCacheSeconds: 1,
+        cacheBytes: 256 * 1024 * 1024,
       });
-    // The first save of an untitled notebook asks for a name (JupyterLab 4): keep the proposed one.
-    void command('docmanager:save').catch(() => undefined);
-    const rename = page.locator('.jp-Dialog .jp-mod-accept');
-    await rename.waitFor({ timeout: 15_000 }).then(
-      () => rename.click(),
-      () => undefined,
-    );
-    await page.locator('.jp-Dialog').waitFor({ state: 'detached', timeout: 15_000 });
-    // Saved: the tab no longer shows unsaved changes.
-    await page.locator('.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached', timeout: 30_000 });
+      kernels = await startTestKernels({ lab: defaultLabHost(), mounts });
+      runtime = await buildRuntimeApp({
+        kernels: kernels.kernels,
+        internalServiceToken: 'runtime-token',
+        lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }),
+      });
+      const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
+      gateway = await buildGatewayApp({
+        upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+        jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true },
+      });
+      base = await gateway.listen({ host: '127.0.0.1', port: 0 });
+      ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'browser lab' } })).json<{
+        id: string;
+      }>().id;
+      editor = await createAndLogin(b, 'browser-editor@example.com');
+      await b.app.inject({
+        method: 'POST',
+        url: `/api/v1/platform/workspaces/${ws}/members`,
+        headers: bearer(b.adminToken),
+        payload: { user_id: editor.id, role: 'editor' },
+      });
+      browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+      page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+    }, 120_000);
 
-    // Both files are in the workspace's server, the notebook saved with its output.
-    const lab = (path: string) => fetch(`${base}/jupyter/${ws}/api/contents/${path}`, { headers: bearer(editor.token) });
-    const listing = (await (await lab('')).json()) as { content: { name: string; type: string }[] };
-    const notebooks = listing.content.filter((f) => f.type === 'notebook').map((f) => f.name);
-    expect(notebooks).toHaveLength(1);
-    const saved = (await (await lab(notebooks[0]!)).json()) as { content: { cells: unknown[] } };
-    expect(JSON.stringify(saved.content.cells)).toContain('written 2');
-    const csv = (await (await lab('out.csv')).json()) as { content: string };
-    expect(csv.content).toBe('a,b\n1,2\n');
-  }, 240_000);
+    afterAll(async () => {
+      await browser?.close();
+      await gateway?.close();
+      await runtime?.close();
+      await kernels?.stop();
+      await b?.close();
+      await s3?.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }, 120_000);
 
-  it('after logout in the same browser, the lab is gone at once: pages go to the login page', async () => {
-    const status = await page.evaluate(async () => (await fetch('/api/v1/auth/logout', { method: 'POST' })).status);
-    expect(status).toBe(204);
-    const api = await page.evaluate(async (path) => (await fetch(path)).status, `/jupyter/${ws}/api/contents`);
-    expect(api).toBe(401);
-    await page.goto(`${base}/jupyter/${ws}/lab`);
-    expect(new URL(page.url()).pathname).toBe('/login');
-  }, 60_000);
-});
+    it('logs in through /login?next=, shows the progress page, opens JupyterLab, runs a cell that writes out.csv and saves', async () => {
+      await page.goto(`${base}/jupyter/${ws}/lab`);
+      expect(new URL(page.url()).pathname).toBe('/login');
+      expect(new URL(page.url()).searchParams.get('next')).toBe(`/jupyter/${ws}/lab`);
+      await page.locator('input[name=email]').fill('browser-editor@example.com');
+      await page.locator('input[name=password]').fill('password-123');
+      await page.locator('button[type=submit]').click();
+      // The progress page (meta refresh) while the sandboxed server starts, then JupyterLab.
+      await page.waitForURL(`${base}/jupyter/${ws}/lab`, { timeout: 30_000 });
+      await page.locator('#jp-main-dock-panel').waitFor({ timeout: 90_000 });
+
+      const command = (id: string, args: object = {}) =>
+        page.evaluate(
+          ([id, args]) =>
+            (globalThis as unknown as { jupyterapp: { commands: { execute(id: string, args?: object): Promise<unknown> } } }).jupyterapp.commands.execute(
+              id,
+              args,
+            ),
+          [id, args] as const,
+        );
+      await command('notebook:create-new', { kernelName: 'python3' });
+      const cell = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first();
+      await cell.waitFor({ timeout: 60_000 });
+      // The kernel is up (its websocket goes through the gateway and the runtime) before typing.
+      await page.waitForFunction(
+        () =>
+          (globalThis as unknown as { jupyterapp: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string } } } } } } })
+            .jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle',
+        undefined,
+        { timeout: 90_000 },
+      );
+      await cell.click();
+      await page.keyboard.type("open('out.csv', 'w').write('a,b\\n1,2\\n'); print('written', open('out.csv').read().count(','))");
+      await page.keyboard.press('Shift+Enter');
+      await page
+        .locator('.jp-OutputArea-output')
+        .filter({ hasText: 'written 2' })
+        .first()
+        .waitFor({ timeout: 60_000 })
+        .catch(async (err: unknown) => {
+          await page.screenshot({ path: '/tmp/jupyter-lab-browser-failure.png' });
+          throw err;
+        });
+      // The first save of an untitled notebook asks for a name (JupyterLab 4): keep the proposed one.
+      void command('docmanager:save').catch(() => undefined);
+      const rename = page.locator('.jp-Dialog .jp-mod-accept');
+      await rename.waitFor({ timeout: 15_000 }).then(
+        () => rename.click(),
+        () => undefined,
+      );
+      await page.locator('.jp-Dialog').waitFor({ state: 'detached', timeout: 15_000 });
+      // Saved: the tab no longer shows unsaved changes.
+      await page.locator('.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached', timeout: 30_000 });
+
+      // Both files are in the workspace's server, the notebook saved with its output.
+      const lab = (path: string) => fetch(`${base}/jupyter/${ws}/api/contents/${path}`, { headers: bearer(editor.token) });
+      const listing = (await (await lab('')).json()) as { content: { name: string; type: string }[] };
+      const notebooks = listing.content.filter((f) => f.type === 'notebook').map((f) => f.name);
+      expect(notebooks).toHaveLength(1);
+      const saved = (await (await lab(notebooks[0]!)).json()) as { content: { cells: unknown[] } };
+      expect(JSON.stringify(saved.content.cells)).toContain('written 2');
+      const csv = (await (await lab('out.csv')).json()) as { content: string };
+      expect(csv.content).toBe('a,b\n1,2\n');
+
+      // The same files are the workspace's own objects (the server's /workspace is the mount).
+      const data = (path: string) => fetch(`${base}/api/v1/data-resources/${ws}/${path}`, { headers: bearer(editor.token) });
+      const objects = (await (await data('objects')).json()) as { items: { path: string; size: number }[] };
+      const paths = objects.items.map((o) => o.path).sort();
+      expect(paths).toEqual([notebooks[0]!, 'out.csv'].sort());
+      expect(await (await data('objects/out.csv')).text()).toBe('a,b\n1,2\n');
+      expect(await (await data(`objects/${notebooks[0]!}`)).text()).toContain('written 2');
+      const versions = async () => ((await (await data(`versions/${notebooks[0]!}`)).json()) as { items: unknown[] }).items.length;
+      const before = await versions();
+      expect(before).toBeGreaterThanOrEqual(1);
+
+      // A second save (after a change) makes a second version.
+      await cell.click();
+      await page.keyboard.press('End');
+      await page.keyboard.type('  # second save');
+      void command('docmanager:save').catch(() => undefined);
+      const dialog = page.locator('.jp-Dialog');
+      if (
+        await dialog.waitFor({ timeout: 5_000 }).then(
+          () => true,
+          () => false,
+        )
+      ) {
+        await page.screenshot({ path: '/tmp/jupyter-lab-second-save.png' });
+        throw new Error(`the second save asked: ${await dialog.innerText()}`);
+      }
+      // No "File Changed" question: the mount reports one fixed time per file (decision 0141).
+      await page.locator('.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached', timeout: 30_000 });
+      const deadline = Date.now() + 15_000;
+      while ((await versions()) < before + 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+      expect(await versions()).toBe(before + 1);
+      expect(await (await data(`objects/${notebooks[0]!}`)).text()).toContain('# second save');
+    }, 240_000);
+
+    it('after logout in the same browser, the lab is gone at once: pages go to the login page', async () => {
+      const status = await page.evaluate(async () => (await fetch('/api/v1/auth/logout', { method: 'POST' })).status);
+      expect(status).toBe(204);
+      const api = await page.evaluate(async (path) => (await fetch(path)).status, `/jupyter/${ws}/api/contents`);
+      expect(api).toBe(401);
+      await page.goto(`${base}/jupyter/${ws}/lab`);
+      expect(new URL(page.url()).pathname).toBe('/login');
+    }, 60_000);
+  },
+);

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTestDatabase, type TestDatabase } from '@codeagent/db';
+import { createTestDatabase, type MemberRole, type TestDatabase } from '@codeagent/db';
+import { buildGatewayApp } from '@codeagent/gateway';
 import { LocalObjectStore, type ObjectStore } from '@codeagent/storage';
 import { buildBackendApp, type BackendAppOptions } from './app.js';
 import { DEFAULT_RUN_LIMITS, type RunLimits } from './domain/runs.js';
@@ -95,4 +96,39 @@ export async function createAndLogin(b: TestBackend, email: string, role: 'admin
   if (res.statusCode !== 201) throw new Error(`create user failed: ${res.statusCode} ${res.body}`);
   const login = await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password: 'password-123' } });
   return { id: res.json<{ id: string }>().id, token: login.json<{ access_token: string }>().access_token };
+}
+
+/** Creates a workspace as the bootstrap admin; returns its id. */
+export async function createWorkspace(b: TestBackend, name: string): Promise<string> {
+  const res = await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name } });
+  if (res.statusCode !== 201) throw new Error(`create workspace failed: ${res.statusCode} ${res.body}`);
+  return res.json<{ id: string }>().id;
+}
+
+/** Makes each user a member of the workspace with the role, as the bootstrap admin. */
+export async function addMembers(b: TestBackend, ws: string, members: readonly (readonly [{ id: string }, MemberRole])[]): Promise<void> {
+  for (const [user, role] of members) {
+    const res = await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: user.id, role },
+    });
+    if (res.statusCode >= 300) throw new Error(`add member failed: ${res.statusCode} ${res.body}`);
+  }
+}
+
+export interface TestGateway {
+  gateway: FastifyInstance;
+  /** The gateway's base URL (loopback, its own port), as clients reach the platform. */
+  url: string;
+  /** The backend's own base URL, behind the gateway. */
+  backendUrl: string;
+}
+
+/** The backend listening on a loopback port and the gateway in front of it (no cluster admin, no bridge behind it). */
+export async function startTestGateway(b: TestBackend): Promise<TestGateway> {
+  const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+  const gateway = await buildGatewayApp({ upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' } });
+  return { gateway, url: await gateway.listen({ host: '127.0.0.1', port: 0 }), backendUrl };
 }

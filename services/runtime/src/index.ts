@@ -16,3 +16,5 @@ export type { LabProxy, LabProxyOptions } from './lab-proxy.js';
 export { defaultLabHost } from './lab-host.js';
 export { labBasePath, labHostBuilt } from './servers.js';
 export type { LabHost, ServerStatus } from './servers.js';
+export { WorkspaceMounts, workspaceMountsFor } from './mounts.js';
+export type { LiveMount, WorkspaceMountsOptions } from './mounts.js';

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '@codeagent/config';
 import { SandboxUnavailableError, prepareSandbox, type PreparedSandbox, type Tools, type UidAllocator } from '@codeagent/sandbox';
 import { KernelService } from './kernels.js';
+import type { WorkspaceMounts } from './mounts.js';
 import { SandboxedServers, externalServer, type JupyterPool, type LabHost } from './servers.js';
 
 export interface KernelsOptions {
@@ -18,6 +19,8 @@ export interface KernelsOptions {
   startTimeoutMs?: number;
   /** The JupyterLab host each workspace's server serves (when built). */
   lab?: LabHost | undefined;
+  /** Each workspace's files mounted as its server's /workspace (decision 0140); without it a tmpfs. */
+  mounts?: WorkspaceMounts | undefined;
   /** Tests only: other paths for bwrap, setpriv, prlimit, sh. */
   tools?: Tools;
 }
@@ -72,6 +75,7 @@ export async function createKernels(opts: KernelsOptions): Promise<Kernels> {
       cullIdleSeconds: opts.cullIdleSeconds,
       log,
       lab: opts.lab,
+      mounts: opts.mounts,
       ...(opts.startTimeoutMs ? { startTimeoutMs: opts.startTimeoutMs } : {}),
     });
   }

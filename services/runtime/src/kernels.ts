@@ -624,7 +624,11 @@ export class KernelService implements WarmKernelSource {
     let runDir: string | undefined;
     let stamps = new Map<string, string>();
     const hashes = new Map<string, string>();
-    if (opts.files) {
+    // The workspace's files mounted as /workspace (decision 0140): the run works on them in place,
+    // its writes become versions through the mount; nothing is copied in or collected.
+    const live = server.files;
+    if (live) await live.refresh().catch((err: unknown) => this.log?.warn({ err }, 'could not refresh the workspace mount before a run'));
+    if (opts.files && !live) {
       const total = opts.files.reduce((n, f) => n + Math.floor((f.content_base64.length * 3) / 4), 0);
       if (total > this.filesMaxBytes)
         throw new FilesLimitError(
@@ -643,7 +647,7 @@ export class KernelService implements WarmKernelSource {
       for (const f of opts.files) hashes.set(f.path, createHash('sha256').update(Buffer.from(f.content_base64, 'base64')).digest('hex'));
     }
     const notebookDir = opts.notebookPath && isSafeRelativePath(opts.notebookPath) ? opts.notebookPath.split('/').slice(0, -1).join('/') : '';
-    const cwd = runDir ? [runDir, notebookDir].filter(Boolean).join('/') : undefined;
+    const cwd = runDir ? [runDir, notebookDir].filter(Boolean).join('/') : live && notebookDir ? notebookDir : undefined;
     if (cwd && notebookDir) await contents.mkdirs(cwd, new Set());
     let status: 'ok' | 'error' = 'ok';
     try {
@@ -670,6 +674,11 @@ export class KernelService implements WarmKernelSource {
         await this.endRunKernel(kernelId);
       }
       const result: RunNotebookResult = { status, notebook: executed, duration_ms: Date.now() - started };
+      if (live) {
+        // What the run wrote is a version before the run is reported finished.
+        result.files = [];
+        await live.flush().catch((err: unknown) => (result.files_error = `the run's files could not be stored: ${(err as Error).message}`));
+      }
       if (runDir) {
         const skip = (p: string) => p === opts.notebookPath || p.split('/').some((s) => s.endsWith('.runs'));
         try {

@@ -6,6 +6,7 @@ import { buildRuntimeApp } from './app.js';
 import { createKernels } from './kernels-factory.js';
 import { labProxy } from './lab-proxy.js';
 import { defaultLabHost } from './lab-host.js';
+import { workspaceMountsFor } from './mounts.js';
 
 /** Starts the runtime alone (`codeagent runtime`) on 127.0.0.1:RUNTIME_PORT. */
 export async function startRuntime(config: Config): Promise<void> {
@@ -18,6 +19,8 @@ export async function startRuntime(config: Config): Promise<void> {
     warmPool: { size: config.jupyter.poolSize, max: config.jupyter.poolMax, idleSeconds: config.jupyter.poolIdleSeconds },
     log,
     lab: defaultLabHost(),
+    // Each workspace's files as its server's /workspace, through the backend's WebDAV tree (0140).
+    mounts: workspaceMountsFor(config, log),
     external: config.jupyter.url !== undefined ? { url: config.jupyter.url, token: config.jupyter.token ?? '' } : undefined,
     // As root every workspace gets its own uid, allocated once and kept in the database (the
     // backend applies the migrations; the first allocation happens at the first kernel start).

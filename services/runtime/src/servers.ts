@@ -6,6 +6,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Cgroup, Launcher, Limits, Sandbox, UidAllocator } from '@codeagent/sandbox';
 import { SandboxUnavailableError } from '@codeagent/sandbox';
 import { KernelUnavailableError } from './jupyter-server.js';
+import type { LiveMount, WorkspaceMounts } from './mounts.js';
 import { nodelayExtension } from './nodelay.js';
 import { tcpSettings, unixSocketSettings } from './transport.js';
 
@@ -31,6 +32,11 @@ export interface JupyterServerRef {
    * token and its base URL (`/jupyter/<workspace id>/`). Undefined for an external server.
    */
   readonly socket?: { path: string; token: string; basePath: string } | undefined;
+  /**
+   * Present when the workspace's own files are mounted as the server's /workspace (decision
+   * 0140): what is written there becomes workspace versions, no copy in or out is needed.
+   */
+  readonly files?: Pick<LiveMount, 'refresh' | 'flush'> | undefined;
 }
 
 /** Where a workspace's server stands, for the spawn progress page. */
@@ -96,6 +102,8 @@ export interface SandboxedServersOptions {
   startTimeoutMs?: number;
   /** The JupyterLab host served by each workspace's server at `/jupyter/<id>/` (when built). */
   lab?: LabHost | undefined;
+  /** Mount each workspace's files as its server's /workspace (root and rootless modes; decision 0140). */
+  mounts?: WorkspaceMounts | undefined;
 }
 
 const MiB = 1024 * 1024;
@@ -124,6 +132,7 @@ class SandboxedServer implements JupyterServerRef {
     private readonly limits: SandboxLimits,
     private readonly log: FastifyBaseLogger,
     readonly socket: { path: string; token: string; basePath: string },
+    readonly files: LiveMount | undefined,
   ) {
     this.stopped = new Promise((r) => (this.resolveStopped = r));
     void sandbox.exited.then(({ code, signal }) => {
@@ -132,9 +141,14 @@ class SandboxedServer implements JupyterServerRef {
         ? 'the Jupyter server was stopped'
         : `the workspace's Jupyter server stopped unexpectedly (${signal ?? `exit code ${code}`}${oomKills > 0 ? ', out of memory' : ''}); every kernel of it ended, the next action starts it again`;
       if (!this.stopping) log.warn({ workspace_id: workspaceId ?? null, code, signal }, 'a sandboxed Jupyter server stopped');
-      this.resolveStopped(reason);
       void this.closeTransport().catch(() => undefined);
-      void sandbox.stop(0).catch(() => undefined);
+      // The mount goes after the last process that could hold a file open in it.
+      void sandbox
+        .stop(0)
+        .catch(() => undefined)
+        .then(() => files?.unmount())
+        .catch((err: unknown) => log.warn({ err, workspace_id: workspaceId ?? null }, 'unmounting the workspace files failed'))
+        .finally(() => this.resolveStopped(reason));
     });
   }
 
@@ -280,6 +294,15 @@ export class SandboxedServers implements JupyterPool {
     const basePath = workspaceId === undefined ? '/' : labBasePath(workspaceId);
     const lab = workspaceId !== undefined && labHostBuilt(this.opts.lab) ? this.opts.lab : undefined;
     const off = launcher.mode === 'off';
+    // The workspace's files as /workspace (not in off mode: no sandbox to bind them into).
+    let mount: LiveMount | undefined;
+    if (workspaceId !== undefined && this.opts.mounts && !off) {
+      try {
+        mount = await this.opts.mounts.mount(workspaceId, launcher.mode === 'root' ? { uid, gid: uid } : undefined, launcher.mode === 'root');
+      } catch (err) {
+        throw new KernelUnavailableError(`the workspace's files could not be mounted: ${(err as Error).message}`, false);
+      }
+    }
     const labMain = lab ? (off ? join(lab.hostDir, 'main.py') : `${LAB_DIR}/main.py`) : undefined;
     const labExtensions = lab?.extensionsDir !== undefined && existsSync(lab.extensionsDir) ? (off ? lab.extensionsDir : EXT_DIR) : undefined;
     const command = [
@@ -298,6 +321,8 @@ export class SandboxedServers implements JupyterPool {
       '--ContentsManager.allow_hidden=True',
       '--FileContentsManager.delete_to_trash=False',
       '--FileContentsManager.always_delete_dir=True',
+      // Checkpoints stay out of the workspace's files (they would become versioned objects).
+      ...(mount ? [`--FileCheckpoints.checkpoint_dir=${layout.tmp}/.ipynb_checkpoints`] : []),
       // The lab host's main.py loads the no-delay patch itself (it is on PYTHONPATH).
       ...(labMain ? [] : nodelay.args),
       ...(this.opts.cullIdleSeconds > 0
@@ -339,17 +364,28 @@ export class SandboxedServers implements JupyterPool {
         workspaceBytes: limits.workspaceBytes,
         tmpBytes: limits.tmpBytes,
         readOnly,
+        ...(mount ? { workspaceDir: mount.dir } : {}),
       });
     } catch (err) {
+      await mount?.unmount().catch(() => undefined);
       throw new KernelUnavailableError(`the sandbox did not start: ${(err as Error).message}`, false);
     }
     const socket = sandbox.hostPath(`${layout.run}/jupyter.sock`);
     const transport = unixSocketSettings(socket, token, basePath);
-    const server = new SandboxedServer(workspaceId, sandbox, transport.settings, transport.close.bind(transport), limits, log, {
-      path: socket,
-      token,
-      basePath,
-    });
+    const server = new SandboxedServer(
+      workspaceId,
+      sandbox,
+      transport.settings,
+      transport.close.bind(transport),
+      limits,
+      log,
+      {
+        path: socket,
+        token,
+        basePath,
+      },
+      mount,
+    );
     const deadline = Date.now() + (this.opts.startTimeoutMs ?? 60_000);
     for (;;) {
       if (!sandbox.running) {

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '@codeagent/config';
 import { memoryUidAllocator, type Tools, type UidAllocator } from '@codeagent/sandbox';
 import { createKernels, type Kernels } from './kernels-factory.js';
+import type { WorkspaceMounts } from './mounts.js';
 import type { LabHost } from './servers.js';
 
 const MiB = 1024 * 1024;
@@ -40,6 +41,8 @@ export async function startTestKernels(
     tools?: Tools;
     warmPool?: { size: number; max: number; idleSeconds: number };
     lab?: LabHost;
+    /** Mount each workspace's files as /workspace (needs a backend serving the WebDAV tree). */
+    mounts?: WorkspaceMounts;
   } = {},
 ): Promise<Kernels> {
   const sandbox = testSandboxSettings(opts.sandbox);
@@ -52,5 +55,6 @@ export async function startTestKernels(
     ...(opts.tools ? { tools: opts.tools } : {}),
     ...(opts.warmPool ? { warmPool: opts.warmPool } : {}),
     ...(opts.lab ? { lab: opts.lab } : {}),
+    ...(opts.mounts ? { mounts: opts.mounts } : {}),
   });
 }

@@ -12,7 +12,26 @@ export interface WorkspaceMountOptions {
   /** The workspace's WebDAV tree, e.g. `http://127.0.0.1:8091/api/v1/dav/{ws}/`. */
   davUrl: string;
   /** A token the backend accepts for the workspace; handed over in the environment, never on a command line. */
-  token: string;
+  token?: string;
+  /**
+   * Instead of `token`: a file holding the current token, which the caller renews before it
+   * expires; rclone reads it at start and again when the tree answers 401 (its
+   * `bearer_token_command`, here `cat <file>`), so a renewed token is used without a remount.
+   */
+  tokenFile?: string;
+  /** Owner of every file and folder in the mount (`--uid/--gid`), mode 0700 (`--umask 077`). */
+  owner?: { uid: number; gid: number };
+  /**
+   * Let other users than rclone's reach the mount (`--allow-other`), each checked against the
+   * owner and mode above (`--default-permissions`): a sandbox uid needs it (notes: trap 5).
+   */
+  allowOther?: boolean;
+  /**
+   * Report one fixed time for every file (`--no-modtime`): right after a save rclone 1.60 reports
+   * a file still uploading with a time decades off and then the platform's, which JupyterLab takes
+   * for a change on disk at every next save ("File Changed").
+   */
+  noModtime?: boolean;
   /** An empty directory to mount on (created when missing). */
   mountpoint: string;
   /** rclone's VFS cache (a directory of its own per mount). */
@@ -40,6 +59,8 @@ export interface WorkspaceMount {
   remoteControl?: RemoteControl;
   /** Forgets cached listings so that changes made through the API show at once (needs the remote control). */
   refresh(): Promise<void>;
+  /** Waits until every closed file is uploaded (`vfs/stats`: no upload queued or in progress; needs the remote control). */
+  flush(timeoutMs?: number): Promise<void>;
   /** Writes what is still cached, unmounts and waits for rclone to end. */
   unmount(): Promise<void>;
 }
@@ -75,6 +96,8 @@ export function isMounted(dir: string): boolean {
 export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<WorkspaceMount> {
   const rclone = opts.rclone ?? RCLONE;
   if (!existsSync(rclone)) throw new Error(`${rclone} is missing: ${INSTALL_MOUNT_HINT}`);
+  if ((opts.token === undefined) === (opts.tokenFile === undefined)) throw new Error('give mountWorkspace either token or tokenFile');
+  if (opts.tokenFile !== undefined && /\s/.test(opts.tokenFile)) throw new Error(`the token file's path may not contain white space: ${opts.tokenFile}`);
   mkdirSync(opts.mountpoint, { recursive: true });
   mkdirSync(opts.cacheDir, { recursive: true });
   const remoteControl: RemoteControl | undefined = opts.remoteControl
@@ -98,13 +121,16 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     'other',
     '--log-level',
     'NOTICE',
+    ...(opts.owner ? ['--uid', String(opts.owner.uid), '--gid', String(opts.owner.gid), '--umask', '077'] : []),
+    ...(opts.allowOther ? ['--allow-other', '--default-permissions'] : []),
+    ...(opts.noModtime ? ['--no-modtime'] : []),
     ...(remoteControl ? ['--rc', '--rc-addr', new URL(remoteControl.url).host, '--rc-user', remoteControl.user] : []),
   ];
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: opts.cacheDir,
     RCLONE_WEBDAV_URL: opts.davUrl,
-    RCLONE_WEBDAV_BEARER_TOKEN: opts.token,
+    ...(opts.token !== undefined ? { RCLONE_WEBDAV_BEARER_TOKEN: opts.token } : { RCLONE_WEBDAV_BEARER_TOKEN_COMMAND: `/bin/cat ${opts.tokenFile}` }),
     ...(remoteControl ? { RCLONE_RC_PASS: remoteControl.password } : {}),
   };
   const child: ChildProcess = spawn(rclone, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -133,7 +159,7 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     }
   }
 
-  const call = async (command: string, params: Record<string, string> = {}) => {
+  const call = async (command: string, params: Record<string, string> = {}): Promise<unknown> => {
     if (!remoteControl) throw new Error('this mount has no remote control (mount with remoteControl: true)');
     const res = await fetch(new URL(command, remoteControl.url), {
       method: 'POST',
@@ -144,13 +170,29 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
       body: JSON.stringify(params),
     });
     if (!res.ok) throw new Error(`rclone ${command}: ${res.status} ${await res.text()}`);
+    return res.json();
   };
 
   return {
     mountpoint: opts.mountpoint,
     pid: child.pid!,
     ...(remoteControl ? { remoteControl } : {}),
-    refresh: () => call('vfs/forget'),
+    refresh: async () => {
+      await call('vfs/forget');
+    },
+    async flush(timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs;
+      // A file closed a moment ago may not be queued yet: nothing pending twice in a row, 250 ms apart.
+      let idle = 0;
+      for (;;) {
+        const stats = (await call('vfs/stats')) as { diskCache?: { uploadsInProgress?: number; uploadsQueued?: number } };
+        const pending = (stats.diskCache?.uploadsInProgress ?? 0) + (stats.diskCache?.uploadsQueued ?? 0);
+        idle = pending === 0 ? idle + 1 : 0;
+        if (idle >= 2) return;
+        if (Date.now() > deadline) throw new Error(`${pending} files of the workspace mount were still uploading after ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, idle > 0 ? 250 : 100));
+      }
+    },
     async unmount() {
       if (child.exitCode === null) {
         // SIGTERM: rclone uploads what is still cached, unmounts and exits.

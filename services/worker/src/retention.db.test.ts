@@ -1,12 +1,10 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { createTestDatabase, type TestDatabase } from '@codeagent/db';
-import { LocalObjectStore } from '@codeagent/storage';
-import { WorkspaceFiles } from '@codeagent/files';
+import type { TestDatabase } from '@codeagent/db';
+import type { LocalObjectStore } from '@codeagent/storage';
+import type { WorkspaceFiles } from '@codeagent/files';
+import { createTestFiles, type TestFiles } from '@codeagent/files/testing';
 import { applyRetention, type RetentionSettings } from './retention.js';
 import { executedNotebookPath } from './notebook.js';
 
@@ -17,18 +15,17 @@ describe(`retention of runs and versions (${process.env.CODEAGENT_TEST_DB ?? 'po
   let t: TestDatabase;
   let store: LocalObjectStore;
   let files: WorkspaceFiles;
+  let fixture: TestFiles;
   let ws: string;
   beforeAll(async () => {
-    t = await createTestDatabase();
-    store = new LocalObjectStore(mkdtempSync(join(tmpdir(), 'codeagent-retention-')));
-    await store.init();
-    files = new WorkspaceFiles(t.database.db, store);
+    fixture = await createTestFiles('retention');
+    ({ t, store, files } = fixture);
   });
   afterAll(async () => {
-    await t.drop();
+    await fixture.close();
   });
   beforeEach(async () => {
-    ws = (await t.database.db.insertInto('workspaces').values({ name: 'retention' }).returning('id').executeTakeFirstOrThrow()).id;
+    ws = await fixture.newWorkspace('retention');
   });
 
   const retention = (settings: Partial<RetentionSettings>, extra: { batchSize?: number; maxBatches?: number } = {}) =>

@@ -42,6 +42,8 @@ export interface VersionItem {
 }
 export type RunList = Json<'/api/v1/workspaces/{ws}/runs', 'get'>;
 export type Run = RunList['items'][number];
+export type ScheduleList = Json<'/api/v1/workspaces/{ws}/schedules', 'get'>;
+export type Schedule = ScheduleList['items'][number];
 export type UserList = Json<'/api/v1/platform/users', 'get'>;
 export type User = UserList['items'][number];
 export type WorkspaceList = Json<'/api/v1/platform/workspaces', 'get'>;

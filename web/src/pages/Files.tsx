@@ -1,9 +1,13 @@
-import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useMemo, useRef, useState, type DragEvent, type FormEvent } from 'react';
 import { api, describeError, objectUrl, type Me, type StoredObject, type VersionItem } from '../api/client';
-import { ErrorText, formatBytes, formatTime, Link } from '../components';
+import { ErrorText, formatBytes, formatTime, Link, PartBoundary } from '../components';
 import { filesPath } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
+import { encodePath } from '../nav';
+
+// Previews (CSV, notebooks, …) load on demand: their code is not part of the first page load.
+const Preview = lazy(() => import('../preview/Preview'));
 
 interface Upload {
   id: number;
@@ -35,6 +39,24 @@ async function listAll(ws: string, prefix: string): Promise<StoredObject[]> {
   return out;
 }
 
+/**
+ * A listing asked for at start-up, while the session check (`/auth/me`) is under way, so that the
+ * file browser's first load does not wait for two round trips in a row. Used once, by the page
+ * for the same folder.
+ */
+let early: { key: string; list: Promise<StoredObject[]> } | null = null;
+export function prefetchListing(ws: string, prefix: string): void {
+  const list = listAll(ws, prefix);
+  list.catch(() => undefined);
+  early = { key: `${ws}\0${prefix}`, list };
+}
+function takeListing(ws: string, prefix: string): Promise<StoredObject[]> {
+  const hit = early?.key === `${ws}\0${prefix}` ? early.list : undefined;
+  early = null;
+  // A prefetch that failed (say, before logging in) is asked again, never shown as the answer.
+  return hit ? hit.catch(() => listAll(ws, prefix)) : listAll(ws, prefix);
+}
+
 let uploadIds = 0;
 
 export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: string }) {
@@ -48,11 +70,13 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const [uploads, setUploads] = useState<Upload[]>([]);
   const [dragging, setDragging] = useState(false);
   const [versionsOf, setVersionsOf] = useState<string | null>(null);
+  const [previewOf, setPreviewOf] = useState<StoredObject | null>(null);
+  const [renaming, setRenaming] = useState<string | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
 
   const load = useCallback(async () => {
     try {
-      setObjects(await listAll(ws, prefix));
+      setObjects(await takeListing(ws, prefix));
       setError(null);
     } catch (err) {
       setError(describeError(err));
@@ -62,6 +86,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   useEffect(() => {
     setObjects(null);
     setVersionsOf(null);
+    setPreviewOf(null);
+    setRenaming(null);
     void load();
   }, [load]);
 
@@ -238,7 +264,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
         </p>
       ) : null}
       {objects !== null && (folders.length > 0 || files.length > 0) ? (
-        <table className="listing">
+        <table className="listing files-table">
           <caption className="visually-hidden">Files in {prefix || 'the workspace root'}</caption>
           <thead>
             <tr>
@@ -280,12 +306,20 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                   <td>{formatBytes(o.size)}</td>
                   <td>{formatTime(o.updated_at)}</td>
                   <td className="actions">
+                    <button type="button" className="link" onClick={() => setPreviewOf(o)} aria-label={`Preview ${name}`}>
+                      Preview
+                    </button>
                     <a href={objectUrl(ws, o.path)} download={name} aria-label={`Download ${name}`}>
                       Download
                     </a>
                     <button type="button" className="link" onClick={() => setVersionsOf(o.path)} aria-label={`Versions of ${name}`}>
                       Versions
                     </button>
+                    {writable ? (
+                      <button type="button" className="link" onClick={() => setRenaming(o.path)} aria-label={`Rename ${name}`}>
+                        Rename
+                      </button>
+                    ) : null}
                     {writable ? (
                       <button type="button" className="link danger" onClick={() => void remove(o.path)} aria-label={`Delete ${name}`}>
                         Delete
@@ -297,6 +331,33 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
             })}
           </tbody>
         </table>
+      ) : null}
+      {renaming ? (
+        <Rename
+          ws={ws}
+          path={renaming}
+          onClose={() => setRenaming(null)}
+          onRenamed={async () => {
+            setRenaming(null);
+            if (previewOf?.path === renaming) setPreviewOf(null);
+            if (versionsOf === renaming) setVersionsOf(null);
+            await load();
+          }}
+        />
+      ) : null}
+      {previewOf ? (
+        <PartBoundary key={previewOf.path} what="preview">
+          <Suspense fallback={<p aria-busy="true">Loading the preview…</p>}>
+            <Preview
+              key={previewOf.path}
+              ws={ws}
+              path={previewOf.path}
+              size={previewOf.size}
+              contentType={previewOf.content_type}
+              onClose={() => setPreviewOf(null)}
+            />
+          </Suspense>
+        </PartBoundary>
       ) : null}
       {versionsOf ? <Versions ws={ws} path={versionsOf} writable={writable} onClose={() => setVersionsOf(null)} onRestored={load} /> : null}
     </section>
@@ -372,6 +433,69 @@ function Versions({
       <button type="button" className="secondary" onClick={onClose}>
         Close
       </button>
+    </aside>
+  );
+}
+
+/**
+ * Rename or move a file within the workspace: WebDAV `MOVE` of the existing tree (decision 0150;
+ * the REST API has no move). The row and its versions change path; `Overwrite: F`, so an existing
+ * file at the new path is never replaced from here (412, said in words).
+ */
+async function moveObject(ws: string, from: string, to: string): Promise<string | null> {
+  const dav = (p: string) => `/api/v1/dav/${encodeURIComponent(ws)}/${encodePath(p)}`;
+  const res = await fetch(dav(from), {
+    method: 'MOVE',
+    credentials: 'same-origin',
+    headers: { destination: new URL(dav(to), window.location.origin).href, overwrite: 'F' },
+  });
+  if (res.status === 201 || res.status === 204) return null;
+  if (res.status === 412) return `${to} already exists: choose another name, or delete that file first.`;
+  try {
+    return describeError(await res.json());
+  } catch {
+    return `The server answered ${res.status}.`;
+  }
+}
+
+function Rename({ ws, path, onClose, onRenamed }: { ws: string; path: string; onClose: () => void; onRenamed: () => Promise<void> }) {
+  const [to, setTo] = useState(path);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const input = useRef<HTMLInputElement>(null);
+  useEffect(() => input.current?.focus(), []);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    const target = to.trim().replace(/^\/+/, '');
+    if (target === '' || target === path) return onClose();
+    setBusy(true);
+    setError(null);
+    const problem = await moveObject(ws, path, target).catch((err: unknown) => describeError(err));
+    setBusy(false);
+    if (problem) setError(problem);
+    else await onRenamed();
+  };
+  return (
+    <aside className="panel" aria-labelledby="rename-heading">
+      <h2 id="rename-heading">Rename or move {path}</h2>
+      <form className="stack" aria-label={`Rename ${path}`} onSubmit={(e) => void submit(e)}>
+        <label>
+          New path
+          <input ref={input} value={to} onChange={(e) => setTo(e.target.value)} aria-describedby="rename-hint" />
+        </label>
+        <p id="rename-hint" className="hint">
+          A path in this workspace; a new folder name moves the file there. Its versions go with it.
+        </p>
+        <ErrorText error={error} />
+        <div className="toolbar">
+          <button type="submit" disabled={busy}>
+            Rename
+          </button>
+          <button type="button" className="secondary" onClick={onClose}>
+            Cancel
+          </button>
+        </div>
+      </form>
     </aside>
   );
 }

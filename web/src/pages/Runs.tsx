@@ -1,7 +1,11 @@
-import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useState, type FormEvent } from 'react';
 import { api, describeError, type Me, type Run } from '../api/client';
-import { ErrorText, formatTime } from '../components';
+import { ErrorText, formatTime, PartBoundary } from '../components';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
+
+// The run view (notebook renderer) and the schedules (croner) load on demand.
+const RunDetail = lazy(() => import('./RunDetail'));
+const Schedules = lazy(() => import('./Schedules'));
 
 const ACTIVE = new Set(['queued', 'running']);
 const POLL_MS = 2000;
@@ -13,7 +17,7 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const [notebook, setNotebook] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [startError, setStartError] = useState<string | null>(null);
-  const [logOf, setLogOf] = useState<{ id: string; text: string } | null>(null);
+  const [openRun, setOpenRun] = useState<string | null>(null);
 
   const load = useCallback(async () => {
     const { data, error: err } = await api.GET('/api/v1/workspaces/{ws}/runs', { params: { path: { ws }, query: { limit: 100 } } });
@@ -49,10 +53,7 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
     else await load();
   };
 
-  const showLog = async (id: string) => {
-    const { data, error: err } = await api.GET('/api/v1/workspaces/{ws}/runs/{id}/log', { params: { path: { ws, id } }, parseAs: 'text' });
-    setLogOf({ id, text: err ? describeError(err) : (data ?? '') });
-  };
+  const shown = runs?.find((r) => r.id === openRun) ?? null;
 
   return (
     <section>
@@ -103,8 +104,13 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
                 <td>{formatTime(r.started_at)}</td>
                 <td>{formatTime(r.finished_at)}</td>
                 <td className="actions">
-                  <button type="button" className="link" onClick={() => void showLog(r.id)}>
-                    Log
+                  <button
+                    type="button"
+                    className="link"
+                    onClick={() => setOpenRun(r.id)}
+                    aria-label={`Log and output of the run of ${r.notebook_path} started ${formatTime(r.started_at) || 'not yet'}`}
+                  >
+                    Log and output
                   </button>
                 </td>
               </tr>
@@ -112,15 +118,18 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
           </tbody>
         </table>
       ) : null}
-      {logOf ? (
-        <aside className="panel" aria-label="Run log">
-          <h3>Log of run {logOf.id}</h3>
-          <pre className="log">{logOf.text || '(empty)'}</pre>
-          <button type="button" className="secondary" onClick={() => setLogOf(null)}>
-            Close
-          </button>
-        </aside>
+      {shown ? (
+        <PartBoundary key={shown.id} what="run view">
+          <Suspense fallback={<p aria-busy="true">Loading…</p>}>
+            <RunDetail key={`${shown.id}:${shown.status}`} ws={ws} run={shown} onClose={() => setOpenRun(null)} />
+          </Suspense>
+        </PartBoundary>
       ) : null}
+      <PartBoundary what="schedules">
+        <Suspense fallback={<p aria-busy="true">Loading the schedules…</p>}>
+          <Schedules ws={ws} writable={writable} notebooks={notebooks} />
+        </Suspense>
+      </PartBoundary>
     </section>
   );
 }

@@ -265,6 +265,17 @@ export type WorkspaceAccess = 'read' | 'write';
  * does not exist or was deleted, is 404 (no existence leak); a `viewer` may only read (403 on
  * writes). Returns the caller's role.
  */
+/**
+ * A workspace mount token (decision 0140) opens its own workspace, as an editor, while that
+ * workspace exists: any other workspace, or a deleted one, is the 404 a non-member gets.
+ */
+export async function requireMountAccess(db: Kysely<DB>, workspaceId: string, tokenWorkspace: string): Promise<void> {
+  const ws = workspaceId.toLowerCase();
+  if (ws !== tokenWorkspace || !isUuid(ws)) throw notFound(workspaceId);
+  const row = await db.selectFrom('workspaces').select('id').where('id', '=', ws).where('deleted_at', 'is', null).executeTakeFirst();
+  if (!row) throw notFound(workspaceId);
+}
+
 export async function requireWorkspaceAccess(db: Kysely<DB>, workspaceId: string, userId: string, access: WorkspaceAccess): Promise<MemberRole> {
   const member = isUuid(workspaceId)
     ? await db

@@ -12,9 +12,9 @@ import { requireWorkspaceAccess } from '../domain/workspaces.js';
  * - `system-admin`: a system administrator (docs/contract/spec.md §4.2);
  * - `workspace-viewer`: any member of the route's `:ws` workspace (a non-member: 404);
  * - `workspace-editor`: an editor or admin of `:ws` (a viewer: 403, a non-member: 404);
- * - `dav`: a signed-in user, the token also as the password of HTTP Basic; the WebDAV handler
- *   applies the workspace rule itself, reading or writing by method, after refusing the
- *   methods it does not offer (routes/dav.ts).
+ * - `dav`: a signed-in user, the token also as the password of HTTP Basic, or a workspace mount
+ *   token of the runtime (decision 0140); the WebDAV handler applies the workspace rule itself,
+ *   reading or writing by method, after refusing the methods it does not offer (routes/dav.ts).
  */
 export type RouteAccess = 'public' | 'user' | 'system-admin' | 'workspace-viewer' | 'workspace-editor' | 'dav';
 
@@ -79,7 +79,8 @@ export const routeAccess = fp<RouteAccessOptions>(
         case 'workspace-editor':
           return app.requireUser(req, reply);
         case 'dav':
-          return app.requireUserOrBasic(req, reply);
+          // The WebDAV tree alone also takes the platform's own workspace mount tokens (0140).
+          return app.requireUserOrMount(req, reply);
         case 'system-admin':
           return app.requireSystemAdmin(req, reply);
         default:

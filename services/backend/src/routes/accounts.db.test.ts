@@ -7,7 +7,9 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, INTERNAL_TOKEN, TEST_JWT_SECRET, bearer, c
 describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   beforeAll(async () => {
-    b = await startTestBackend({ loginThrottle: { accountFreeFailures: 3, addressFreeFailures: 1000, pruneIntervalSeconds: 0 } });
+    // Locks of 30 s and more (not the default 1 s): a slow login on a loaded machine must not see
+    // a lock end before the next attempt; the tests lift locks by hand where they need it.
+    b = await startTestBackend({ loginThrottle: { accountFreeFailures: 3, addressFreeFailures: 1000, pruneIntervalSeconds: 0, baseDelaySeconds: 30 } });
   });
   afterAll(async () => {
     await b.close();
@@ -337,7 +339,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     });
 
     it('throttles a client address across accounts, and only that address', async () => {
-      const t = await startTestBackend({ loginThrottle: { accountFreeFailures: 1000, addressFreeFailures: 3 } });
+      const t = await startTestBackend({ loginThrottle: { accountFreeFailures: 1000, addressFreeFailures: 3, baseDelaySeconds: 30 } });
       try {
         const attempt = (email: string, address: string) =>
           t.app.inject({
@@ -405,10 +407,10 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
         await lift('account');
         await login('thr-exp@example.com', `again-${i}`);
       }
-      // 4th failure locks 1 s, 5th 2 s, 6th 4 s, 7th 8 s …
-      expect(waits[0]).toBeGreaterThanOrEqual(1);
-      expect(waits[1]).toBeGreaterThanOrEqual(2);
-      expect(waits[2]).toBeGreaterThanOrEqual(4);
+      // 4th failure locks 30 s (this backend's base), 5th 60 s, 6th 120 s …: each wait beyond what the lower power gives.
+      expect(waits[0]).toBeGreaterThan(20);
+      expect(waits[1]).toBeGreaterThan(50);
+      expect(waits[2]).toBeGreaterThan(110);
       const row = await db().selectFrom('login_throttle').selectAll().where('key', 'like', 'account:%').orderBy('failures', 'desc').executeTakeFirstOrThrow();
       expect(row.key).toMatch(/^account:[0-9a-f]{64}$/);
       // Quiet keys are pruned on a later failure (here: every failure, pruneIntervalSeconds 0).

@@ -2,10 +2,18 @@ import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
-import { buildGatewayApp } from '@codeagent/gateway';
 import type { LocalObjectStore } from '@codeagent/storage';
-import { INTERNAL_TOKEN, bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import {
+  INTERNAL_TOKEN,
+  addMembers,
+  bearer,
+  createAndLogin,
+  createWorkspace,
+  startTestBackend,
+  startTestGateway,
+  type TestBackend,
+  type TestGateway,
+} from '../testing.js';
 
 const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
 
@@ -16,7 +24,7 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
   let stranger: { id: string; token: string };
   let ws: string;
   let backendUrl: string;
-  let gateway: FastifyInstance;
+  let gateway: TestGateway['gateway'];
   let gatewayUrl: string;
   const MAX = 1024 * 1024;
 
@@ -25,16 +33,12 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     editor = await createAndLogin(b, 'ed@example.com');
     viewer = await createAndLogin(b, 'vi@example.com');
     stranger = await createAndLogin(b, 'st@example.com');
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'data' } })).json().id;
-    for (const [u, role] of [
+    ws = await createWorkspace(b, 'data');
+    await addMembers(b, ws, [
       [editor, 'editor'],
       [viewer, 'viewer'],
-    ] as const) {
-      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
-    }
-    backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
-    gateway = await buildGatewayApp({ upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' } });
-    gatewayUrl = await gateway.listen({ host: '127.0.0.1', port: 0 });
+    ]);
+    ({ gateway, url: gatewayUrl, backendUrl } = await startTestGateway(b));
   });
   afterAll(async () => {
     await gateway.close();

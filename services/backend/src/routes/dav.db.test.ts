@@ -1,8 +1,6 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
-import { buildGatewayApp } from '@codeagent/gateway';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, startTestGateway, type TestBackend, type TestGateway } from '../testing.js';
 
 /** The WebDAV tree, through the gateway as clients reach it, on the test database. */
 describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -12,7 +10,7 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let stranger: { id: string; token: string };
   let ws: string;
   let other: string;
-  let gateway: FastifyInstance;
+  let gateway: TestGateway['gateway'];
   let gatewayUrl: string;
   let backendUrl: string;
   const MAX = 64 * 1024;
@@ -22,20 +20,14 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     editor = await createAndLogin(b, 'dav-ed@example.com');
     viewer = await createAndLogin(b, 'dav-vi@example.com');
     stranger = await createAndLogin(b, 'dav-st@example.com');
-    const create = async (name: string) =>
-      (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name } })).json<{ id: string }>().id;
-    ws = await create('dav');
-    other = await create('dav-other');
-    for (const [w, u, role] of [
-      [ws, editor, 'editor'],
-      [ws, viewer, 'viewer'],
-      [other, editor, 'editor'],
-    ] as const) {
-      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${w}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
-    }
-    backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
-    gateway = await buildGatewayApp({ upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' } });
-    gatewayUrl = await gateway.listen({ host: '127.0.0.1', port: 0 });
+    ws = await createWorkspace(b, 'dav');
+    other = await createWorkspace(b, 'dav-other');
+    await addMembers(b, ws, [
+      [editor, 'editor'],
+      [viewer, 'viewer'],
+    ]);
+    await addMembers(b, other, [[editor, 'editor']]);
+    ({ gateway, url: gatewayUrl, backendUrl } = await startTestGateway(b));
   });
   afterAll(async () => {
     await gateway.close();

@@ -16,7 +16,7 @@ import {
 } from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
-import { requireWorkspaceAccess } from '../domain/workspaces.js';
+import { requireMountAccess, requireWorkspaceAccess } from '../domain/workspaces.js';
 import {
   DAV_METHODS,
   DAV_REFUSED_METHODS,
@@ -46,6 +46,11 @@ const MAX_PROPFIND_BODY = 64 * 1024;
 export const DAV_REALM = 'codeagent';
 
 const ALLOW = DAV_METHODS.join(', ');
+
+/** Who a write is attributed to: the user, or the platform (null) for the runtime's own mount. */
+function actorOf(req: FastifyRequest): string | null {
+  return req.mountWorkspace !== undefined ? null : req.user.id;
+}
 
 /** The target of the request: the raw path, decoded once per segment by the tree's own rule. */
 function targetOf(req: FastifyRequest): DavTarget {
@@ -195,7 +200,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     checkDeclaredLength(req, maxUploadBytes);
     const { object, created } = await files.put(t.workspace, t.path, requestBody(req.raw), {
       contentType: req.headers['content-type'],
-      actor: req.user.id,
+      actor: actorOf(req),
       maxBytes: maxUploadBytes,
     });
     return reply
@@ -206,7 +211,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
   };
 
   /** Moves everything at `path` (the object and what lies under it) to the trash. */
-  const trashAll = async (workspace: string, paths: readonly string[], actor: string) => {
+  const trashAll = async (workspace: string, paths: readonly string[], actor: string | null) => {
     for (const p of paths) {
       try {
         await files.remove(workspace, p, actor);
@@ -220,7 +225,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (t.path === '') throw new ForbiddenError('the workspace root cannot be deleted; delete the files and folders in it');
     const paths = await files.pathsAt(t.workspace, t.path);
     if (paths.length === 0) throw new NotFoundError(`nothing at ${t.path}`);
-    await trashAll(t.workspace, paths, req.user.id);
+    await trashAll(t.workspace, paths, actorOf(req));
     return reply.code(204).send();
   };
 
@@ -230,7 +235,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       throw new AppError(405, 'method_not_allowed', `${t.path || 'the root'} exists already`);
     }
     await refuseUnderObject(t);
-    await files.put(t.workspace, `${t.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: req.user.id });
+    await files.put(t.workspace, `${t.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: actorOf(req) });
     return reply.code(201).send();
   };
 
@@ -273,22 +278,22 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     await trashAll(
       dest.workspace,
       existing.filter((p) => !targets.has(p)),
-      req.user.id,
+      actorOf(req),
     );
     for (const p of sources) {
       if (move) {
-        await files.rename(source.workspace, p, targetOf(p), req.user.id);
+        await files.rename(source.workspace, p, targetOf(p), actorOf(req));
       } else {
         const { object, body } = await files.open(source.workspace, p);
         try {
-          await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: req.user.id });
+          await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: actorOf(req) });
         } finally {
           body.destroy();
         }
       }
     }
     if (sources.length === 0 && kind === 'folder') {
-      await files.put(dest.workspace, `${dest.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: req.user.id });
+      await files.put(dest.workspace, `${dest.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: actorOf(req) });
     }
     return reply.code(existing.length > 0 ? 204 : 201).send();
   };
@@ -300,7 +305,8 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       throw new AppError(405, 'method_not_allowed', `${req.method} is not offered: the tree has no locks and no dead properties (DAV class 1); use ${ALLOW}`);
     }
     const write = !['OPTIONS', 'PROPFIND', 'GET', 'HEAD'].includes(req.method);
-    await requireWorkspaceAccess(db, t.workspace, req.user.id, write ? 'write' : 'read');
+    if (req.mountWorkspace !== undefined) await requireMountAccess(db, t.workspace, req.mountWorkspace);
+    else await requireWorkspaceAccess(db, t.workspace, req.user.id, write ? 'write' : 'read');
     switch (req.method) {
       case 'OPTIONS':
         return options(req, reply);

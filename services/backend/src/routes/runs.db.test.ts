@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from '../testing.js';
 
 describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
@@ -13,13 +13,11 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     editor = await createAndLogin(b, 'editor@example.com');
     viewer = await createAndLogin(b, 'viewer@example.com');
     stranger = await createAndLogin(b, 'stranger@example.com');
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'runs' } })).json().id;
-    for (const [u, role] of [
+    ws = await createWorkspace(b, 'runs');
+    await addMembers(b, ws, [
       [editor, 'editor'],
       [viewer, 'viewer'],
-    ] as const) {
-      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
-    }
+    ]);
   });
   afterAll(async () => {
     await b.close();
@@ -149,14 +147,11 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
   const NB = JSON.stringify({ nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] });
   /** A fresh workspace with the editor and viewer as members and `nb.ipynb` in it. */
   async function workspace(): Promise<string> {
-    const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'limits' } })).json()
-      .id as string;
-    for (const [u, role] of [
+    const ws = await createWorkspace(b, 'limits');
+    await addMembers(b, ws, [
       [editor, 'editor'],
       [viewer, 'viewer'],
-    ] as const) {
-      await b.app.inject({ method: 'POST', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken), payload: { user_id: u.id, role } });
-    }
+    ]);
     const put = await b.app.inject({
       method: 'PUT',
       url: `/api/v1/data-resources/${ws}/objects/nb.ipynb`,

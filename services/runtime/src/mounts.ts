@@ -1,0 +1,182 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, renameSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyBaseLogger } from 'fastify';
+import { existsSync } from 'node:fs';
+import { MOUNT_TOKEN_MAX_SECONDS, issueMountToken, mountTokenKey } from '@codeagent/auth';
+import type { Config } from '@codeagent/config';
+import { INSTALL_MOUNT_HINT, RCLONE, isMounted, mountWorkspace, type WorkspaceMount } from './workspace-mount.js';
+
+export interface WorkspaceMountsOptions {
+  /** DATA_DIR: mounts go below `DATA_DIR/mounts/<ws>`, rclone's caches and tokens below `DATA_DIR/mount-state/<ws>`. */
+  dataDir: string;
+  /** The workspace's WebDAV tree as the runtime reaches the backend (BACKEND_URL + `/api/v1/dav/<ws>/`). */
+  davUrl: (workspaceId: string) => string;
+  /** `mountTokenKey(INTERNAL_SERVICE_TOKEN)`. */
+  tokenKey: Buffer;
+  log: FastifyBaseLogger;
+  /** Lifetime of each mount token (at most 15 min); renewed at a third of it. */
+  tokenSeconds?: number;
+  rclone?: string;
+  /** How long a listing is believed (rclone --dir-cache-time). */
+  dirCacheSeconds?: number;
+  /**
+   * Root only: rclone's cache (where a file being written lives until it is closed and uploaded)
+   * is a tmpfs of this size (SANDBOX_DISK_MB), so user code writing without end fills that, not
+   * the host's disk: the writer gets ENOSPC, as with the private /workspace before.
+   */
+  cacheBytes?: number;
+}
+
+/** A workspace's files mounted for its sandbox. */
+export interface LiveMount {
+  /** The host directory the sandbox shows as /workspace. */
+  readonly dir: string;
+  /** Changes made through the API show at once (rclone vfs/forget). */
+  refresh(): Promise<void>;
+  /** Every file written and closed is uploaded (a version) when this resolves. */
+  flush(): Promise<void>;
+  unmount(): Promise<void>;
+}
+
+/**
+ * The runtime's mounts of workspace files (issue 15 item 2, decision 0140): `rclone mount` of the
+ * workspace's WebDAV tree with a short-lived token scoped to that workspace, renewed through a
+ * file rclone re-reads (never a command line, never the sandbox), owned by the sandbox uid.
+ */
+export class WorkspaceMounts {
+  private readonly tokenSeconds: number;
+
+  constructor(private readonly opts: WorkspaceMountsOptions) {
+    this.tokenSeconds = Math.min(opts.tokenSeconds ?? MOUNT_TOKEN_MAX_SECONDS, MOUNT_TOKEN_MAX_SECONDS);
+    // Both directories stay 0700 (root's): the sandbox reaches its mount only through the
+    // launcher's staged bind, never through these paths.
+    for (const d of [join(opts.dataDir, 'mounts'), join(opts.dataDir, 'mount-state')]) {
+      mkdirSync(d, { recursive: true, mode: 0o700 });
+      chmodSync(d, 0o700);
+    }
+  }
+
+  async mount(workspaceId: string, owner: { uid: number; gid: number } | undefined, allowOther: boolean): Promise<LiveMount> {
+    const ws = workspaceId.toLowerCase();
+    if (!/^[0-9a-f-]{36}$/.test(ws)) throw new Error(`not a workspace id: ${workspaceId}`);
+    const dir = join(this.opts.dataDir, 'mounts', ws);
+    const state = join(this.opts.dataDir, 'mount-state', ws);
+    // A mount left by a runtime that died: detach it before mounting again.
+    if (isMounted(dir)) await detach(dir);
+    const cacheDir = join(state, 'cache');
+    if (isMounted(cacheDir)) await run('umount', ['-l', cacheDir]);
+    rmSync(state, { recursive: true, force: true });
+    mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
+    const bounded = this.opts.cacheBytes !== undefined && process.getuid?.() === 0;
+    if (bounded) {
+      const code = await run('mount', [
+        '-t',
+        'tmpfs',
+        '-o',
+        `size=${Math.max(1024 * 1024, Math.floor(this.opts.cacheBytes!))},mode=0700,nosuid,nodev,noexec`,
+        'tmpfs',
+        cacheDir,
+      ]);
+      if (code !== 0) throw new Error(`could not mount a tmpfs for the workspace's file cache on ${cacheDir} (mount exited ${code})`);
+    }
+    const cleanState = async () => {
+      if (bounded) await run('umount', ['-l', cacheDir]);
+      rmSync(state, { recursive: true, force: true });
+    };
+    const tokenFile = join(state, 'token');
+    const writeToken = () => {
+      const { token } = issueMountToken(this.opts.tokenKey, ws, this.tokenSeconds);
+      writeFileSync(`${tokenFile}.new`, token, { mode: 0o600 });
+      renameSync(`${tokenFile}.new`, tokenFile);
+    };
+    writeToken();
+    // A third of the lifetime: a renewal that fails once still leaves a valid token in the file.
+    const renew = setInterval(
+      () => {
+        try {
+          writeToken();
+        } catch (err) {
+          this.opts.log.warn({ err, workspace_id: ws }, 'could not renew the workspace mount token');
+        }
+      },
+      Math.max(1000, (this.tokenSeconds * 1000) / 3),
+    );
+    renew.unref();
+    let mount: WorkspaceMount;
+    try {
+      mount = await mountWorkspace({
+        davUrl: this.opts.davUrl(ws),
+        tokenFile,
+        mountpoint: dir,
+        cacheDir,
+        remoteControl: true,
+        ...(owner ? { owner } : {}),
+        allowOther,
+        noModtime: true,
+        ...(this.opts.rclone ? { rclone: this.opts.rclone } : {}),
+        ...(this.opts.dirCacheSeconds !== undefined ? { dirCacheSeconds: this.opts.dirCacheSeconds } : {}),
+      });
+    } catch (err) {
+      clearInterval(renew);
+      await cleanState();
+      throw err;
+    }
+    this.opts.log.info({ workspace_id: ws, pid: mount.pid }, 'workspace files mounted');
+    let gone: Promise<void> | undefined;
+    return {
+      dir,
+      refresh: () => mount.refresh(),
+      flush: () => mount.flush(),
+      unmount: () =>
+        (gone ??= (async () => {
+          clearInterval(renew);
+          await mount.unmount();
+          await cleanState();
+          try {
+            rmdirSync(dir);
+          } catch {
+            // still a mount point, or gone: never a recursive removal below a mount
+          }
+          this.opts.log.info({ workspace_id: ws }, 'workspace files unmounted');
+        })()),
+    };
+  }
+}
+
+function run(command: string, args: string[]): Promise<number> {
+  return new Promise((ok) => {
+    spawn(command, args, { stdio: 'ignore' })
+      .once('close', (code) => ok(code ?? 1))
+      .once('error', () => ok(127));
+  });
+}
+
+const detach = async (dir: string) => {
+  await run('fusermount3', ['-u', '-z', dir]);
+};
+
+/**
+ * The runtime's mounts, from its settings: the backend's WebDAV tree at BACKEND_URL, tokens keyed
+ * on INTERNAL_SERVICE_TOKEN. Without rclone or FUSE on this machine (or with KERNEL_SANDBOX=off)
+ * there are none: a warning names the fix and each server keeps a private /workspace, as before.
+ */
+export function workspaceMountsFor(config: Config, log: FastifyBaseLogger): WorkspaceMounts | undefined {
+  if (!config.sandbox.enabled) return undefined;
+  const missing = [RCLONE, '/dev/fuse', '/usr/bin/fusermount3'].filter((p) => !existsSync(p));
+  if (missing.length > 0) {
+    log.warn(
+      { missing },
+      `workspace files are not mounted into JupyterLab and runs (${INSTALL_MOUNT_HINT}); each server's /workspace is private and lost when it stops`,
+    );
+    return undefined;
+  }
+  const backend = config.backendUrl.replace(/\/+$/, '');
+  return new WorkspaceMounts({
+    dataDir: config.dataDir,
+    davUrl: (ws) => `${backend}/api/v1/dav/${ws}/`,
+    tokenKey: mountTokenKey(config.internalServiceToken),
+    log,
+    cacheBytes: config.sandbox.diskBytes,
+  });
+}
