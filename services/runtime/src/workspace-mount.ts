@@ -65,6 +65,9 @@ export interface WorkspaceMount {
   unmount(): Promise<void>;
 }
 
+/** Looks 250 ms apart that must all find no upload queued or in progress before a flush ends. */
+const FLUSH_QUIET_LOOKS = 5;
+
 function freeLoopbackPort(): Promise<number> {
   return new Promise((ok, fail) => {
     const s = createServer();
@@ -182,13 +185,16 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     },
     async flush(timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
-      // A file closed a moment ago may not be queued yet: nothing pending twice in a row, 250 ms apart.
+      // close(2) returns before rclone has handled the file's release (FUSE sends it
+      // asynchronously), so a file closed a moment ago may not be queued yet: nothing pending
+      // for a whole quiet second (five looks 250 ms apart; a release under heavy load was seen
+      // to take longer than one look, CI 2026-11-23).
       let idle = 0;
       for (;;) {
         const stats = (await call('vfs/stats')) as { diskCache?: { uploadsInProgress?: number; uploadsQueued?: number } };
         const pending = (stats.diskCache?.uploadsInProgress ?? 0) + (stats.diskCache?.uploadsQueued ?? 0);
         idle = pending === 0 ? idle + 1 : 0;
-        if (idle >= 2) return;
+        if (idle >= FLUSH_QUIET_LOOKS) return;
         if (Date.now() > deadline) throw new Error(`${pending} files of the workspace mount were still uploading after ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, idle > 0 ? 250 : 100));
       }
