@@ -3,7 +3,8 @@
 // the same objects (the anchor), in one run, both through the gateway to the backend (local
 // storage, PostgreSQL). Issue 16's target: under 1 s on this machine.
 //   - first load: a fresh browser context (cold cache, the session cookie set), navigation to
-//     /workspaces/{ws}/files/ until the table shows every file; measured in the page
+//     /workspaces/{ws}/files/ until the table announces every file and shows its first screen of
+//     rows (it is windowed beyond 150 rows; the last file is then checked by scrolling, untimed); measured in the page
 //     (performance.now() from the navigation's start), BENCH_RUNS times (default 10);
 //   - anchor: in the same page, fetch(`…/objects?prefix=&limit=1000`) and its JSON, the request
 //     the page itself makes; also the HTML + initial JavaScript alone (the app's shell: the
@@ -95,7 +96,17 @@ for (let run = 0; run < RUNS; run++) {
   const cdp = await context.newCDPSession(page);
   await cdp.send('Performance.enable');
   await page.goto(`${origin}/workspaces/${ws}/files/`, { waitUntil: 'commit' });
-  await page.waitForFunction((n) => globalThis.document.querySelectorAll('table.listing tbody tr').length >= n, FILES, { timeout: 30_000, polling: 'raf' });
+  // Loaded: the table announces every file (aria-rowcount: header + FILES) and its first screen of
+  // rows is built. Beyond 150 rows the table is windowed (decision 0153): the other rows are built
+  // as they scroll into view, so "every row in the page" no longer marks the end of the load.
+  await page.waitForFunction(
+    (n) => {
+      const t = globalThis.document.querySelector('table.listing');
+      return t?.getAttribute('aria-rowcount') === String(n + 1) && t.querySelectorAll('tbody tr:not(.spacer)').length >= Math.min(n, 20);
+    },
+    FILES,
+    { timeout: 30_000, polling: 'raf' },
+  );
   const t = await page.evaluate(() => {
     const done = performance.now();
     const end = (part) => performance.getEntriesByType('resource').find((e) => e.name.includes(part))?.responseEnd ?? NaN;
@@ -106,6 +117,10 @@ for (let run = 0; run < RUNS; run++) {
   const metrics = Object.fromEntries((await cdp.send('Performance.getMetrics')).metrics.map((m) => [m.name, m.value]));
   for (const k of ['ScriptDuration', 'LayoutDuration', 'RecalcStyleDuration', 'TaskDuration']) work[k].push(metrics[k] * 1000);
   for (const k of ['script', 'me', 'listing']) phases[k].push(t[k]);
+  // Not timed: the listing is whole. Scrolled to its end, the page shows the last file.
+  const lastName = `measurement-${String(FILES - 1).padStart(5, '0')}.csv`;
+  await page.evaluate(() => globalThis.window.scrollTo(0, globalThis.document.documentElement.scrollHeight));
+  await page.getByRole('link', { name: lastName, exact: true }).waitFor({ timeout: 10_000 });
   // The anchor: the page's own listing request, alone, in the same (now warm) renderer.
   apiListing.push(
     await page.evaluate(async (w) => {
@@ -144,7 +159,7 @@ console.log(
   ]),
 );
 console.log(
-  `first load, p50 of when each part had arrived: initial script ${stats(phases.script)['p50 ms']} ms, /auth/me ${stats(phases.me)['p50 ms']} ms, listing ${stats(phases.listing)['p50 ms']} ms; the rest is rendering ${FILES} rows`,
+  `first load, p50 of when each part had arrived: initial script ${stats(phases.script)['p50 ms']} ms, /auth/me ${stats(phases.me)['p50 ms']} ms, listing ${stats(phases.listing)['p50 ms']} ms; the rest is rendering the first screen of rows`,
 );
 console.log(
   `first load, p50 main-thread time: all tasks ${stats(work.TaskDuration)['p50 ms']} ms, of which script ${stats(work.ScriptDuration)['p50 ms']} ms, style ${stats(work.RecalcStyleDuration)['p50 ms']} ms, layout ${stats(work.LayoutDuration)['p50 ms']} ms`,

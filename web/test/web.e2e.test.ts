@@ -20,7 +20,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, bearer, createAndLogin, INTERNAL_TOKEN, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
+import {
+  addMembers,
+  ADMIN_EMAIL,
+  ADMIN_PASSWORD,
+  bearer,
+  createAndLogin,
+  createWorkspace,
+  INTERNAL_TOKEN,
+  startTestBackend,
+  type TestBackend,
+} from '@codeagent/backend/testing';
 import { Cron } from 'croner';
 import pino from 'pino';
 import { buildRuntimeApp } from '@codeagent/runtime';
@@ -789,4 +799,60 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByText(/Archive \(deleted/).waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
+
+  it('a folder of 400 files shows its first screen at once and every file on scrolling; search, sort and delete reach rows far down', async () => {
+    const owner = await createAndLogin(b, 'many@example.com');
+    const many = await createWorkspace(b, 'Many files');
+    await addMembers(b, many, [[owner, 'editor']]);
+    const name = (i: number) => `f-${String(i).padStart(3, '0')}.csv`;
+    for (let i = 0; i < 400; i += 20) {
+      const puts = await Promise.all(
+        Array.from({ length: 20 }, (_, k) =>
+          b.app.inject({
+            method: 'PUT',
+            url: `/api/v1/data-resources/${many}/objects/${name(i + k)}`,
+            headers: { ...bearer(owner.token), 'content-type': 'text/csv' },
+            payload: `n\n${i + k}\n`,
+          }),
+        ),
+      );
+      expect(puts.map((r) => r.statusCode).filter((s) => s !== 201)).toEqual([]);
+    }
+    const page = await newPage();
+    await logIn(page, base, 'many@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${many}/files/`)}`);
+    const table = page.locator('table.files-table');
+    await page.getByRole('link', { name: name(0), exact: true }).waitFor(UI_WAIT);
+    // The whole listing is announced (header + 400 rows), but only the rows near the window are built.
+    expect(await table.getAttribute('aria-rowcount')).toBe('401');
+    const built = await table.locator('tbody tr:not(.spacer)').count();
+    expect(built).toBeGreaterThan(15);
+    expect(built).toBeLessThan(120);
+    expect(await page.getByRole('link', { name: name(399), exact: true }).count()).toBe(0);
+    // The page is as tall as the whole listing, and scrolling to its end shows the last file.
+    expect(await page.evaluate(() => document.documentElement.scrollHeight)).toBeGreaterThan(400 * 30);
+    await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+    await page.getByRole('link', { name: name(399), exact: true }).waitFor(UI_WAIT);
+    expect(await page.getByRole('link', { name: name(0), exact: true }).count()).toBe(0);
+    expect(
+      await page
+        .getByRole('link', { name: name(399), exact: true })
+        .locator('xpath=ancestor::tr')
+        .getAttribute('aria-rowindex'),
+    ).toBe('401');
+    expect(await seriousViolations(page)).toEqual([]);
+    // A row built on scrolling works like any other: delete the last file.
+    await page.getByRole('button', { name: `Delete ${name(399)}` }).click();
+    await expect.poll(() => table.getAttribute('aria-rowcount'), UI_WAIT).toBe('400');
+    expect(await page.getByRole('link', { name: name(399), exact: true }).count()).toBe(0);
+    // Search and sort work on every file, built or not.
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.getByRole('searchbox').fill('f-25');
+    await page.getByRole('link', { name: name(250), exact: true }).waitFor(UI_WAIT);
+    expect(await table.locator('tbody tr:not(.spacer)').count()).toBe(10);
+    await page.getByRole('searchbox').fill('');
+    await page.getByRole('button', { name: /^Name/ }).click();
+    await expect.poll(() => table.locator('tbody tr:not(.spacer)').first().textContent(), UI_WAIT).toContain(name(398));
+    const list = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${many}/objects?limit=1000`, headers: bearer(owner.token) });
+    expect(list.json<{ items: { path: string }[] }>().items).toHaveLength(399);
+  }, 120_000);
 });
