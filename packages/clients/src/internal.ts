@@ -12,6 +12,12 @@ export interface RuntimeRunContext {
   workspaceId: string;
   notebookPath: string;
   files?: RuntimeFile[] | undefined;
+  /**
+   * Instead of `files`: reads them only if the runtime needs them. A runtime that mounts the
+   * workspace's files runs on them in place; one that copies them answers 409 `files_required`
+   * and the call is made again with what this returns (decision 0141).
+   */
+  loadFiles?: (() => Promise<RuntimeFile[] | undefined>) | undefined;
 }
 
 /** What `run_notebook` answers; `N` is the caller's notebook type (the runtime sends back the executed notebook). */
@@ -21,6 +27,8 @@ export interface RuntimeRunResult<N> {
   duration_ms: number;
   files?: RuntimeFile[];
   files_error?: string;
+  /** How many files were copied into the run (none when the runtime mounts the workspace). */
+  files_sent?: number;
 }
 
 export interface RuntimeClient<N> {
@@ -76,44 +84,71 @@ export function runtimeClient<N = unknown>(runtimeUrl: string, token: string): R
       return res.ok;
     },
     async runNotebook(notebook, timeoutSeconds, context, signal, requestId) {
-      const res = await request(`${runtimeUrl}/api/v1/jupyter`, {
-        method: 'POST',
-        headers: jsonHeaders(token, requestId),
-        body: JSON.stringify({
-          action: 'run_notebook',
-          notebook,
-          timeout_seconds: timeoutSeconds,
-          ...(context
-            ? {
-                workspace_id: context.workspaceId,
-                notebook_path: context.notebookPath,
-                ...(context.files ? { files: context.files.map((f) => ({ path: f.path, content_base64: f.content.toString('base64') })) } : {}),
-              }
-            : {}),
-        }),
-        // The runtime bounds the notebook itself; give it a margin to answer.
-        headersTimeout: (timeoutSeconds + 60) * 1000,
-        bodyTimeout: (timeoutSeconds + 60) * 1000,
-        // Aborting closes the connection; the runtime then stops the notebook's kernel.
-        ...(signal ? { signal } : {}),
-      });
-      if (res.statusCode !== 200) throw await failure('the runtime', res.statusCode, res.body);
-      const body = (await res.body.json()) as {
-        status: 'ok' | 'error';
-        notebook: N;
-        duration_ms: number;
-        files?: { path: string; content_base64: string }[];
-        files_error?: string;
-      };
-      const files: RuntimeFile[] | undefined = body.files?.map((f) => ({ path: f.path, content: Buffer.from(f.content_base64, 'base64') }));
-      return {
-        status: body.status,
-        notebook: body.notebook,
-        duration_ms: body.duration_ms,
-        ...(files ? { files } : {}),
-        ...(body.files_error ? { files_error: body.files_error } : {}),
-      };
+      if (context?.files === undefined && context?.loadFiles) {
+        // Files only if needed: a runtime that mounts the workspace runs at once.
+        const first = await send(undefined, true);
+        if (first.statusCode !== 409) return { ...(await answer<N>(first)), files_sent: 0 };
+        const refusal = await first.body.text();
+        if (errorCode(refusal) !== 'files_required') throw await failure('the runtime', 409, { text: () => Promise.resolve(refusal) });
+        const files = await context.loadFiles();
+        return { ...(await answer<N>(await send(files, false))), files_sent: files?.length ?? 0 };
+      }
+      return { ...(await answer<N>(await send(context?.files, false))), ...(context?.files ? { files_sent: context.files.length } : {}) };
+
+      function send(files: RuntimeFile[] | undefined, filesOnRequest: boolean) {
+        return request(`${runtimeUrl}/api/v1/jupyter`, {
+          method: 'POST',
+          headers: jsonHeaders(token, requestId),
+          body: JSON.stringify({
+            action: 'run_notebook',
+            notebook,
+            timeout_seconds: timeoutSeconds,
+            ...(context
+              ? {
+                  workspace_id: context.workspaceId,
+                  notebook_path: context.notebookPath,
+                  ...(files ? { files: files.map((f) => ({ path: f.path, content_base64: f.content.toString('base64') })) } : {}),
+                  ...(filesOnRequest ? { files_on_request: true } : {}),
+                }
+              : {}),
+          }),
+          // The runtime bounds the notebook itself; give it a margin to answer.
+          headersTimeout: (timeoutSeconds + 60) * 1000,
+          bodyTimeout: (timeoutSeconds + 60) * 1000,
+          // Aborting closes the connection; the runtime then stops the notebook's kernel.
+          ...(signal ? { signal } : {}),
+        });
+      }
     },
+  };
+}
+
+/** The `error` of a JSON error body, if it is one. */
+function errorCode(text: string): string | undefined {
+  try {
+    return (JSON.parse(text) as { error?: string }).error;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The body of a `run_notebook` answer, or the error it was. */
+async function answer<N>(res: Dispatcher.ResponseData): Promise<RuntimeRunResult<N>> {
+  if (res.statusCode !== 200) throw await failure('the runtime', res.statusCode, res.body);
+  const body = (await res.body.json()) as {
+    status: 'ok' | 'error';
+    notebook: N;
+    duration_ms: number;
+    files?: { path: string; content_base64: string }[];
+    files_error?: string;
+  };
+  const files: RuntimeFile[] | undefined = body.files?.map((f) => ({ path: f.path, content: Buffer.from(f.content_base64, 'base64') }));
+  return {
+    status: body.status,
+    notebook: body.notebook,
+    duration_ms: body.duration_ms,
+    ...(files ? { files } : {}),
+    ...(body.files_error ? { files_error: body.files_error } : {}),
   };
 }
 

@@ -5,6 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   AppError,
   BadRequestError,
+  ConflictError,
   NotFoundError,
   OPS_PATHS,
   PayloadTooLargeError,
@@ -14,7 +15,7 @@ import {
   serviceKit,
 } from '@codeagent/service-kit';
 import { SandboxUnavailableError, UnknownWorkspaceError } from '@codeagent/sandbox';
-import { FilesLimitError, SandboxFilesError } from './contents.js';
+import { FilesLimitError, FilesRequiredError, SandboxFilesError } from './contents.js';
 import { KernelUnavailableError } from './jupyter-server.js';
 import { UnknownKernelError, type KernelService, type Notebook } from './kernels.js';
 import type { LabProxy } from './lab-proxy.js';
@@ -52,6 +53,8 @@ const Action = Type.Union([
     workspace_id: WorkspaceId,
     notebook_path: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
     files: Type.Optional(Type.Array(File, { maxItems: 10_000 })),
+    // Without `files`: answer 409 files_required if this runtime would need them (it does not mount the workspace).
+    files_on_request: Type.Optional(Type.Boolean()),
   }),
 ]);
 
@@ -121,6 +124,7 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
             workspaceId: body.workspace_id?.toLowerCase(),
             notebookPath: body.notebook_path,
             files: body.files,
+            filesOnRequest: body.files_on_request,
             signal: abort.signal,
           });
       }
@@ -128,6 +132,7 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
       if (err instanceof UnknownKernelError || err instanceof UnknownWorkspaceError) throw new NotFoundError(err.message);
       if (err instanceof KernelUnavailableError || err instanceof SandboxUnavailableError) throw new ServiceUnavailableError('kernel_unavailable', err.message);
       if (err instanceof FilesLimitError) throw new PayloadTooLargeError(err.message);
+      if (err instanceof FilesRequiredError) throw new ConflictError(err.message, 'files_required');
       if (err instanceof SandboxFilesError) throw new AppError(507, 'insufficient_storage', err.message);
       if (err instanceof AppError) throw err;
       throw err;

@@ -20,6 +20,17 @@ export class FilesLimitError extends Error {
 }
 
 /** The sandbox could not take the files (its disk is full, its server failed): 507. */
+/**
+ * The caller asked to send the workspace's files only if they are needed (`files_on_request`),
+ * and they are: this workspace's server does not mount its files, so a run works on a copy.
+ */
+export class FilesRequiredError extends Error {
+  constructor() {
+    super("this runtime copies the workspace's files into each run (its servers do not mount them): send them as `files`");
+    this.name = 'FilesRequiredError';
+  }
+}
+
 export class SandboxFilesError extends Error {
   constructor(message: string) {
     super(message);

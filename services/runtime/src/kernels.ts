@@ -1,7 +1,7 @@
 import { randomUUID, createHash } from 'node:crypto';
 import { KernelAPI, KernelConnection, type Kernel, type KernelMessage } from '@jupyterlab/services';
 import type { FastifyBaseLogger } from 'fastify';
-import { Contents, FilesLimitError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
+import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
@@ -63,6 +63,12 @@ export interface RunNotebookOptions {
   notebookPath?: string | undefined;
   /** The workspace's files, copied into a fresh directory of the sandbox for this run. */
   files?: SandboxFile[] | undefined;
+  /**
+   * No `files` given, and they are to be sent only if needed: where the workspace's server does
+   * not mount its files, the run is refused with FilesRequiredError before anything runs, and the
+   * caller sends them. A mounted workspace runs on its files in place and needs no copy.
+   */
+  filesOnRequest?: boolean | undefined;
   /** Aborted when the caller gives up (the worker cancelled the run): the kernel is stopped. */
   signal?: AbortSignal | undefined;
 }
@@ -627,6 +633,7 @@ export class KernelService implements WarmKernelSource {
     // The workspace's files mounted as /workspace (decision 0140): the run works on them in place,
     // its writes become versions through the mount; nothing is copied in or collected.
     const live = server.files;
+    if (!live && opts.filesOnRequest && opts.files === undefined && opts.workspaceId !== undefined) throw new FilesRequiredError();
     if (live) await live.refresh().catch((err: unknown) => this.log?.warn({ err }, 'could not refresh the workspace mount before a run'));
     if (opts.files && !live) {
       const total = opts.files.reduce((n, f) => n + Math.floor((f.content_base64.length * 3) / 4), 0);

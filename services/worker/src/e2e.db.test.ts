@@ -112,6 +112,9 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       .split('\n')
       .map((l) => JSON.parse(l));
     expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'executed', 'stored', 'finished']);
+    // This runtime does not mount the workspace: it asked for the files, and the worker copied them in.
+    expect(events.find((e) => e.event === 'executed')).toMatchObject({ files_copied_in: expect.any(Number) });
+    expect(events.find((e) => e.event === 'executed').files_copied_in).toBeGreaterThan(0);
 
     const executed = await b.app.inject({
       method: 'GET',

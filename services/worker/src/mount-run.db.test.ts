@@ -87,7 +87,8 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         pollMs: 200,
         concurrency: 1,
         runTimeoutSeconds: 120,
-        filesMaxBytes: 16 * 1024 * 1024,
+        // Far below the files the tests store: a mounted workspace copies nothing, so it never applies.
+        filesMaxBytes: 1024 * 1024,
       });
       const create = async (name: string) =>
         (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name } })).json<{ id: string }>()
@@ -158,6 +159,23 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
       expect(isMounted(join(dataDir, 'mounts', ws))).toBe(true);
       // Its cache is the bounded tmpfs.
       expect(isMounted(join(dataDir, 'mount-state', ws, 'cache'))).toBe(true);
+    }, 240_000);
+
+    it('runs a workspace whose files exceed SANDBOX_FILES_MAX_BYTES: nothing is copied, the run reads the file in place', async () => {
+      expect((await put(ws, 'data/big.bin', 'b'.repeat(2 * 1024 * 1024))).statusCode).toBe(201);
+      expect((await put(ws, 'jobs/big.ipynb', notebook(['import os\nprint(os.path.getsize("../data/big.bin"))']), 'application/x-ipynb+json')).statusCode).toBe(
+        201,
+      );
+      const done = await run('jobs/big.ipynb');
+      expect(done).toMatchObject({ status: 'succeeded', error: null });
+      expect(await executedCell('jobs/big.ipynb', done.id, 0)).toBe(`${2 * 1024 * 1024}\n`);
+      const log = await api(`runs/${done.id}/log`);
+      const executed = log.body
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { event: string; files_copied_in?: number })
+        .find((e) => e.event === 'executed');
+      expect(executed).toMatchObject({ files_copied_in: 0 });
     }, 240_000);
 
     it('keeps working after its token expired: the renewed token is read again', async () => {

@@ -38,6 +38,8 @@ export interface RunContext {
   workspaceId: string;
   notebookPath: string;
   files?: WorkspaceFile[] | undefined;
+  /** Instead of `files`: read only if the runtime copies them (it does not mount the workspace). */
+  loadFiles?: (() => Promise<WorkspaceFile[] | undefined>) | undefined;
 }
 
 export interface NotebookRunner {
@@ -49,7 +51,7 @@ export interface NotebookRunner {
     signal?: AbortSignal,
     /** Goes into the runtime's logs as x-request-id. */
     requestId?: string,
-  ): Promise<{ status: 'ok' | 'error'; notebook: Notebook; duration_ms: number; files?: WorkspaceFile[]; files_error?: string }>;
+  ): Promise<{ status: 'ok' | 'error'; notebook: Notebook; duration_ms: number; files?: WorkspaceFile[]; files_error?: string; files_sent?: number }>;
 }
 
 /** Periodic work besides runs (retention), at most one at a time per worker. */
@@ -326,18 +328,25 @@ export class ScheduleWorker {
     try {
       const source = parseNotebook(await io.readNotebook(run.workspace_id, run.notebook_path));
       const notebook = injectParameters(source, run.parameters);
-      const files = await io.readWorkspaceFiles?.(run.workspace_id, this.opts.filesMaxBytes ?? 128 * 1024 * 1024);
-      note('started', { cells: notebook.cells.length, ...(files ? { files: files.length } : {}) });
+      note('started', { cells: notebook.cells.length });
+      // The workspace's files are read only for a runtime that copies them into the run; one that
+      // mounts the workspace (decision 0141) runs on them in place, whatever their size.
+      const readFiles = io.readWorkspaceFiles?.bind(io);
+      const loadFiles = readFiles ? () => readFiles(run.workspace_id, this.opts.filesMaxBytes ?? 128 * 1024 * 1024) : undefined;
       // The run's id names its requests in the runtime's and the backend's logs.
       const result = await runtime.runNotebook(
         notebook,
         this.runTimeoutSeconds,
-        { workspaceId: run.workspace_id, notebookPath: run.notebook_path, files },
+        { workspaceId: run.workspace_id, notebookPath: run.notebook_path, loadFiles },
         signal,
         runRequestId(run.id),
       );
       if (stopped()) throw new Error('stopped');
-      note('executed', { status: result.status, duration_ms: result.duration_ms });
+      note('executed', {
+        status: result.status,
+        duration_ms: result.duration_ms,
+        ...(result.files_sent !== undefined ? { files_copied_in: result.files_sent } : {}),
+      });
       const target = executedNotebookPath(run.notebook_path, run.id);
       await io.writeExecutedNotebook(run.workspace_id, target, Buffer.from(JSON.stringify(result.notebook, null, 1)));
       outputPath = target; // only once stored (a write refused for quota stores nothing)
