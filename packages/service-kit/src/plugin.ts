@@ -25,6 +25,11 @@ export function requestIdOptions(): Pick<FastifyServerOptions, 'genReqId' | 'req
 export interface ServiceKitOptions {
   /** Extra fields added to 404 bodies (none by default). */
   notFoundBody?: Record<string, unknown>;
+  /**
+   * The `error` of a schema violation's 400 (default `invalid_request`, docs/contract/spec.md §3); the cluster
+   * service answers §8's `validation failed` for its schemas as for its own body rules.
+   */
+  validationError?: string;
 }
 
 /** A value a schema allows, as a person would type it. */
@@ -129,7 +134,7 @@ export const serviceKit = fp<ServiceKitOptions>(
       if (err.validation) {
         const fields = validationFields(err);
         return reply.code(400).send({
-          error: 'invalid_request',
+          error: opts.validationError ?? 'invalid_request',
           message: `request ${err.validationContext ?? 'body'} is invalid: ${Object.entries(fields)
             .map(([k, v]) => `${k} ${v}`)
             .join('; ')}`,

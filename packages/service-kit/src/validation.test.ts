@@ -1,12 +1,12 @@
 import { Type } from '@sinclair/typebox';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { serviceKit } from './plugin.js';
+import { serviceKit, type ServiceKitOptions } from './plugin.js';
 
 /** A route whose body has fixed-value fields of each kind a schema can express. */
-async function app() {
+async function app(opts: ServiceKitOptions = {}) {
   const a = Fastify({ ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true } } });
-  await a.register(serviceKit);
+  await a.register(serviceKit, opts);
   a.post(
     '/members',
     {
@@ -69,5 +69,17 @@ describe('validation errors name the allowed values (one handler for every route
     await a.close();
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({ message: 'request querystring is invalid: order must be one of asc, desc' });
+  });
+
+  it('a service may name the error of its schema violations (the cluster service: "validation failed")', async () => {
+    const a = await app({ validationError: 'validation failed' });
+    const res = await a.inject({ method: 'GET', url: '/items?order=sideways' });
+    await a.close();
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({
+      error: 'validation failed',
+      message: 'request querystring is invalid: order must be one of asc, desc',
+      fields: { order: 'must be one of asc, desc' },
+    });
   });
 });

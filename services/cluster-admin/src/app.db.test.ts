@@ -190,7 +190,12 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       } while (cursor);
       expect(seen).toEqual(all.map((e) => e.id));
       expect((await admin('GET', '/audit?action=cluster.delete')).json().entries.every((e: { action: string }) => e.action === 'cluster.delete')).toBe(true);
-      expect((await admin('GET', '/audit?limit=0')).statusCode).toBe(400);
+      for (const limit of ['0', '1001', '2.5', 'ten']) {
+        const res = await admin('GET', `/audit?limit=${limit}`);
+        expect(res.statusCode, limit).toBe(400);
+        expect(res.json(), limit).toMatchObject({ error: 'validation failed', fields: { limit: expect.any(String) } });
+      }
+      expect((await admin('GET', '/audit')).json().entries).toHaveLength(Math.min(all.length, 100));
       expect((await admin('GET', '/audit?cursor=garbage')).statusCode).toBe(400);
       // Well-formed but foreign cursors (a bad date, a non-UUID id, wrong arity) are 400 too, never 500.
       for (const foreign of [['zzz', 'x'], ['not-a-date', '00000000-0000-4000-8000-000000000000'], [new Date().toISOString(), 'x'], [1, 2], ['a']]) {

@@ -1,12 +1,13 @@
+import type { Static } from '@sinclair/typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { matchesAny, parseBearer, safeEqual, tokenFingerprint } from '@codeagent/auth';
-import { BadRequestError, UnauthorizedError, requestIdOptions, serviceKit } from '@codeagent/service-kit';
+import { UnauthorizedError, requestIdOptions, serviceKit } from '@codeagent/service-kit';
 import type { OutboundClient } from '@codeagent/safe-fetch';
 import { ClusterService, SecretBox, VALIDATION_FAILED, validateCluster, type BetweenChangeAndAudit } from './domain/clusters.js';
 import { DatabaseRateLimiter } from './domain/rate-limit.js';
-import { AuditPage, Cluster, ClusterList } from './domain/schemas.js';
+import { AuditPage, AuditQuery, Cluster, ClusterList } from './domain/schemas.js';
 import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { McpEvents, buildMcpServer } from './mcp.js';
 
@@ -58,7 +59,8 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
     // MCP requests are hijacked from Fastify; close their keep-alive sockets too on shutdown.
     forceCloseConnections: true,
   });
-  await app.register(serviceKit);
+  // §8.2: a validation failure answers `validation failed`, from a schema as from `validateCluster`.
+  await app.register(serviceKit, { validationError: VALIDATION_FAILED });
   const clusters = new ClusterService(opts.db, new SecretBox(opts.secretsKey), opts.betweenChangeAndAudit);
   // Shared by every instance of the service (the database), not one process's memory.
   const limiter = new DatabaseRateLimiter(opts.db);
@@ -97,13 +99,9 @@ export async function buildClusterAdminApp(opts: ClusterAdminOptions): Promise<F
         audited('cluster.delete');
         return reply.code(204).send(null);
       });
-      admin.get<{ Querystring: Record<string, string | undefined> }>('/audit', { schema: { response: { 200: AuditPage } } }, async (req) => {
+      admin.get<{ Querystring: Static<typeof AuditQuery> }>('/audit', { schema: { querystring: AuditQuery, response: { 200: AuditPage } } }, async (req) => {
         const q = req.query;
-        const limit = q.limit === undefined ? 100 : Number(q.limit);
-        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-          throw new BadRequestError('limit must be 1–1000', { limit: 'an integer from 1 to 1000' }, VALIDATION_FAILED);
-        }
-        return clusters.auditLog({ targetId: q.target_id, action: q.action, limit, cursor: q.cursor });
+        return clusters.auditLog({ targetId: q.target_id, action: q.action, limit: q.limit ?? 100, cursor: q.cursor });
       });
     },
     { prefix: '/admin' },

@@ -30,16 +30,8 @@ export type ObjectList = Json<'/api/v1/data-resources/{ws}/objects', 'get'>;
 export type StoredObject = ObjectList['items'][number];
 export type TrashList = Json<'/api/v1/data-resources/{ws}/trash', 'get'>;
 export type TrashItem = TrashList['items'][number];
-/** The versions list has no response schema in the document (the route also serves content). */
-export interface VersionItem {
-  version_id: string;
-  size: number;
-  sha256: string;
-  content_type: string;
-  created_at: string;
-  created_by: string | null;
-  current: boolean;
-}
+export type VersionList = Json<'/api/v1/data-resources/{ws}/versions/{*}', 'get'>;
+export type VersionItem = VersionList['items'][number];
 export type RunList = Json<'/api/v1/workspaces/{ws}/runs', 'get'>;
 export type Run = RunList['items'][number];
 export type ScheduleList = Json<'/api/v1/workspaces/{ws}/schedules', 'get'>;

@@ -1,51 +1,49 @@
-import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import { useState, type FormEvent } from 'react';
 import { api, describeError, type Me, type Member, type User, type Workspace } from '../api/client';
 import { ErrorText, formatTime } from '../components';
+import { useLoad } from '../load';
 
 type Role = Member['role'];
 const ROLES: Role[] = ['admin', 'editor', 'viewer'];
 
 /** Platform administration: shown to system administrators only (the API refuses others with 403 anyway). */
 export function ManagePage({ me }: { me: Me }) {
-  const [users, setUsers] = useState<User[]>([]);
-  const [workspaces, setWorkspaces] = useState<Workspace[]>([]);
   const [selected, setSelected] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [showDeleted, setShowDeleted] = useState(false);
-
-  const load = useCallback(async () => {
-    const [u, w] = await Promise.all([
-      api.GET('/api/v1/platform/users', { params: { query: { limit: 1000 } } }),
-      api.GET('/api/v1/platform/workspaces', { params: { query: { limit: 1000, include_deleted: showDeleted } } }),
-    ]);
-    if (u.error || w.error) setError(describeError(u.error ?? w.error));
-    setUsers(u.data?.items ?? []);
-    setWorkspaces(w.data?.items ?? []);
-  }, [showDeleted]);
-
-  useEffect(() => void load(), [load]);
+  const userList = useLoad(() => api.GET('/api/v1/platform/users', { params: { query: { limit: 1000 } } }), []);
+  const workspaceList = useLoad(
+    () => api.GET('/api/v1/platform/workspaces', { params: { query: { limit: 1000, include_deleted: showDeleted } } }),
+    [showDeleted],
+  );
+  const users = userList.data?.items ?? [];
+  const workspaces = workspaceList.data?.items ?? [];
+  // A change reloads both lists (a membership changes a workspace's member count).
+  const reload = async () => {
+    await Promise.all([userList.reload(), workspaceList.reload()]);
+  };
+  const members = workspaces.find((w) => w.id === selected && !w.deleted_at);
 
   return (
     <section>
       <h1>Administration</h1>
-      <ErrorText error={error} />
       <div className="grid2">
-        <Users users={users} me={me} onChange={load} />
+        <Users users={users} loadError={userList.error} me={me} onChange={reload} />
         <Workspaces
           workspaces={workspaces}
+          loadError={workspaceList.error}
           selected={selected}
           onSelect={setSelected}
-          onChange={load}
+          onChange={reload}
           showDeleted={showDeleted}
           onShowDeleted={setShowDeleted}
         />
       </div>
-      {selected ? <Members ws={workspaces.find((w) => w.id === selected && !w.deleted_at)} users={users} onChange={load} /> : null}
+      {members ? <Members key={members.id} ws={members} users={users} onChange={reload} /> : null}
     </section>
   );
 }
 
-function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () => Promise<void> }) {
+function Users({ users, loadError, me, onChange }: { users: User[]; loadError: string | null; me: Me; onChange: () => Promise<void> }) {
   const [form, setForm] = useState({ email: '', name: '', password: '', admin: false });
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -89,6 +87,7 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
   return (
     <div>
       <h2>Users</h2>
+      <ErrorText error={loadError} />
       <form className="stack" onSubmit={(e) => void create(e)} aria-label="Create user">
         <label>
           Email
@@ -184,6 +183,7 @@ function Users({ users, me, onChange }: { users: User[]; me: Me; onChange: () =>
 
 function Workspaces({
   workspaces,
+  loadError,
   selected,
   onSelect,
   onChange,
@@ -191,6 +191,7 @@ function Workspaces({
   onShowDeleted,
 }: {
   workspaces: Workspace[];
+  loadError: string | null;
   selected: string | null;
   onSelect: (id: string) => void;
   onChange: () => Promise<void>;
@@ -237,6 +238,7 @@ function Workspaces({
   return (
     <div>
       <h2>Workspaces</h2>
+      <ErrorText error={loadError} />
       <form className="stack" onSubmit={(e) => void create(e)} aria-label="Create workspace">
         <label>
           Name
@@ -291,22 +293,13 @@ function Workspaces({
   );
 }
 
-function Members({ ws, users, onChange }: { ws: Workspace | undefined; users: User[]; onChange: () => Promise<void> }) {
-  const [members, setMembers] = useState<Member[]>([]);
+function Members({ ws, users, onChange }: { ws: Workspace; users: User[]; onChange: () => Promise<void> }) {
+  const list = useLoad(() => api.GET('/api/v1/platform/workspaces/{id}/members', { params: { path: { id: ws.id }, query: { limit: 1000 } } }), [ws.id]);
+  const members = list.data?.items ?? [];
   const [userId, setUserId] = useState('');
   const [role, setRole] = useState<Role>('editor');
   const [error, setError] = useState<string | null>(null);
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
-
-  const load = useCallback(async () => {
-    if (!ws) return;
-    const { data, error: err } = await api.GET('/api/v1/platform/workspaces/{id}/members', { params: { path: { id: ws.id }, query: { limit: 1000 } } });
-    if (err) setError(describeError(err));
-    else setMembers(data.items);
-  }, [ws]);
-
-  useEffect(() => void load(), [load]);
-  if (!ws) return null;
   const candidates = users.filter((u) => !members.some((m) => m.user_id === u.id));
 
   const add = async (e: FormEvent) => {
@@ -319,7 +312,7 @@ function Members({ ws, users, onChange }: { ws: Workspace | undefined; users: Us
     if (err) setError((err as { error?: string }).error === 'conflict' ? 'This user is a member already.' : describeError(err));
     else {
       setUserId('');
-      await load();
+      await list.reload();
       await onChange();
     }
   };
@@ -334,7 +327,7 @@ function Members({ ws, users, onChange }: { ws: Workspace | undefined; users: Us
             body: { role: newRole },
           });
     if (err) setRowError({ id: m.user_id, message: describeError(err) });
-    await load();
+    await list.reload();
     await onChange();
   };
 
@@ -368,7 +361,7 @@ function Members({ ws, users, onChange }: { ws: Workspace | undefined; users: Us
       ) : (
         <p className="muted">Every user is a member already.</p>
       )}
-      <ErrorText error={error} />
+      <ErrorText error={list.error ?? error} />
       <table className="listing">
         <caption className="visually-hidden">Members of {ws.name}</caption>
         <thead>

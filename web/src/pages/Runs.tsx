@@ -1,6 +1,7 @@
-import { lazy, Suspense, useCallback, useEffect, useState, type FormEvent } from 'react';
-import { api, describeError, type Me, type Run } from '../api/client';
+import { lazy, Suspense, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { api, describeError, type Me } from '../api/client';
 import { ErrorText, formatTime, PartBoundary } from '../components';
+import { useLoad } from '../load';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 
 // The run view (notebook renderer) and the schedules (croner) load on demand.
@@ -12,45 +13,25 @@ const POLL_MS = 2000;
 
 export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
-  const [runs, setRuns] = useState<Run[] | null>(null);
-  const [notebooks, setNotebooks] = useState<string[]>([]);
+  // Live status: polled while a run is queued or running.
+  const list = useLoad(() => api.GET('/api/v1/workspaces/{ws}/runs', { params: { path: { ws }, query: { limit: 100 } } }), [ws], {
+    pollWhile: (d) => d.items.some((r) => ACTIVE.has(r.status)),
+    pollMs: POLL_MS,
+  });
+  const runs = list.data?.items ?? null;
+  const objects = useLoad(() => api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { limit: 1000 } } }), [ws]);
+  const notebooks = useMemo(() => (objects.data?.items ?? []).map((o) => o.path).filter((p) => p.endsWith('.ipynb') && !/\.runs\//.test(p)), [objects.data]);
   const [notebook, setNotebook] = useState('');
-  const [error, setError] = useState<string | null>(null);
   const [startError, setStartError] = useState<string | null>(null);
   const [openRun, setOpenRun] = useState<string | null>(null);
-
-  const load = useCallback(async () => {
-    const { data, error: err } = await api.GET('/api/v1/workspaces/{ws}/runs', { params: { path: { ws }, query: { limit: 100 } } });
-    if (err) setError(describeError(err));
-    else {
-      setRuns(data.items);
-      setError(null);
-    }
-  }, [ws]);
-
-  useEffect(() => {
-    void load();
-    void api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { limit: 1000 } } }).then(({ data }) => {
-      const nbs = (data?.items ?? []).map((o) => o.path).filter((p) => p.endsWith('.ipynb') && !/\.runs\//.test(p));
-      setNotebooks(nbs);
-      setNotebook((cur) => cur || nbs[0] || '');
-    });
-  }, [load]);
-
-  // Live status: poll while a run is queued or running.
-  const active = runs?.some((r) => ACTIVE.has(r.status)) ?? false;
-  useEffect(() => {
-    if (!active) return;
-    const timer = setInterval(() => void load(), POLL_MS);
-    return () => clearInterval(timer);
-  }, [active, load]);
+  useEffect(() => setNotebook((cur) => cur || notebooks[0] || ''), [notebooks]);
 
   const start = async (e: FormEvent) => {
     e.preventDefault();
     setStartError(null);
     const { error: err } = await api.POST('/api/v1/workspaces/{ws}/runs', { params: { path: { ws } }, body: { notebook_path: notebook } });
     if (err) setStartError(describeError(err));
-    else await load();
+    else await list.reload();
   };
 
   const shown = runs?.find((r) => r.id === openRun) ?? null;
@@ -75,11 +56,13 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
             <button type="submit">Run now</button>
             <ErrorText error={startError} />
           </form>
-        ) : (
+        ) : objects.error ? (
+          <ErrorText error={objects.error} />
+        ) : objects.data ? (
           <p className="empty">No notebook in this workspace yet: upload an .ipynb file under Files, then run it here.</p>
-        )
+        ) : null
       ) : null}
-      <ErrorText error={error} />
+      <ErrorText error={list.error} />
       {runs?.length === 0 ? <p className="empty">No runs yet.</p> : null}
       {runs && runs.length > 0 ? (
         <table className="listing">

@@ -1,7 +1,8 @@
 import { Cron } from 'croner';
-import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { useEffect, useMemo, useState, type FormEvent } from 'react';
 import { api, describeError, type Schedule } from '../api/client';
 import { ErrorText, formatTime } from '../components';
+import { useLoad } from '../load';
 
 /** The browser's IANA zone: the default for new schedules and the zone fire times are shown in. */
 export const userZone = (): string => Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
@@ -60,23 +61,14 @@ export function CronHelper({ cron, timezone }: { cron: string; timezone: string 
 }
 
 export default function Schedules({ ws, writable, notebooks }: { ws: string; writable: boolean; notebooks: string[] }) {
-  const [items, setItems] = useState<Schedule[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const schedules = useLoad(() => api.GET('/api/v1/workspaces/{ws}/schedules', { params: { path: { ws }, query: { limit: 1000 } } }), [ws]);
+  const items = schedules.data?.items ?? null;
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
   const [notebook, setNotebook] = useState('');
   const [cron, setCron] = useState('0 6 * * 1-5');
   const [timezone, setTimezone] = useState(userZone);
   const [formError, setFormError] = useState<string | null>(null);
 
-  const load = useCallback(async () => {
-    const { data, error: err } = await api.GET('/api/v1/workspaces/{ws}/schedules', { params: { path: { ws }, query: { limit: 1000 } } });
-    if (err) setError(describeError(err));
-    else {
-      setItems(data.items);
-      setError(null);
-    }
-  }, [ws]);
-  useEffect(() => void load(), [load]);
   useEffect(() => setNotebook((cur) => cur || notebooks[0] || ''), [notebooks]);
 
   const create = async (e: FormEvent) => {
@@ -87,20 +79,20 @@ export default function Schedules({ ws, writable, notebooks }: { ws: string; wri
       body: { notebook_path: notebook, cron: cron.trim(), timezone: timezone.trim(), enabled: true },
     });
     if (err) setFormError(describeError(err));
-    else await load();
+    else await schedules.reload();
   };
   const setEnabled = async (s: Schedule, enabled: boolean) => {
     setRowError(null);
     const { error: err } = await api.PATCH('/api/v1/workspaces/{ws}/schedules/{id}', { params: { path: { ws, id: s.id } }, body: { enabled } });
     if (err) setRowError({ id: s.id, message: describeError(err) });
-    await load();
+    await schedules.reload();
   };
   const remove = async (s: Schedule) => {
     if (!window.confirm(`Delete the schedule of ${s.notebook_path} (${s.cron})? Its queued runs are cancelled.`)) return;
     setRowError(null);
     const { error: err } = await api.DELETE('/api/v1/workspaces/{ws}/schedules/{id}', { params: { path: { ws, id: s.id } } });
     if (err) setRowError({ id: s.id, message: describeError(err) });
-    await load();
+    await schedules.reload();
   };
 
   return (
@@ -133,7 +125,7 @@ export default function Schedules({ ws, writable, notebooks }: { ws: string; wri
           <ErrorText error={formError} />
         </form>
       ) : null}
-      <ErrorText error={error} />
+      <ErrorText error={schedules.error} />
       {items?.length === 0 ? <p className="empty">No schedules yet.</p> : null}
       {items && items.length > 0 ? (
         <table className="listing">

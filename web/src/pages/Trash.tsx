@@ -1,21 +1,14 @@
-import { useCallback, useEffect, useState } from 'react';
+import { useState } from 'react';
 import { api, describeError, type Me, type TrashItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime } from '../components';
+import { useLoad } from '../load';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 
 export function TrashPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
-  const [items, setItems] = useState<TrashItem[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const trash = useLoad(() => api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: { limit: 1000 } } }), [ws]);
+  const items = trash.data?.items ?? null;
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
-
-  const load = useCallback(async () => {
-    const { data, error: err } = await api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: { limit: 1000 } } });
-    if (err) setError(describeError(err));
-    else setItems(data.items);
-  }, [ws]);
-
-  useEffect(() => void load(), [load]);
 
   const act = async (item: TrashItem, action: 'restore' | 'purge') => {
     setRowError(null);
@@ -30,15 +23,15 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
         id: item.id,
         message: e.error === 'conflict' ? 'A file already exists at this path: rename or delete it first, then restore.' : describeError(err),
       });
-    } else await load();
+    } else await trash.reload();
   };
 
   return (
     <section>
       <WorkspaceHeader me={me} ws={ws} current="trash" />
       <h2>Trash</h2>
-      <ErrorText error={error} />
-      {items === null && !error ? <p aria-busy="true">Loading…</p> : null}
+      <ErrorText error={trash.error} />
+      {items === null && !trash.error ? <p aria-busy="true">Loading…</p> : null}
       {items?.length === 0 ? <p className="empty">The trash is empty. Deleted files land here and can be restored.</p> : null}
       {items && items.length > 0 ? (
         <table className="listing">

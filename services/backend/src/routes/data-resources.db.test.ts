@@ -467,4 +467,27 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect((await get('versions/envelope/v.txt', stranger.token)).status).toBe(404);
     expect((await fetch(url('versions/envelope/v.txt'))).status).toBe(401);
   });
+
+  it('documents the versions list in the OpenAPI document (the list shape of VersionSchema); the content of a version still streams raw', async () => {
+    const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+    const list = doc.paths['/api/v1/data-resources/{ws}/versions/{*}'].get.responses;
+    const schema = list['200'].content['application/json'].schema;
+    expect(Object.keys(schema.properties).sort()).toEqual(['items', 'next_cursor']);
+    expect(Object.keys(schema.properties.items.items.properties).sort()).toEqual([
+      'content_type',
+      'created_at',
+      'created_by',
+      'current',
+      'sha256',
+      'size',
+      'version_id',
+    ]);
+    expect(list).toHaveProperty('404');
+    await put('envelope/raw.txt', '{"not":"a list"}', editor.token, 'application/json');
+    await put('envelope/raw.txt', 'second');
+    const versions = (await (await get('versions/envelope/raw.txt')).json()) as { items: { version_id: string; current: boolean }[] };
+    const old = await get(`versions/envelope/raw.txt?version_id=${versions.items.find((v) => !v.current)!.version_id}`);
+    expect(old.status).toBe(200);
+    expect(await old.text()).toBe('{"not":"a list"}');
+  });
 });

@@ -1,12 +1,13 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import multipart from '@fastify/multipart';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { BadRequestError, ListQuery, PayloadTooLargeError, RangeNotSatisfiableError, listResponse, requestBody } from '@codeagent/service-kit';
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
-import { ObjectSchema, TrashItemSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
+import { ObjectSchema, TrashItemSchema, VersionSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
 import { objectContentHeaders } from './object-headers.js';
 
@@ -236,6 +237,17 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         summary: 'List the versions of a path, newest first; with version_id, that version’s content',
         params: WsPath,
         querystring: Type.Object({ version_id: Type.Optional(Type.String({ maxLength: 64 })) }),
+        response: {
+          // The list is JSON; with version_id the 200 is that version's raw content in its own content type
+          // (a stream: Fastify sends it past the serializer, whatever its content type).
+          200: {
+            content: {
+              'application/json': { schema: listResponse(VersionSchema) },
+              '*/*': { schema: Type.Unsafe<Readable>({ type: 'string', format: 'binary', description: 'with version_id: that version’s content' }) },
+            },
+          },
+          ...errors(400, 401, 404),
+        },
       },
     },
     async (req, reply) => {

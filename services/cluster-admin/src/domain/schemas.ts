@@ -1,5 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value';
+import { ListQuery } from '@codeagent/service-kit';
 
 /**
  * The cluster record of docs/contract/spec.md §8.2 as TypeBox schemas: `ClusterBody` is what
@@ -82,6 +83,9 @@ export type AuditEntryDto = Static<typeof AuditEntry>;
  */
 export const AuditPage = Type.Object({ entries: Type.Array(AuditEntry), next_cursor: Nullable(Type.String()) });
 export type AuditPage = Static<typeof AuditPage>;
+
+/** `GET /admin/audit`'s query: the platform's `limit` (1–1000, default 100) and `cursor`, and two filters. */
+export const AuditQuery = Type.Composite([ListQuery, Type.Object({ target_id: Type.Optional(Type.String()), action: Type.Optional(Type.String()) })]);
 
 const TOO_LARGE = new Set<ValueErrorType>([ValueErrorType.StringMaxLength, ValueErrorType.IntegerMaximum, ValueErrorType.NumberMaximum]);
 
