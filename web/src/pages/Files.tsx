@@ -457,7 +457,8 @@ function Versions({
   const load = useCallback(async () => {
     const { data, error: err } = await api.GET('/api/v1/data-resources/{ws}/versions/{*}', { params: { path: { ws, '*': path } }, parseAs: 'json' });
     if (err) setError(describeError(err));
-    else setItems((data as unknown as { items: VersionItem[] }).items);
+    // The route also serves a version's raw content (`*/*`); this call asks for the list (JSON).
+    else setItems((data as { items: VersionItem[] }).items);
   }, [ws, path]);
 
   useEffect(() => {
