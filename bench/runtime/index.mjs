@@ -7,6 +7,9 @@
 // Jupyter server in between (zmq-anchor.py, ipc transport as the platform's kernels use). And,
 // for the kernel websocket over TCP (JUPYTER_URL, the unsandboxed JupyterLab host): a plain
 // jupyter_server beside one with the runtime's codeagent_nodelay extension.
+// The runtimes execute over ZeroMQ straight to the kernel's sockets (decision 0190); a third,
+// sandboxed runtime executes through the Jupyter server's websocket as before, for comparison.
+// The runtime is called with undici's request (as @codeagent/clients calls it) and with fetch.
 // Rounds interleave the two modes so that both see the same machine state; medians of rounds.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -15,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KernelAPI, KernelConnection, ServerConnection } from '@jupyterlab/services';
 import WebSocket from 'ws';
+import { Agent, request } from 'undici';
 import { buildRuntimeApp } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
 import { freePort, root, table } from '../lib.mjs';
@@ -26,23 +30,40 @@ const CODE = 'x = sum(range(1000))\nx';
 const TOKEN = randomUUID();
 const GiB = 1024 * 1024 * 1024;
 
-async function runtime(enabled) {
+async function runtime(enabled, { directChannels = true, uidBase } = {}) {
   const kernels = await startTestKernels({
-    sandbox: { enabled, maxServers: 64, memoryBytes: 4 * GiB, kernelMemoryBytes: 2 * GiB, pidsMax: 512, kernelPidsMax: 256, diskBytes: GiB, tmpBytes: GiB / 2 },
+    sandbox: {
+      enabled,
+      maxServers: 64,
+      memoryBytes: 4 * GiB,
+      kernelMemoryBytes: 2 * GiB,
+      pidsMax: 512,
+      kernelPidsMax: 256,
+      diskBytes: GiB,
+      tmpBytes: GiB / 2,
+      ...(uidBase ? { uidBase } : {}),
+    },
+    directChannels,
   });
   const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: TOKEN });
   const url = `${(await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '')}/api/v1/jupyter`;
+  const headers = { 'content-type': 'application/json', 'x-internal-service-token': TOKEN };
+  // The client the platform's own services use for the runtime (@codeagent/clients): undici's
+  // request over a kept-alive connection.
   const act = async (body) => {
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-internal-service-token': TOKEN },
-      body: JSON.stringify(body),
-    });
+    const res = await request(url, { method: 'POST', headers, body: JSON.stringify(body), dispatcher: agent });
+    if (res.statusCode !== 200) throw new Error(`runtime answered ${res.statusCode}: ${await res.body.text()}`);
+    return res.body.json();
+  };
+  // The same call with the global fetch (WHATWG streams, more work per request in Node).
+  const actFetch = async (body) => {
+    const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
     if (!res.ok) throw new Error(`runtime answered ${res.status}: ${await res.text()}`);
     return res.json();
   };
-  return { kernels, app, act };
+  return { kernels, app, act, actFetch };
 }
+const agent = new Agent({ keepAliveTimeout: 60_000 });
 
 const ms = (t) => Number(process.hrtime.bigint() - t) / 1e6;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -69,17 +90,6 @@ async function warmStart(rt, workspace) {
   const elapsed = ms(t);
   await rt.act({ action: 'shutdown', kernel_id });
   return elapsed;
-}
-
-async function executes(fn) {
-  for (let i = 0; i < 20; i++) await fn();
-  const times = [];
-  for (let i = 0; i < N; i++) {
-    const t = process.hrtime.bigint();
-    await fn();
-    times.push(ms(t));
-  }
-  return { p50: pct(times, 50), p99: pct(times, 99) };
 }
 
 /** jupyter_client over ZMQ straight to a kernel (the anchor), in a Python process of its own. */
@@ -142,6 +152,8 @@ async function tcpServer(withExtension, dir) {
 }
 
 const modes = { sandbox: await runtime(true), off: await runtime(false) };
+// The sandboxed runtime as it was before decision 0190: every execute through the Jupyter server's websocket.
+const viaServer = await runtime(true, { directChannels: false, uidBase: 1_910_000_000 });
 const tcpDir = mkdtempSync(join(tmpdir(), 'bench-runtime-tcp-'));
 const tcp = { plain: await tcpServer(false, join(tcpDir, 'plain')), nodelay: await tcpServer(true, join(tcpDir, 'nodelay')) };
 const workspace = randomUUID();
@@ -151,10 +163,51 @@ const kernels = {};
 for (const [mode, rt] of Object.entries(modes)) {
   kernels[mode] = (await rt.act({ action: 'start_kernel', workspace_id: workspace })).kernel_id;
 }
+kernels.viaServer = (await viaServer.act({ action: 'start_kernel', workspace_id: randomUUID() })).kernel_id;
 // Direct: our own kernel on the sandboxed server of the same workspace, over its Unix socket.
 const server = await modes.sandbox.kernels.pool.server(workspace);
 const directModel = await KernelAPI.startNew({ name: 'python3' }, server.settings);
 const direct = new KernelConnection({ model: directModel, serverSettings: server.settings, handleComms: false });
+
+const ok = (out) => {
+  if (out.status !== 'ok') throw new Error('execute failed');
+};
+const requestExecute = async (conn) => {
+  const future = conn.requestExecute({ code: CODE, stop_on_error: true, store_history: true, allow_stdin: false });
+  await future.done;
+  future.dispose();
+};
+// Every execute path of the comparison, called in turn one execute at a time (the starting path
+// rotates), so that each sees the same machine: measured one after the other, a path that runs
+// right after the kernel starts above pays for their clean-up.
+const paths = {
+  'sandbox:exec': async () => ok(await modes.sandbox.act({ action: 'execute', kernel_id: kernels.sandbox, code: CODE })),
+  'off:exec': async () => ok(await modes.off.act({ action: 'execute', kernel_id: kernels.off, code: CODE })),
+  'fetch:exec': async () => ok(await modes.sandbox.actFetch({ action: 'execute', kernel_id: kernels.sandbox, code: CODE })),
+  'viaServer:exec': async () => ok(await viaServer.act({ action: 'execute', kernel_id: kernels.viaServer, code: CODE })),
+  'inproc:exec': async () => ok(await modes.sandbox.kernels.kernels.execute(kernels.sandbox, CODE)),
+  'viaServer-inproc:exec': async () => ok(await viaServer.kernels.kernels.execute(kernels.viaServer, CODE)),
+  'direct:exec': () => requestExecute(direct),
+  'tcp-plain:exec': () => requestExecute(tcp.plain.conn),
+  'tcp-nodelay:exec': () => requestExecute(tcp.nodelay.conn),
+};
+async function interleaved() {
+  const names = Object.keys(paths);
+  const times = Object.fromEntries(names.map((n) => [n, []]));
+  for (let i = 0; i < 20; i++) for (const n of names) await paths[n]();
+  for (let i = 0; i < N; i++) {
+    for (let j = 0; j < names.length; j++) {
+      const n = names[(i + j) % names.length];
+      const t = process.hrtime.bigint();
+      await paths[n]();
+      times[n].push(ms(t));
+    }
+  }
+  for (const n of names) {
+    push(`${n}50`, pct(times[n], 50));
+    push(`${n}99`, pct(times[n], 99));
+  }
+}
 
 for (let r = 0; r < ROUNDS; r++) {
   for (const [mode, rt] of Object.entries(modes)) {
@@ -164,36 +217,10 @@ for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < STARTS; i++) warm.push(await warmStart(rt, workspace));
     push(`${mode}:cold`, median(cold));
     push(`${mode}:warm`, median(warm));
-    const e = await executes(async () => {
-      const out = await rt.act({ action: 'execute', kernel_id: kernels[mode], code: CODE });
-      if (out.status !== 'ok') throw new Error('execute failed');
-    });
-    push(`${mode}:exec50`, e.p50);
-    push(`${mode}:exec99`, e.p99);
   }
-  // The runtime without its HTTP hop: KernelService.execute in this process.
-  const k = await executes(async () => {
-    const out = await modes.sandbox.kernels.kernels.execute(kernels.sandbox, CODE);
-    if (out.status !== 'ok') throw new Error('execute failed');
-  });
-  push('inproc:exec50', k.p50);
-  push('inproc:exec99', k.p99);
-  const d = await executes(async () => {
-    const future = direct.requestExecute({ code: CODE, stop_on_error: true, store_history: true, allow_stdin: false });
-    await future.done;
-    future.dispose();
-  });
-  push('direct:exec50', d.p50);
-  push('direct:exec99', d.p99);
-  for (const [name, server] of Object.entries(tcp)) {
-    const e = await executes(async () => {
-      const future = server.conn.requestExecute({ code: CODE, stop_on_error: true, store_history: true, allow_stdin: false });
-      await future.done;
-      future.dispose();
-    });
-    push(`tcp-${name}:exec50`, e.p50);
-    push(`tcp-${name}:exec99`, e.p99);
-  }
+  // Let the kernels stopped above finish going before timing executes.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  await interleaved();
   const z = zmqAnchor();
   push('zmq:exec50', z.p50);
   push('zmq:exec99', z.p99);
@@ -207,11 +234,22 @@ console.log(
   table([
     { measure: "a workspace's first kernel, ready (server + kernel start)", 'sandbox ms': f(m['sandbox:cold']), 'no sandbox ms': f(m['off:cold']) },
     { measure: 'another kernel on a running server, ready', 'sandbox ms': f(m['sandbox:warm']), 'no sandbox ms': f(m['off:warm']) },
-    { measure: 'runtime execute p50', 'sandbox ms': f(m['sandbox:exec50']), 'no sandbox ms': f(m['off:exec50']) },
+    { measure: 'runtime execute p50 (undici request, as the platform calls it)', 'sandbox ms': f(m['sandbox:exec50']), 'no sandbox ms': f(m['off:exec50']) },
     { measure: 'runtime execute p99', 'sandbox ms': f(m['sandbox:exec99']), 'no sandbox ms': f(m['off:exec99']) },
+    { measure: 'runtime execute, client using fetch, p50 / p99', 'sandbox ms': `${f(m['fetch:exec50'])} / ${f(m['fetch:exec99'])}`, 'no sandbox ms': '–' },
     {
       measure: 'KernelService.execute in process (no HTTP) p50 / p99',
       'sandbox ms': `${f(m['inproc:exec50'])} / ${f(m['inproc:exec99'])}`,
+      'no sandbox ms': '–',
+    },
+    {
+      measure: 'before 0190, through the Jupyter server: runtime execute p50 / p99',
+      'sandbox ms': `${f(m['viaServer:exec50'])} / ${f(m['viaServer:exec99'])}`,
+      'no sandbox ms': '–',
+    },
+    {
+      measure: 'before 0190, through the Jupyter server: in process p50 / p99',
+      'sandbox ms': `${f(m['viaServer-inproc:exec50'])} / ${f(m['viaServer-inproc:exec99'])}`,
       'no sandbox ms': '–',
     },
     { measure: 'direct on the sandboxed server p50 / p99', 'sandbox ms': `${f(m['direct:exec50'])} / ${f(m['direct:exec99'])}`, 'no sandbox ms': '–' },
@@ -233,7 +271,7 @@ console.log(
   `\nsandbox cost: first kernel ${overhead('sandbox:cold', 'off:cold')} %, warm kernel ${overhead('sandbox:warm', 'off:warm')} %, execute p50 ${overhead('sandbox:exec50', 'off:exec50')} %; runtime overhead over direct at p50: ${overhead('sandbox:exec50', 'direct:exec50')} %`,
 );
 console.log(
-  `runtime execute p50 ÷ jupyter_client over ZMQ p50: sandbox ${(m['sandbox:exec50'] / m['zmq:exec50']).toFixed(2)}×, no sandbox ${(m['off:exec50'] / m['zmq:exec50']).toFixed(2)}× (target ≤ 1.5×); TCP kernel websocket with no-delay ÷ without: ${(m['tcp-nodelay:exec50'] / m['tcp-plain:exec50']).toFixed(2)}×`,
+  `runtime execute p50 ÷ jupyter_client over ZMQ p50: sandbox ${(m['sandbox:exec50'] / m['zmq:exec50']).toFixed(2)}×, no sandbox ${(m['off:exec50'] / m['zmq:exec50']).toFixed(2)}× (target ≤ 1.5×), with fetch ${(m['fetch:exec50'] / m['zmq:exec50']).toFixed(2)}×, through the Jupyter server (before 0190) ${(m['viaServer:exec50'] / m['zmq:exec50']).toFixed(2)}×; TCP kernel websocket with no-delay ÷ without: ${(m['tcp-nodelay:exec50'] / m['tcp-plain:exec50']).toFixed(2)}×`,
 );
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(join(root, 'bench/results/runtime.json'), JSON.stringify({ when: new Date().toISOString(), N, STARTS, ROUNDS, medians: m }, null, 2));
@@ -245,7 +283,7 @@ for (const server of Object.values(tcp)) {
   server.child.kill('SIGKILL');
 }
 rmSync(tcpDir, { recursive: true, force: true });
-for (const rt of Object.values(modes)) {
+for (const rt of [...Object.values(modes), viaServer]) {
   await rt.app.close();
   await rt.kernels.stop();
 }

@@ -11,6 +11,8 @@ export interface KernelsOptions {
   cullIdleSeconds: number;
   /** Warm kernels for runs (KERNEL_POOL_SIZE, KERNEL_POOL_MAX, KERNEL_POOL_IDLE_SECONDS); none without it. */
   warmPool?: { size: number; max: number; idleSeconds: number } | undefined;
+  /** false: execute through the Jupyter server's websocket only, never over ZeroMQ to the kernel (decision 0190). */
+  directChannels?: boolean | undefined;
   log: FastifyBaseLogger;
   /** Per-workspace uids; chosen once the mode is known (root: from the database). */
   uids?: (prepared: PreparedSandbox) => Promise<UidAllocator | undefined>;
@@ -79,7 +81,12 @@ export async function createKernels(opts: KernelsOptions): Promise<Kernels> {
       ...(opts.startTimeoutMs ? { startTimeoutMs: opts.startTimeoutMs } : {}),
     });
   }
-  const kernels = new KernelService(pool, { filesMaxBytes: sandbox.filesMaxBytes, log, ...(opts.warmPool ? { warmPool: opts.warmPool } : {}) });
+  const kernels = new KernelService(pool, {
+    filesMaxBytes: sandbox.filesMaxBytes,
+    log,
+    ...(opts.warmPool ? { warmPool: opts.warmPool } : {}),
+    ...(opts.directChannels !== undefined ? { directChannels: opts.directChannels } : {}),
+  });
   return {
     kernels,
     pool,

@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
+import { KernelChannels, readConnection } from './kernel-channels.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { WarmKernelPool, type WarmKernelSource, type WarmPoolOptions } from './warm-pool.js';
 
@@ -200,6 +201,10 @@ export class KernelService implements WarmKernelSource {
   readonly warm: WarmKernelPool | undefined;
   private readonly owners = new Map<string, JupyterServerRef>();
   private readonly connections = new Map<string, KernelConnection>();
+  /** Shell and IOPub over ZeroMQ straight to the kernel, where its server lets the runtime reach them (decision 0190). */
+  private readonly channels = new Map<string, { channels: KernelChannels; unwatch: () => void }>();
+  /** Kernels whose channels could not be opened: they execute through the Jupyter server until restarted. */
+  private readonly noChannels = new Set<string>();
   private readonly queues = new KeyedLock();
   /** Jupyter shutdowns of run kernels already killed (endRunKernel), still under way. */
   private readonly ending = new Set<Promise<void>>();
@@ -215,6 +220,12 @@ export class KernelService implements WarmKernelSource {
       log?: Pick<FastifyBaseLogger, 'warn' | 'info'>;
       /** Warm kernels for runs (docs/decisions/0125-warm-kernel-pool.md). */
       warmPool?: Omit<WarmPoolOptions, 'log'>;
+      /**
+       * Executes over ZeroMQ straight to the kernel's sockets where its server allows it (the
+       * sandboxed servers do), instead of through the Jupyter server's websocket (default true;
+       * decision 0190).
+       */
+      directChannels?: boolean;
     } = {},
   ) {
     if (opts.warmPool && opts.warmPool.size > 0) this.warm = new WarmKernelPool(this, { ...opts.warmPool, log: opts.log });
@@ -248,6 +259,36 @@ export class KernelService implements WarmKernelSource {
     this.owners.delete(kernelId);
     this.connections.get(kernelId)?.dispose();
     this.connections.delete(kernelId);
+    this.dropChannels(kernelId);
+    this.noChannels.delete(kernelId);
+  }
+
+  /** Closes the kernel's ZeroMQ channels; the next execute opens them again (after a restart: a new process). */
+  private dropChannels(kernelId: string): void {
+    const open = this.channels.get(kernelId);
+    this.channels.delete(kernelId);
+    open?.unwatch();
+    open?.channels.close();
+  }
+
+  /** The kernel's ZeroMQ channels, opened on first use; undefined where they cannot be had (then the websocket serves). */
+  private async channelsFor(kernelId: string, server: JupyterServerRef): Promise<KernelChannels | undefined> {
+    if (this.opts.directChannels === false || this.noChannels.has(kernelId)) return undefined;
+    const known = this.channels.get(kernelId);
+    if (known?.channels.isOpen) return known.channels;
+    const where = server.kernelSockets?.(kernelId);
+    if (!where) return undefined;
+    try {
+      const channels = await KernelChannels.open(await readConnection(where.connectionFile, where.inside), where.host);
+      // A stopped server's sockets are gone: stop reconnecting to them.
+      const unwatch = this.whenStopped(server, () => this.dropChannels(kernelId));
+      this.channels.set(kernelId, { channels, unwatch });
+      return channels;
+    } catch (err) {
+      this.noChannels.add(kernelId);
+      this.log?.warn({ err, kernel_id: kernelId }, "the kernel's ZeroMQ channels could not be opened: it executes through its Jupyter server");
+      return undefined;
+    }
   }
 
   private owner(kernelId: string): JupyterServerRef {
@@ -309,8 +350,7 @@ export class KernelService implements WarmKernelSource {
     let executionCount: number | null = null;
     let outputBytes = 0;
     let flooded: (() => void) | undefined;
-    const future = conn.requestExecute({ code, stop_on_error: true, store_history: true, allow_stdin: false });
-    future.onIOPub = (msg) => {
+    const onIOPub = (msg: KernelMessage.IIOPubMessage) => {
       if (outputBytes > MAX_OUTPUT_BYTES) return;
       outputBytes += outputSize(msg);
       if (outputBytes > MAX_OUTPUT_BYTES) {
@@ -320,6 +360,15 @@ export class KernelService implements WarmKernelSource {
       const count = collect(outputs, msg);
       if (count !== undefined) executionCount = count;
     };
+    const content = { code, stop_on_error: true, store_history: true, allow_stdin: false };
+    const channels = await this.channelsFor(kernelId, server);
+    let future: { done: Promise<KernelMessage.IExecuteReplyMsg>; dispose(): void };
+    if (channels) future = channels.execute(content, onIOPub);
+    else {
+      const viaServer = conn.requestExecute(content);
+      viaServer.onIOPub = onIOPub;
+      future = viaServer;
+    }
     let timer: NodeJS.Timeout | undefined;
     let onStatus: ((_: unknown, status: Kernel.Status) => void) | undefined;
     let onAbort: (() => void) | undefined;
@@ -360,6 +409,7 @@ export class KernelService implements WarmKernelSource {
           // right after an OOM restart never answered). A new one queues until kernel_info.
           this.connections.get(kernelId)?.dispose();
           this.connections.delete(kernelId);
+          this.dropChannels(kernelId);
           return { status: 'error', outputs, execution_count: executionCount, kernel_died: true };
         }
         await conn.interrupt().catch(() => undefined);
@@ -426,6 +476,8 @@ export class KernelService implements WarmKernelSource {
     // A fresh connection for the restarted kernel: the old socket may still be reconnecting.
     conn.dispose();
     this.connections.delete(kernelId);
+    this.dropChannels(kernelId);
+    this.noChannels.delete(kernelId);
     server.kernelStarted(kernelId);
     return this.info(kernelId);
   }

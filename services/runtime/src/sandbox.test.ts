@@ -9,7 +9,9 @@ import type { SandboxedServers } from './servers.js';
 import { startTestKernels } from './testing.js';
 
 const TOKEN = 'runtime-sandbox-test-token';
-const log = pino({ level: 'silent' });
+/** Warnings of the runtime, kept for the tests that expect one. */
+const warnings: string[] = [];
+const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
 const WS_A = '0a0a0a0a-0000-4000-8000-00000000000a';
 const WS_B = '0b0b0b0b-0000-4000-8000-00000000000b';
 const WS_C = '0d0d0d0d-0000-4000-8000-00000000000d';
@@ -161,7 +163,8 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
 
   it('survives user code killing every process it can see: the request fails clearly and the next one restarts the server', async () => {
     const victim = await start(WS_A);
-    const res = await run(victim, 'import os, signal\nos.kill(-1, signal.SIGKILL)', 30);
+    // kill(-1) spares the caller: the kernel lives on until its sandbox goes with the server.
+    const res = await run(victim, 'import os, signal, time\nos.kill(-1, signal.SIGKILL)\ntime.sleep(20)', 30);
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ status: 'error', kernel_died: true });
     expect(res.json().outputs.at(-1)).toMatchObject({ ename: 'DeadKernelError' });
@@ -170,6 +173,33 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     const again = await start(WS_A);
     expect(text(await run(again, 'print(6 * 7)'))).toBe('42\n');
     await act({ action: 'shutdown', kernel_id: again });
+  }, 90_000);
+
+  it('executes over ZeroMQ, and never over sockets that the workspace named in a connection file', async () => {
+    const first = await start(WS_B);
+    expect(text(await run(first, 'print(1 + 1)'))).toBe('2\n');
+    expect(warnings.filter((w) => w.includes(first))).toEqual([]);
+    // The workspace's code rewrites the connection file of its other kernel (the file is the
+    // workspace's own) before the runtime first talks to that kernel. The runtime refuses the
+    // sockets it names; the Jupyter server, which reads the file too, cannot reach the kernel
+    // either, so the workspace has only broken its own kernel: the execute ends at its timeout.
+    const second = await start(WS_B);
+    const tamper = [
+      'import json',
+      `p = "/run/kernel-${second}.json"`,
+      'c = json.load(open(p))',
+      'c["ip"] = "/tmp/elsewhere"',
+      'open(p, "w").write(json.dumps(c))',
+      'print("rewritten")',
+    ].join('\n');
+    expect(text(await run(first, tamper))).toBe('rewritten\n');
+    const broken = await run(second, 'print(6 * 7)', 5);
+    expect(broken.json()).toMatchObject({ status: 'error', timed_out: true });
+    expect(warnings.filter((w) => w.includes(second)).join('')).toMatch(/other sockets/);
+    // The other kernel is untouched.
+    expect(text(await run(first, 'print(6 * 7)'))).toBe('42\n');
+    await act({ action: 'shutdown', kernel_id: first });
+    await act({ action: 'shutdown', kernel_id: second });
   }, 90_000);
 
   it('runs a notebook in a fresh copy of the workspace files and returns only what it created or changed', async () => {

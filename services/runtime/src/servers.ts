@@ -37,6 +37,11 @@ export interface JupyterServerRef {
    * 0140): what is written there becomes workspace versions, no copy in or out is needed.
    */
   readonly files?: Pick<LiveMount, 'refresh' | 'flush'> | undefined;
+  /**
+   * Where a kernel's connection file and ZeroMQ `ipc` sockets are, as host paths, and the socket
+   * prefix the server writes into that file (decision 0190). Undefined for an external server.
+   */
+  kernelSockets?(kernelId: string): { connectionFile: string; inside: string; host: string } | undefined;
 }
 
 /** Where a workspace's server stands, for the spawn progress page. */
@@ -133,6 +138,8 @@ class SandboxedServer implements JupyterServerRef {
     private readonly log: FastifyBaseLogger,
     readonly socket: { path: string; token: string; basePath: string },
     readonly files: LiveMount | undefined,
+    /** The server's runtime directory inside the sandbox (JUPYTER_RUNTIME_DIR): connection files and ipc sockets. */
+    private readonly runDir: string,
   ) {
     this.stopped = new Promise((r) => (this.resolveStopped = r));
     void sandbox.exited.then(({ code, signal }) => {
@@ -154,6 +161,15 @@ class SandboxedServer implements JupyterServerRef {
 
   get running(): boolean {
     return this.sandbox.running;
+  }
+
+  kernelSockets(kernelId: string): { connectionFile: string; inside: string; host: string } | undefined {
+    if (!/^[0-9a-f-]{36}$/.test(kernelId) || !this.running) return undefined;
+    const inside = `${this.runDir}/kernel-${kernelId}-ipc`;
+    const host = this.sandbox.hostPath(inside);
+    // A Unix socket's path has room for 107 bytes (with the `-<port>` suffix).
+    if (Buffer.byteLength(host) > 100) return undefined;
+    return { connectionFile: this.sandbox.hostPath(`${this.runDir}/kernel-${kernelId}.json`), inside, host };
   }
 
   get limitsText(): string {
@@ -385,6 +401,7 @@ export class SandboxedServers implements JupyterPool {
         basePath,
       },
       mount,
+      layout.run,
     );
     const deadline = Date.now() + (this.opts.startTimeoutMs ?? 60_000);
     for (;;) {

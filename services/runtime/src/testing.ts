@@ -43,6 +43,8 @@ export async function startTestKernels(
     lab?: LabHost;
     /** Mount each workspace's files as /workspace (needs a backend serving the WebDAV tree). */
     mounts?: WorkspaceMounts;
+    /** false: execute through the Jupyter server only (decision 0190). */
+    directChannels?: boolean;
   } = {},
 ): Promise<Kernels> {
   const sandbox = testSandboxSettings(opts.sandbox);
@@ -56,5 +58,6 @@ export async function startTestKernels(
     ...(opts.warmPool ? { warmPool: opts.warmPool } : {}),
     ...(opts.lab ? { lab: opts.lab } : {}),
     ...(opts.mounts ? { mounts: opts.mounts } : {}),
+    ...(opts.directChannels !== undefined ? { directChannels: opts.directChannels } : {}),
   });
 }
