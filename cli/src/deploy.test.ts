@@ -198,7 +198,7 @@ describe('deploy/kubernetes', () => {
     expect(pod.spec.automountServiceAccountToken).toBe(false);
     expect(pod.spec.securityContext.runAsNonRoot).toBe(true);
     expect(pod.spec.containers[0].securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
-    expect(pod.spec.containers[0].resources.limits).toMatchObject({ cpu: expect.anything(), memory: expect.anything() });
+    expect(pod.spec.containers[0].resources.limits).toMatchObject({ cpu: expect.anything() as unknown, memory: expect.anything() as unknown });
     const policy = of('NetworkPolicy').find((n) => n.metadata.namespace === pod.metadata.namespace)!;
     expect(policy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(policy.spec.egress).toEqual([]);

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { issueUserToken } from '@codeagent/auth';
 import { buildGatewayApp } from '@codeagent/gateway';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildBridgeApp } from './app.js';
 
 const SECRET = 'bridge-test-secret-that-is-long-enough-000';
@@ -186,7 +187,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     ]) {
       const res = await app.inject({ method: method as 'GET', url });
       expect(res.statusCode, url).toBe(401);
-      expect(res.json().error).toBe('unauthorized');
+      expect(res.json<ErrorBody>().error).toBe('unauthorized');
     }
   });
 
@@ -321,7 +322,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       ]) {
         const res = await edit('nb/probe.ipynb', { settings: { codeagentServerUrl: url } }, token, bridge);
         expect(res.statusCode, url).toBe(400);
-        expect(res.json().error).toBe('invalid_request');
+        expect(res.json<ErrorBody>().error).toBe('invalid_request');
       }
       expect(own.authorizations.length).toBe(seen);
 
@@ -376,15 +377,15 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     fake.mode = 'error500';
     expect((await edit('nb/f.ipynb')).json()).toMatchObject({ error: 'upstream_error', status: 500 });
     fake.mode = 'malformed';
-    expect((await edit('nb/f.ipynb')).json().error).toBe('upstream_error');
+    expect((await edit('nb/f.ipynb')).json<ErrorBody>().error).toBe('upstream_error');
     fake.mode = 'noblock';
     const noblock = await edit('nb/f.ipynb');
     expect(noblock.statusCode).toBe(502);
-    expect(noblock.json().message).toMatch(/without a code block/);
+    expect(noblock.json<ErrorBody>().message).toMatch(/without a code block/);
     fake.mode = 'infoerror';
     const info = await edit('nb/f.ipynb');
     expect(info.statusCode).toBe(502);
-    expect(info.json().message).toContain('no API key');
+    expect(info.json<ErrorBody>().message).toContain('no API key');
   });
 
   it('answers 502 upstream_unreachable when the code agent is down, upstream_auth_failed on wrong credentials', async () => {
@@ -396,7 +397,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     });
     const down = await edit('nb/d.ipynb', {}, token, nothingThere);
     expect(down.statusCode).toBe(502);
-    expect(down.json().error).toBe('upstream_unreachable');
+    expect(down.json<ErrorBody>().error).toBe('upstream_unreachable');
     await nothingThere.close();
     const other = await buildBridgeApp({
       db: t.database.db,
@@ -406,7 +407,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     });
     const res = await other.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: { authorization: `Bearer ${token}` } });
     expect(res.statusCode).toBe(502);
-    expect(res.json().error).toBe('upstream_auth_failed');
+    expect(res.json<ErrorBody>().error).toBe('upstream_auth_failed');
     await other.close();
   });
 
@@ -416,7 +417,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect((await edit('nb/v.ipynb', { settings: { requestTimeoutSeconds: 601 } })).statusCode).toBe(400);
     const foreign = await edit('nb/v.ipynb', { settings: { codeagentServerUrl: 'http://evil.example:4096' } });
     expect(foreign.statusCode).toBe(400);
-    expect(foreign.json().error).toBe('invalid_request');
+    expect(foreign.json<ErrorBody>().error).toBe('invalid_request');
     expect((await edit('nb/v.ipynb', { settings: { unknownSetting: 1 } })).statusCode).toBe(400);
     expect((await edit('nb/v.ipynb', { action: 'rewrite' })).statusCode).toBe(400);
   });
@@ -426,7 +427,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const started = Date.now();
     const res = await edit('nb/slow.ipynb', { settings: { requestTimeoutSeconds: 5 } });
     expect(res.statusCode).toBe(504);
-    expect(res.json().error).toBe('upstream_timeout');
+    expect(res.json<ErrorBody>().error).toBe('upstream_timeout');
     expect(Date.now() - started).toBeLessThan(6500);
     expect(fake.aborted.length).toBeGreaterThan(0);
     fake.mode = 'ok';

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { issueUserToken } from '@codeagent/auth';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildBridgeApp } from './app.js';
 
 const require = createRequire(import.meta.url);
@@ -193,7 +194,7 @@ describe('bridge against the real opencode server', () => {
     });
     const res = await wrong.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: auth() });
     expect(res.statusCode).toBe(502);
-    expect(res.json().error).toBe('upstream_auth_failed');
+    expect(res.json<ErrorBody>().error).toBe('upstream_auth_failed');
     await wrong.close();
   });
 });

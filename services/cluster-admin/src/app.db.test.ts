@@ -7,6 +7,7 @@ import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { tokenFingerprint } from '@codeagent/auth';
 import { createOutboundClient } from '@codeagent/safe-fetch';
 import { buildGatewayApp } from '@codeagent/gateway';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildClusterAdminApp } from './app.js';
 
 const TOKENS = ['first-admin-token', 'second-admin-token'];
@@ -138,8 +139,8 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       for (const [body, fields] of bad) {
         const res = await admin('POST', '/clusters', body);
         expect(res.statusCode, JSON.stringify(body)).toBe(400);
-        expect(res.json().error).toBe('validation failed');
-        expect(Object.keys(res.json().fields).sort()).toEqual([...fields].sort());
+        expect(res.json<ErrorBody>().error).toBe('validation failed');
+        expect(Object.keys(res.json<Required<ErrorBody>>().fields).sort()).toEqual([...fields].sort());
       }
       expect((await admin('POST', '/clusters', valid('yarn-prod'))).json()).toEqual(expect.objectContaining({ error: 'conflict' }));
       expect(await auditCount()).toBe(before);
@@ -263,8 +264,8 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       ]) {
         const res = await admin('POST', '/clusters', valid('with-credentials', { base_url }));
         expect(res.statusCode, base_url).toBe(400);
-        expect(res.json()).toMatchObject({ error: 'validation failed', fields: { base_url: expect.any(String) } });
-        expect(Object.keys(res.json().fields)).toEqual(['base_url']);
+        expect(res.json()).toMatchObject({ error: 'validation failed', fields: { base_url: expect.any(String) as unknown } });
+        expect(Object.keys(res.json<Required<ErrorBody>>().fields)).toEqual(['base_url']);
         expect(res.body).not.toMatch(/pw-in-url/);
       }
       // the same on update
@@ -272,7 +273,7 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       const beforeUpdate = await auditCount();
       const put = await admin('PUT', `/clusters/${c.id}`, valid('clean-url', { base_url: 'https://ops:pw-in-url-7@rm.example.com' }));
       expect(put.statusCode).toBe(400);
-      expect(put.json().fields).toHaveProperty('base_url');
+      expect(put.json<ErrorBody>().fields).toHaveProperty('base_url');
       expect((await admin('GET', `/clusters/${c.id}`)).json().base_url).toBe(clusterUrl);
       expect(await auditCount()).toBe(beforeUpdate);
       expect(await clusterCount()).toBe(before.clusters + 1);
@@ -292,7 +293,7 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
         for (const extra of [{}, { AuthPassword: '' }, { AuthPassword: null }, { auth_type: 'none', username: null }]) {
           const res = await admin('PUT', `/clusters/${c.id}`, valid('moving', { base_url, auth_type: 'basic', username: 'ops', ...extra }));
           expect(res.statusCode, `${base_url} ${JSON.stringify(extra)}`).toBe(400);
-          expect(res.json()).toMatchObject({ error: 'validation failed', fields: { AuthPassword: expect.stringContaining('origin') } });
+          expect(res.json()).toMatchObject({ error: 'validation failed', fields: { AuthPassword: expect.stringContaining('origin') as unknown } });
         }
       }
       expect(await auditCount()).toBe(before);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
 import type { Kernels } from './kernels-factory.js';
 import { startTestKernels } from './testing.js';
@@ -34,14 +35,14 @@ describe('runtime on a real Jupyter kernel', () => {
     for (const token of [null, '', 'wrong']) {
       const res = await act({ action: 'list_kernels' }, token);
       expect(res.statusCode).toBe(401);
-      expect(res.json().error).toBe('unauthorized');
+      expect(res.json<ErrorBody>().error).toBe('unauthorized');
     }
   });
 
   it('answers an unknown action with 400', async () => {
     const res = await act({ action: 'explode' });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toBe('invalid_request');
+    expect(res.json<ErrorBody>().error).toBe('invalid_request');
   });
 
   it('executes print and returns a stream output', async () => {
@@ -84,7 +85,7 @@ describe('runtime on a real Jupyter kernel', () => {
     expect(res.statusCode).toBe(200);
     expect(res.json().status).toBe('error');
     const outputs = res.json().outputs as { output_type: string; ename?: string; evalue?: string }[];
-    expect(outputs).toEqual([expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/exceeded 32 MiB/) })]);
+    expect(outputs).toEqual([expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/exceeded 32 MiB/) as unknown })]);
     const after = await act({ action: 'execute', kernel_id: kernelId, code: 'print(x)' });
     expect(after.json().outputs[0].text).toBe('20\n');
   }, 120_000);
@@ -119,7 +120,7 @@ describe('runtime on a real Jupyter kernel', () => {
     ]) {
       const res = await act(body);
       expect(res.statusCode).toBe(404);
-      expect(res.json().error).toBe('not_found');
+      expect(res.json<ErrorBody>().error).toBe('not_found');
     }
   });
 
@@ -165,8 +166,8 @@ describe('runtime without a kernel on the machine', () => {
       payload: { action: 'start_kernel' },
     });
     expect(res.statusCode).toBe(503);
-    expect(res.json().error).toBe('kernel_unavailable');
-    expect(res.json().message).toContain('apt-get install -y python3-jupyter-server python3-ipykernel');
+    expect(res.json<ErrorBody>().error).toBe('kernel_unavailable');
+    expect(res.json<ErrorBody>().message).toContain('apt-get install -y python3-jupyter-server python3-ipykernel');
     await app.close();
     await jupyter.stop();
   });

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { DEFAULT_TOOLS, UnknownWorkspaceError, commandLine, descendants, memoryUidAllocator, type UidAllocator } from '@codeagent/sandbox';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
 import type { Kernels } from './kernels-factory.js';
 import type { SandboxedServers } from './servers.js';
@@ -270,7 +271,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     const more = await act({ action: 'start_kernel', workspace_id: WS_C });
     expect(more.statusCode).toBe(503);
     expect(more.json()).toMatchObject({ error: 'kernel_unavailable' });
-    expect(more.json().message).toMatch(/SANDBOX_MAX_SERVERS=3/);
+    expect(more.json<ErrorBody>().message).toMatch(/SANDBOX_MAX_SERVERS=3/);
     // once the scratch server has no kernel, it is stopped to make room for C
     await act({ action: 'shutdown', kernel_id: s });
     const c = await start(WS_C);
@@ -291,8 +292,8 @@ describe('a machine where the sandbox cannot work', () => {
     for (const payload of [{ action: 'start_kernel' }, { action: 'run_notebook', notebook: { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] } }]) {
       const res = await app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload });
       expect(res.statusCode).toBe(503);
-      expect(res.json().error).toBe('kernel_unavailable');
-      expect(res.json().message).toMatch(/apt-get install -y bubblewrap.*KERNEL_SANDBOX=off/);
+      expect(res.json<ErrorBody>().error).toBe('kernel_unavailable');
+      expect(res.json<ErrorBody>().message).toMatch(/apt-get install -y bubblewrap.*KERNEL_SANDBOX=off/);
     }
     await app.close();
     await k.stop();
