@@ -4,17 +4,6 @@
  * `"validation failed"`, are passed as `code` by the cluster service); `message` is for people;
  * `extra` joins the body; `headers` go on the answer (Retry-After, Content-Range).
  */
-/**
- * The body of an error answer (docs/contract/spec.md §3) as `plugin.ts` sends it: `error` is the
- * code, `message` for people, and `AppError.extra` joins it (`fields` for a 400). For the code
- * that reads answers: clients and tests.
- */
-export interface ErrorBody {
-  error: string;
-  message: string;
-  fields?: Record<string, string>;
-}
-
 export class AppError extends Error {
   readonly headers: Record<string, string> = {};
   constructor(
@@ -26,6 +15,17 @@ export class AppError extends Error {
     super(message);
     this.name = new.target.name;
   }
+}
+
+/**
+ * The body of an error answer (docs/contract/spec.md §3) as `plugin.ts` sends it: `error` is the
+ * code, `message` for people, and `AppError.extra` joins it (`fields` for a 400). For the code
+ * that reads answers: clients and tests.
+ */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  fields?: Record<string, string>;
 }
 
 export class BadRequestError extends AppError {
