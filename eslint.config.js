@@ -90,16 +90,4 @@ export default tseslint.config(
     files: ['services/*/src/**/*.test.ts', 'services/*/src/testing.ts'],
     rules: layers(forbid(['cli'], 'layers: nothing imports the cli')),
   },
-  {
-    // Tests read untyped JSON (inject/fetch `json()` is `any`) and check it with assertions; the
-    // no-unsafe-* family stays on for production code (docs/decisions/0130-type-aware-lint.md).
-    files: ['**/*.test.ts', '**/testing.ts', '**/*-testing.ts'],
-    rules: {
-      '@typescript-eslint/no-unsafe-argument': 'off',
-      '@typescript-eslint/no-unsafe-assignment': 'off',
-      '@typescript-eslint/no-unsafe-call': 'off',
-      '@typescript-eslint/no-unsafe-member-access': 'off',
-      '@typescript-eslint/no-unsafe-return': 'off',
-    },
-  },
 );

@@ -130,19 +130,50 @@ describe('deploy/Dockerfile', () => {
   });
 });
 
+/** What every Kubernetes manifest has (kubernetes-models validates the whole document). */
+interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+}
+interface Container {
+  args: string[];
+  livenessProbe: { httpGet: { path: string } };
+  readinessProbe: { httpGet: { path: string } };
+  resources: { requests: Record<string, string>; limits: Record<string, string> };
+  securityContext: Record<string, unknown>;
+  envFrom: { configMapRef?: { name: string }; secretRef?: { name: string } }[];
+}
+interface PodSpec {
+  containers: Container[];
+  securityContext: { runAsNonRoot?: boolean };
+  automountServiceAccountToken?: boolean;
+}
+/** The fields of each kind that these tests read. */
+interface Kinds {
+  Deployment: { spec: { replicas: number; strategy: { type: string }; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } };
+  Pod: { spec: PodSpec };
+  Service: { spec: { selector: Record<string, string> } };
+  Ingress: { spec: { rules: { http: { paths: { backend: { service: { name: string } } }[] } }[] } };
+  NetworkPolicy: { spec: { policyTypes: string[]; egress: unknown[] } };
+  ConfigMap: { data: Record<string, string> };
+  Secret: { stringData: Record<string, string> };
+}
+
 describe('deploy/kubernetes', () => {
   const dir = join(deploy, 'kubernetes');
   const manifests = readdirSync(dir)
     .filter((f) => f.endsWith('.yaml'))
-    .flatMap((f) => parseAllDocuments(readFileSync(join(dir, f), 'utf8')).map((d) => ({ file: f, doc: d.toJS() })));
-  const of = (kind: string) => manifests.filter((m) => m.doc.kind === kind).map((m) => m.doc);
+    .flatMap((f) => parseAllDocuments(readFileSync(join(dir, f), 'utf8')).map((d) => ({ file: f, doc: d.toJS() as Manifest })));
+  const of = <K extends keyof Kinds>(kind: K) => manifests.filter((m) => m.doc.kind === kind).map((m) => m.doc as Manifest & Kinds[K]);
 
   it('validates every manifest against the Kubernetes API schemas (kubernetes-models)', async () => {
     expect(manifests.length).toBeGreaterThan(15);
     for (const { file, doc } of manifests) {
       const [group, version] = doc.apiVersion.includes('/') ? doc.apiVersion.split('/') : [undefined, doc.apiVersion];
       const module = `kubernetes-models/${group ? `${group}/` : ''}${version}/${doc.kind}`;
-      const Model = (await import(module))[doc.kind] as new (data: unknown) => { validate(): void };
+      const models = (await import(module)) as Record<string, new (data: unknown) => { validate(): void }>;
+      const Model = models[doc.kind]!;
       expect(() => new Model(doc).validate(), `${file}: ${doc.kind} ${doc.metadata.name}`).not.toThrow();
     }
   });
@@ -153,7 +184,7 @@ describe('deploy/kubernetes', () => {
     expect(names).toEqual(['backend', 'bridge', 'cluster-admin', 'gateway', 'runtime', 'worker']);
     for (const d of deployments) {
       const pod = d.spec.template.spec;
-      const c = pod.containers[0];
+      const c = pod.containers[0]!;
       expect(Object.keys(components), d.metadata.name).toContain(c.args[0]);
       expect(c.livenessProbe.httpGet.path).toBe('/livez');
       expect(c.readinessProbe.httpGet.path).toBe('/readyz');
@@ -161,10 +192,7 @@ describe('deploy/kubernetes', () => {
       expect(c.resources.limits.memory).toBeDefined();
       expect(pod.securityContext.runAsNonRoot).toBe(true);
       expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
-      expect(c.envFrom.map((e: { configMapRef?: { name: string }; secretRef?: { name: string } }) => e.configMapRef?.name ?? e.secretRef?.name)).toEqual([
-        'codeagent-settings',
-        'codeagent-secrets',
-      ]);
+      expect(c.envFrom.map((e) => e.configMapRef?.name ?? e.secretRef?.name)).toEqual(['codeagent-settings', 'codeagent-secrets']);
     }
     // The runtime is one instance, replaced (never two side by side); the others scale.
     const runtime = deployments.find((d) => d.metadata.name === 'runtime')!;
@@ -189,16 +217,16 @@ describe('deploy/kubernetes', () => {
     const serviceNames = of('Service').map((s) => s.metadata.name);
     for (const ing of of('Ingress')) for (const rule of ing.spec.rules) for (const p of rule.http.paths) expect(serviceNames).toContain(p.backend.service.name);
     // Each component's URL in the settings names its Service.
-    const settings = of('ConfigMap')[0]!.data as Record<string, string>;
+    const settings = of('ConfigMap')[0]!.data;
     for (const key of ['BACKEND_URL', 'RUNTIME_URL', 'CLUSTER_ADMIN_URL', 'BRIDGE_URL']) expect(serviceNames, key).toContain(new URL(settings[key]!).hostname);
   });
 
   it('isolates sandbox pods: no token, no egress, restricted, limited', () => {
-    const pod = of('Pod').find((p) => p.metadata.labels['app.kubernetes.io/component'] === 'sandbox')!;
+    const pod = of('Pod').find((p) => p.metadata.labels?.['app.kubernetes.io/component'] === 'sandbox')!;
     expect(pod.spec.automountServiceAccountToken).toBe(false);
     expect(pod.spec.securityContext.runAsNonRoot).toBe(true);
-    expect(pod.spec.containers[0].securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
-    expect(pod.spec.containers[0].resources.limits).toMatchObject({ cpu: expect.anything(), memory: expect.anything() });
+    expect(pod.spec.containers[0]!.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(pod.spec.containers[0]!.resources.limits).toMatchObject({ cpu: expect.anything() as unknown, memory: expect.anything() as unknown });
     const policy = of('NetworkPolicy').find((n) => n.metadata.namespace === pod.metadata.namespace)!;
     expect(policy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(policy.spec.egress).toEqual([]);

@@ -156,7 +156,7 @@ describe('settings', () => {
     expect(second.internalServiceToken).toBe(first.internalServiceToken);
     expect(second.bootstrapAdminPassword).toBe(first.bootstrapAdminPassword);
     expect(first.bootstrapAdminPasswordGenerated).toBe(true);
-    expect(JSON.parse(readFileSync(file, 'utf8')).JWT_SECRET).toBe(first.jwtSecret);
+    expect((JSON.parse(readFileSync(file, 'utf8')) as { JWT_SECRET: string }).JWT_SECRET).toBe(first.jwtSecret);
   });
 
   it('prefers given secrets over generated ones', () => {

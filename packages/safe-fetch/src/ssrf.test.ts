@@ -403,10 +403,11 @@ describe('against loopback test servers (allowLoopback, tests only)', () => {
   });
 
   it('adds user.name for simple auth and keeps Basic auth on a redirect to another host', async () => {
-    const simple = JSON.parse((await make().fetch(`${base}/echo?x=1`, { auth: { type: 'simple', username: 'alice' } })).body);
+    type Echo = { url: string; host: string; authorization: string | null };
+    const simple = JSON.parse((await make().fetch(`${base}/echo?x=1`, { auth: { type: 'simple', username: 'alice' } })).body) as Echo;
     expect(simple.url).toBe('/echo?x=1&user.name=alice');
     expect(simple.authorization).toBeNull();
-    const basic = JSON.parse((await make().fetch(`${base}/to-other-host`, { auth: { type: 'basic', username: 'bob', password: 's3cret' } })).body);
+    const basic = JSON.parse((await make().fetch(`${base}/to-other-host`, { auth: { type: 'basic', username: 'bob', password: 's3cret' } })).body) as Echo;
     expect(basic.host).toMatch(/^otherhost\.test:/);
     expect(basic.authorization).toBe(`Basic ${Buffer.from('bob:s3cret').toString('base64')}`);
   });

@@ -133,6 +133,20 @@ out["user"] = pwd.getpwuid(os.getuid()).pw_name
 out["hostname"] = socket.gethostname()
 print(json.dumps(out))
 `;
+  /** What PROBE prints. */
+  interface ProbeOut {
+    ids: [number, number, number, number[]];
+    root: string[];
+    env: Record<string, string>;
+    pids: number[];
+    pid1_environ: string[];
+    write: Record<string, true | string>;
+    net: { v4: string; v6: string; pg: string; out: string };
+    ifaces: string[];
+    visible: Record<string, boolean>;
+    user: string;
+    hostname: string;
+  }
 
   beforeAll(async () => {
     prepared = await prepareSandbox({ enabled: true, uidBase: UID_BASE });
@@ -181,7 +195,7 @@ print(json.dumps(out))
       }),
     );
     expect(code, output).toBe(0);
-    const o = JSON.parse(output.trim().split('\n').at(-1)!);
+    const o = JSON.parse(output.trim().split('\n').at(-1)!) as ProbeOut;
     expect(o.ids).toEqual([UID_BASE + 77, UID_BASE + 77, UID_BASE + 77, []]);
     expect(o.user).toBe('user');
     expect(o.hostname).toBe('sandbox');

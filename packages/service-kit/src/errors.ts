@@ -17,6 +17,17 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * The body of an error answer (docs/contract/spec.md §3) as `plugin.ts` sends it: `error` is the
+ * code, `message` for people, and `AppError.extra` joins it (`fields` for a 400). For the code
+ * that reads answers: clients and tests.
+ */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  fields?: Record<string, string>;
+}
+
 export class BadRequestError extends AppError {
   constructor(message: string, fields?: Record<string, string>, code = 'invalid_request') {
     super(400, code, message, fields ? { fields } : {});

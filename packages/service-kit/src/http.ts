@@ -12,6 +12,7 @@ export {
   PayloadTooLargeError,
   ServiceUnavailableError,
 } from './errors.js';
+export type { ErrorBody } from './errors.js';
 export { serviceKit, requestIdOptions } from './plugin.js';
 export { createLogger, isPrettyFormat, loggerOptions, redactUrl, REDACTED } from './logging.js';
 export type { ServiceKitOptions } from './plugin.js';

@@ -16,6 +16,12 @@ export function listResponse<T extends Parameters<typeof Type.Array>[0]>(item: T
   return Type.Object({ items: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
 }
 
+/** The `Static<>` of `listResponse(item)`: a page of a list as answered. */
+export interface ListPage<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
 /** Opaque keyset cursor: base64url of a JSON array of the sort key of the last item. */
 export function encodeCursor(key: readonly (string | number)[]): string {
   return Buffer.from(JSON.stringify(key)).toString('base64url');

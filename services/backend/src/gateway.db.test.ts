@@ -137,7 +137,7 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
         expect(JSON.parse(body!)).toEqual({ error: 'payload_too_large', message: 'request body is larger than the 1048576 bytes this route accepts' });
         const res = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: payload });
         expect(res.status).toBe(413);
-        expect(await res.json()).toMatchObject({ error: 'payload_too_large', message: expect.stringContaining('1048576') });
+        expect(await res.json()).toMatchObject({ error: 'payload_too_large', message: expect.stringContaining('1048576') as unknown });
       }
       // Nobody was logged in by it, and the platform still answers.
       expect((await fetch(`${base}/api/v1/health`)).status).toBe(200);
@@ -167,7 +167,10 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
       });
       expect(status.status).toBe(413);
       expect(status.continued).toBe(false);
-      expect(JSON.parse(status.body)).toMatchObject({ error: 'payload_too_large', message: expect.stringContaining(`MAX_UPLOAD_BYTES (${MAX_UPLOAD} bytes)`) });
+      expect(JSON.parse(status.body)).toMatchObject({
+        error: 'payload_too_large',
+        message: expect.stringContaining(`MAX_UPLOAD_BYTES (${MAX_UPLOAD} bytes)`) as unknown,
+      });
       const listed = await fetch(`${base}/api/v1/data-resources/${ws}/objects?prefix=huge`, { headers: bearer(b.adminToken) });
       expect(((await listed.json()) as { items: unknown[] }).items).toEqual([]);
     });
@@ -220,7 +223,7 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
       expect(admin.headers['x-codeagent-user-id']).toBe(b.adminId);
       const plain = await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer(member.token), ...require } });
       expect(plain.statusCode).toBe(403);
-      expect(plain.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/system administrators only/) });
+      expect(plain.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/system administrators only/) as unknown });
       // Without the requirement the same user is simply described; with a bad token it stays 401.
       expect((await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: bearer(member.token) })).statusCode).toBe(200);
       expect((await b.app.inject({ method: 'GET', url: '/api/v1/auth/session', headers: { ...bearer('not-a-token'), ...require } })).statusCode).toBe(401);

@@ -9,6 +9,9 @@ import { buildBackendApp, type BackendAppOptions } from './app.js';
 import { DEFAULT_RUN_LIMITS, type RunLimits } from './domain/runs.js';
 import { ensureBootstrapAdmin } from './domain/users.js';
 
+// The answers' types, for tests that read them.
+export type { MemberDto, RunDto, ScheduleDto, UserDto, WorkspaceDto } from './domain/schemas.js';
+
 export const TEST_JWT_SECRET = 'test-secret-that-is-long-enough-for-hs256-0123456789';
 export const ADMIN_EMAIL = 'admin@localhost';
 export const ADMIN_PASSWORD = 'admin-password-1';

@@ -5,10 +5,16 @@ import type { FastifyInstance } from 'fastify';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { issueUserToken } from '@codeagent/auth';
 import { buildGatewayApp } from '@codeagent/gateway';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildBridgeApp } from './app.js';
 
 const SECRET = 'bridge-test-secret-that-is-long-enough-000';
 const PASSWORD = 'upstream-pw';
+
+/** The answer of `POST /codeagent-bridge/edit` (app.ts). */
+type Edit = { source: string; explanation: string; session_id: string; provider: string; model: string; duration_ms: number };
+/** The answer of `GET /codeagent-bridge/sessions`. */
+type Sessions = { sessions: { session_id: string; notebook_path: string; created_at: string; last_used_at: string }[] };
 
 type Mode = 'ok' | 'slow' | 'error500' | 'malformed' | 'noblock' | 'infoerror';
 
@@ -176,7 +182,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
 
   it('answers hello and health without a token, everything else needs one', async () => {
     expect((await app.inject({ method: 'GET', url: '/codeagent-bridge/hello' })).json()).toEqual({ name: 'codeagent-bridge', version: '0.1.0' });
-    const health = (await app.inject({ method: 'GET', url: '/codeagent-bridge/health' })).json();
+    const health = (await app.inject({ method: 'GET', url: '/codeagent-bridge/health' })).json<unknown>();
     expect(health).toMatchObject({ status: 'ok', upstream: { url: fake.url, reachable: true } });
     for (const [method, url] of [
       ['GET', '/codeagent-bridge/providers'],
@@ -186,7 +192,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     ]) {
       const res = await app.inject({ method: method as 'GET', url });
       expect(res.statusCode, url).toBe(401);
-      expect(res.json().error).toBe('unauthorized');
+      expect(res.json<ErrorBody>().error).toBe('unauthorized');
     }
   });
 
@@ -203,8 +209,8 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const res = await edit('nb/a.ipynb', { settings: { codeagentProvider: 'fake', codeagentModel: 'fake-model' } });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toMatchObject({ source: 'print(1 / 1)', provider: 'fake', model: 'fake-model' });
-    expect(res.json().explanation).toContain('Division by one');
-    expect(res.json().session_id).toMatch(/^ses_/);
+    expect(res.json<Edit>().explanation).toContain('Division by one');
+    expect(res.json<Edit>().session_id).toMatch(/^ses_/);
     const prompt = fake.prompts.at(-1)!;
     expect(prompt.text).toContain('print(1 / 0)');
     expect(prompt.text).toContain('ZeroDivisionError: division by zero');
@@ -214,14 +220,15 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
   });
 
   it('reuses the session of a notebook, uses another for another notebook, and lists and deletes mappings', async () => {
-    const a1 = (await edit('nb/s1.ipynb')).json().session_id;
-    const a2 = (await edit('nb/s1.ipynb')).json().session_id;
-    const b = (await edit('nb/s2.ipynb')).json().session_id;
+    const a1 = (await edit('nb/s1.ipynb')).json<Edit>().session_id;
+    const a2 = (await edit('nb/s1.ipynb')).json<Edit>().session_id;
+    const b = (await edit('nb/s2.ipynb')).json<Edit>().session_id;
     expect(a2).toBe(a1);
     expect(b).not.toBe(a1);
-    const list = (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${token}` } })).json().sessions;
-    expect(list.map((s: { notebook_path: string }) => s.notebook_path)).toEqual(expect.arrayContaining(['nb/s1.ipynb', 'nb/s2.ipynb']));
-    expect(Object.keys(list[0]).sort()).toEqual(['created_at', 'last_used_at', 'notebook_path', 'session_id']);
+    const list = (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${token}` } })).json<Sessions>()
+      .sessions;
+    expect(list.map((s) => s.notebook_path)).toEqual(expect.arrayContaining(['nb/s1.ipynb', 'nb/s2.ipynb']));
+    expect(Object.keys(list[0]!).sort()).toEqual(['created_at', 'last_used_at', 'notebook_path', 'session_id']);
     const del = await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session?notebook=nb/s1.ipynb', headers: { authorization: `Bearer ${token}` } });
     expect(del.json()).toEqual({ removed: true });
     expect(fake.sessions.has(a1)).toBe(false);
@@ -233,23 +240,19 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
 
   it('two users with the same notebook path never share a session (docs/contract/spec.md §9.3)', async () => {
     const as = (tok: string) => ({ authorization: `Bearer ${tok}` });
-    const list = async (tok: string) =>
-      (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: as(tok) })).json().sessions as {
-        notebook_path: string;
-        session_id: string;
-      }[];
+    const list = async (tok: string) => (await app.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: as(tok) })).json<Sessions>().sessions;
     const remove = (tok: string, nb: string) =>
       app.inject({ method: 'DELETE', url: `/codeagent-bridge/session?notebook=${encodeURIComponent(nb)}`, headers: as(tok) });
 
     const before = fake.prompts.length;
-    const a = (await edit('Untitled.ipynb', { instruction: 'secret cell of A' }, token)).json().session_id as string;
-    const b = (await edit('Untitled.ipynb', {}, otherToken)).json().session_id as string;
+    const a = (await edit('Untitled.ipynb', { instruction: 'secret cell of A' }, token)).json<Edit>().session_id;
+    const b = (await edit('Untitled.ipynb', {}, otherToken)).json<Edit>().session_id;
     expect(a).toMatch(/^ses_/);
     expect(b).toMatch(/^ses_/);
     expect(b).not.toBe(a);
     // each user's next edit goes to their own session; B's prompts never land in A's session
-    expect((await edit('Untitled.ipynb', {}, token)).json().session_id).toBe(a);
-    expect((await edit('Untitled.ipynb', {}, otherToken)).json().session_id).toBe(b);
+    expect((await edit('Untitled.ipynb', {}, token)).json<Edit>().session_id).toBe(a);
+    expect((await edit('Untitled.ipynb', {}, otherToken)).json<Edit>().session_id).toBe(b);
     const sent = fake.prompts.slice(before);
     expect(sent.map((p) => p.session)).toEqual([a, b, a, b]);
     await edit('nb/only-a.ipynb', {}, token);
@@ -269,7 +272,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(fake.sessions.has(a)).toBe(true);
     expect((await list(token)).map((x) => x.notebook_path)).toEqual(expect.arrayContaining(['Untitled.ipynb', 'nb/only-a.ipynb']));
     expect(await list(otherToken)).toEqual([]);
-    expect((await edit('Untitled.ipynb', {}, token)).json().session_id).toBe(a);
+    expect((await edit('Untitled.ipynb', {}, token)).json<Edit>().session_id).toBe(a);
   });
 
   it('locks per session: the same path of two users proceeds in parallel', async () => {
@@ -321,7 +324,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       ]) {
         const res = await edit('nb/probe.ipynb', { settings: { codeagentServerUrl: url } }, token, bridge);
         expect(res.statusCode, url).toBe(400);
-        expect(res.json().error).toBe('invalid_request');
+        expect(res.json<ErrorBody>().error).toBe('invalid_request');
       }
       expect(own.authorizations.length).toBe(seen);
 
@@ -345,11 +348,9 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     });
     try {
       const list = async (tok: string) =>
-        (await capped.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${tok}` } })).json().sessions as {
-          session_id: string;
-        }[];
+        (await capped.inject({ method: 'GET', url: '/codeagent-bridge/sessions', headers: { authorization: `Bearer ${tok}` } })).json<Sessions>().sessions;
       const ids: string[] = [];
-      for (const nb of ['cap/1.ipynb', 'cap/2.ipynb', 'cap/3.ipynb']) ids.push((await edit(nb, {}, token, capped)).json().session_id);
+      for (const nb of ['cap/1.ipynb', 'cap/2.ipynb', 'cap/3.ipynb']) ids.push((await edit(nb, {}, token, capped)).json<Edit>().session_id);
       const kept = (await list(token)).map((x) => x.session_id);
       expect(kept).toEqual([ids[2], ids[1]]);
       await expect.poll(() => fake.sessions.has(ids[0]!)).toBe(false);
@@ -359,32 +360,32 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
   });
 
   it('recreates a session that the upstream no longer has, and retries once', async () => {
-    const first = (await edit('nb/gone.ipynb')).json().session_id;
+    const first = (await edit('nb/gone.ipynb')).json<Edit>().session_id;
     fake.sessions.delete(first);
     const res = await edit('nb/gone.ipynb');
     expect(res.statusCode).toBe(200);
-    expect(res.json().session_id).not.toBe(first);
+    expect(res.json<Edit>().session_id).not.toBe(first);
     const mapped = await t.database.db
       .selectFrom('bridge_sessions')
       .select('session_id')
       .where('notebook_path', '=', 'nb/gone.ipynb')
       .executeTakeFirstOrThrow();
-    expect(mapped.session_id).toBe(res.json().session_id);
+    expect(mapped.session_id).toBe(res.json<Edit>().session_id);
   });
 
   it('maps upstream failures: 5xx, malformed, no code block, info.error', async () => {
     fake.mode = 'error500';
     expect((await edit('nb/f.ipynb')).json()).toMatchObject({ error: 'upstream_error', status: 500 });
     fake.mode = 'malformed';
-    expect((await edit('nb/f.ipynb')).json().error).toBe('upstream_error');
+    expect((await edit('nb/f.ipynb')).json<ErrorBody>().error).toBe('upstream_error');
     fake.mode = 'noblock';
     const noblock = await edit('nb/f.ipynb');
     expect(noblock.statusCode).toBe(502);
-    expect(noblock.json().message).toMatch(/without a code block/);
+    expect(noblock.json<ErrorBody>().message).toMatch(/without a code block/);
     fake.mode = 'infoerror';
     const info = await edit('nb/f.ipynb');
     expect(info.statusCode).toBe(502);
-    expect(info.json().message).toContain('no API key');
+    expect(info.json<ErrorBody>().message).toContain('no API key');
   });
 
   it('answers 502 upstream_unreachable when the code agent is down, upstream_auth_failed on wrong credentials', async () => {
@@ -396,7 +397,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     });
     const down = await edit('nb/d.ipynb', {}, token, nothingThere);
     expect(down.statusCode).toBe(502);
-    expect(down.json().error).toBe('upstream_unreachable');
+    expect(down.json<ErrorBody>().error).toBe('upstream_unreachable');
     await nothingThere.close();
     const other = await buildBridgeApp({
       db: t.database.db,
@@ -406,7 +407,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     });
     const res = await other.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: { authorization: `Bearer ${token}` } });
     expect(res.statusCode).toBe(502);
-    expect(res.json().error).toBe('upstream_auth_failed');
+    expect(res.json<ErrorBody>().error).toBe('upstream_auth_failed');
     await other.close();
   });
 
@@ -416,7 +417,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect((await edit('nb/v.ipynb', { settings: { requestTimeoutSeconds: 601 } })).statusCode).toBe(400);
     const foreign = await edit('nb/v.ipynb', { settings: { codeagentServerUrl: 'http://evil.example:4096' } });
     expect(foreign.statusCode).toBe(400);
-    expect(foreign.json().error).toBe('invalid_request');
+    expect(foreign.json<ErrorBody>().error).toBe('invalid_request');
     expect((await edit('nb/v.ipynb', { settings: { unknownSetting: 1 } })).statusCode).toBe(400);
     expect((await edit('nb/v.ipynb', { action: 'rewrite' })).statusCode).toBe(400);
   });
@@ -426,7 +427,7 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const started = Date.now();
     const res = await edit('nb/slow.ipynb', { settings: { requestTimeoutSeconds: 5 } });
     expect(res.statusCode).toBe(504);
-    expect(res.json().error).toBe('upstream_timeout');
+    expect(res.json<ErrorBody>().error).toBe('upstream_timeout');
     expect(Date.now() - started).toBeLessThan(6500);
     expect(fake.aborted.length).toBeGreaterThan(0);
     fake.mode = 'ok';

@@ -9,11 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { issueUserToken } from '@codeagent/auth';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildBridgeApp } from './app.js';
 
 const require = createRequire(import.meta.url);
 const SECRET = 'bridge-contract-secret-that-is-long-enough';
 const PASSWORD = 'opencode-test-password';
+/** The answer of `POST /codeagent-bridge/edit` (app.ts): the fields these tests read. */
+type Edit = { source: string; session_id: string };
 const FIXED = 'def safe_divide(a, b):\n    return a / b if b else float("nan")\n\nprint(safe_divide(1, 0))';
 
 function opencodeBinary(): string {
@@ -156,7 +159,7 @@ describe('bridge against the real opencode server', () => {
   it('lists the providers of the server, ids and names only', async () => {
     const res = await app.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: auth() });
     expect(res.statusCode).toBe(200);
-    const fake = res.json().providers.find((p: { id: string }) => p.id === 'fake');
+    const fake = res.json<{ providers: { id: string }[] }>().providers.find((p) => p.id === 'fake');
     expect(fake).toEqual({ id: 'fake', name: 'Fake LLM', models: [{ id: 'fake-model', name: 'Fake Model' }] });
     expect(res.body).not.toContain('dummy');
   });
@@ -164,16 +167,16 @@ describe('bridge against the real opencode server', () => {
   it("fixes a cell with the fake model's code, reusing the notebook's session", async () => {
     const first = await fix('work/a.ipynb');
     expect(first.statusCode, first.body).toBe(200);
-    expect(first.json().source).toBe(FIXED);
-    expect(first.json().session_id).toMatch(/^ses/);
+    expect(first.json<Edit>().source).toBe(FIXED);
+    expect(first.json<Edit>().session_id).toMatch(/^ses/);
     const again = await fix('work/a.ipynb');
-    expect(again.json().session_id).toBe(first.json().session_id);
+    expect(again.json<Edit>().session_id).toBe(first.json<Edit>().session_id);
     const other = await fix('work/b.ipynb');
-    expect(other.json().session_id).not.toBe(first.json().session_id);
+    expect(other.json<Edit>().session_id).not.toBe(first.json<Edit>().session_id);
   }, 120_000);
 
   it('recreates a session that was deleted upstream', async () => {
-    const before = (await fix('work/c.ipynb')).json().session_id as string;
+    const before = (await fix('work/c.ipynb')).json<Edit>().session_id;
     const del = await fetch(`${opencodeUrl}/session/${before}`, {
       method: 'DELETE',
       headers: { authorization: `Basic ${Buffer.from(`opencode:${PASSWORD}`).toString('base64')}` },
@@ -181,7 +184,7 @@ describe('bridge against the real opencode server', () => {
     expect(del.status).toBe(200);
     const after = await fix('work/c.ipynb');
     expect(after.statusCode).toBe(200);
-    expect(after.json().session_id).not.toBe(before);
+    expect(after.json<Edit>().session_id).not.toBe(before);
   }, 120_000);
 
   it('reports a wrong password as 502 upstream_auth_failed', async () => {
@@ -193,7 +196,7 @@ describe('bridge against the real opencode server', () => {
     });
     const res = await wrong.inject({ method: 'GET', url: '/codeagent-bridge/providers', headers: auth() });
     expect(res.statusCode).toBe(502);
-    expect(res.json().error).toBe('upstream_auth_failed');
+    expect(res.json<ErrorBody>().error).toBe('upstream_auth_failed');
     await wrong.close();
   });
 });

@@ -7,11 +7,25 @@ import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { tokenFingerprint } from '@codeagent/auth';
 import { createOutboundClient } from '@codeagent/safe-fetch';
 import { buildGatewayApp } from '@codeagent/gateway';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildClusterAdminApp } from './app.js';
+import type { AuditEntryDto, ClusterDto } from './domain/schemas.js';
 
 const TOKENS = ['first-admin-token', 'second-admin-token'];
 const AGENT = 'agent-token-for-tests';
 const KEY = Buffer.alloc(32, 7);
+
+/** `GET /admin/clusters` (`ClusterList`). */
+type ClusterList = { clusters: ClusterDto[] };
+/** An audit entry with the `details` a cluster change writes (domain/clusters.ts); `GET /admin/audit` answers a page of them. */
+type Audit = Omit<AuditEntryDto, 'details'> & {
+  details: { before: Record<string, unknown> | null; after: Record<string, unknown> | null; changed: string[] };
+};
+type Audits = { entries: Audit[]; next_cursor: string | null };
+/** The text of the MCP tool `cluster_request` (mcp.ts). */
+type ClusterResponse = { status: number; headers: Record<string, string>; body: string; truncated: boolean; final_url: string; redirects: number };
+/** What the stand-in cluster answers: the path it was asked for and the Authorization header. */
+type Echo = { path: string; auth: string | null };
 
 describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let t: TestDatabase;
@@ -105,17 +119,17 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
         valid('yarn-prod', { auth_type: 'basic', username: 'ops', AuthPassword: 'hunter2', description: 'YARN RM' }),
       );
       expect(res.statusCode).toBe(201);
-      const c = res.json();
+      const c = res.json<ClusterDto>();
       expect(c).toMatchObject({ name: 'yarn-prod', auth_type: 'basic', username: 'ops', has_password: true, rate_limit: 0, description: 'YARN RM' });
       expect(res.body).not.toContain('hunter2');
       expect(c).not.toHaveProperty('AuthPassword');
       expect(await auditCount()).toBe(before + 1);
       const stored = await t.database.db.selectFrom('clusters').select('password_enc').where('id', '=', c.id).executeTakeFirstOrThrow();
       expect(stored.password_enc).not.toContain('hunter2');
-      const entry = (await admin('GET', `/audit?target_id=${c.id}`)).json().entries[0];
+      const entry = (await admin('GET', `/audit?target_id=${c.id}`)).json<Audits>().entries[0]!;
       expect(entry).toMatchObject({ action: 'cluster.create', target_type: 'cluster', target_id: c.id, actor: tokenFingerprint(TOKENS[0]!) });
       expect(entry.details.before).toBeNull();
-      expect(entry.details.after.AuthPassword).toBe('***');
+      expect(entry.details.after?.AuthPassword).toBe('***');
       expect(entry.details.changed).toContain('AuthPassword');
       expect(JSON.stringify(entry)).not.toContain('hunter2');
       expect(Object.keys(entry).sort()).toEqual(['action', 'actor', 'details', 'id', 'occurred_at', 'target_id', 'target_type']);
@@ -138,32 +152,32 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       for (const [body, fields] of bad) {
         const res = await admin('POST', '/clusters', body);
         expect(res.statusCode, JSON.stringify(body)).toBe(400);
-        expect(res.json().error).toBe('validation failed');
-        expect(Object.keys(res.json().fields).sort()).toEqual([...fields].sort());
+        expect(res.json<ErrorBody>().error).toBe('validation failed');
+        expect(Object.keys(res.json<Required<ErrorBody>>().fields).sort()).toEqual([...fields].sort());
       }
-      expect((await admin('POST', '/clusters', valid('yarn-prod'))).json()).toEqual(expect.objectContaining({ error: 'conflict' }));
+      expect((await admin('POST', '/clusters', valid('yarn-prod'))).json<ErrorBody>()).toEqual(expect.objectContaining({ error: 'conflict' }));
       expect(await auditCount()).toBe(before);
     });
 
     it('reads, updates (full record), keeps the password when AuthPassword is empty, and deletes', async () => {
-      const c = (await admin('POST', '/clusters', valid('hdfs', { auth_type: 'basic', username: 'u', AuthPassword: 'p1' }))).json();
-      expect((await admin('GET', `/clusters/${c.id}`)).json().name).toBe('hdfs');
-      expect((await admin('GET', '/clusters')).json().clusters.map((x: { name: string }) => x.name)).toContain('hdfs');
+      const c = (await admin('POST', '/clusters', valid('hdfs', { auth_type: 'basic', username: 'u', AuthPassword: 'p1' }))).json<ClusterDto>();
+      expect((await admin('GET', `/clusters/${c.id}`)).json<ClusterDto>().name).toBe('hdfs');
+      expect((await admin('GET', '/clusters')).json<ClusterList>().clusters.map((x: { name: string }) => x.name)).toContain('hdfs');
       expect((await admin('GET', '/clusters/00000000-0000-0000-0000-000000000000')).json()).toEqual(expect.objectContaining({ error: 'not found' }));
       expect((await admin('GET', '/clusters/nope')).statusCode).toBe(404);
 
       const kept = await admin('PUT', `/clusters/${c.id}`, valid('hdfs', { auth_type: 'basic', username: 'u', AuthPassword: '', rate_limit: 10 }));
       expect(kept.statusCode).toBe(200);
       expect(kept.json()).toMatchObject({ has_password: true, rate_limit: 10 });
-      let entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json().entries[0];
+      let entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json<Audits>().entries[0]!;
       expect(entry.details.changed).toEqual(['rate_limit']);
-      expect(entry.details.before.rate_limit).toBe(0);
-      expect(entry.details.after.rate_limit).toBe(10);
+      expect(entry.details.before?.rate_limit).toBe(0);
+      expect(entry.details.after?.rate_limit).toBe(10);
 
       await admin('PUT', `/clusters/${c.id}`, valid('hdfs', { auth_type: 'basic', username: 'u', AuthPassword: 'p2', rate_limit: 10 }));
-      entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json().entries[0];
+      entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json<Audits>().entries[0]!;
       expect(entry.details.changed).toEqual(['AuthPassword']);
-      expect(entry.details.before.AuthPassword).toBe('***');
+      expect(entry.details.before?.AuthPassword).toBe('***');
       expect(JSON.stringify(entry)).not.toMatch(/p1|p2/);
 
       const missing = await admin('PUT', `/clusters/${c.id}`, { name: 'hdfs' });
@@ -172,30 +186,32 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
 
       expect((await admin('DELETE', `/clusters/${c.id}`)).statusCode).toBe(204);
       expect((await admin('DELETE', `/clusters/${c.id}`)).statusCode).toBe(404);
-      entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.delete`)).json().entries[0];
+      entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.delete`)).json<Audits>().entries[0]!;
       expect(entry.details).toMatchObject({ after: null, before: { name: 'hdfs' } });
     });
 
     it('lists audit entries newest first, filtered, with cursors', async () => {
-      const all = (await admin('GET', '/audit?limit=1000')).json().entries as { occurred_at: string; id: string }[];
+      const all = (await admin('GET', '/audit?limit=1000')).json<Audits>().entries;
       for (let i = 1; i < all.length; i++) expect(Date.parse(all[i - 1]!.occurred_at)).toBeGreaterThanOrEqual(Date.parse(all[i]!.occurred_at));
       const seen: string[] = [];
       let cursor: string | null = null;
       do {
         const page: { entries: { id: string }[]; next_cursor: string | null } = (
           await admin('GET', `/audit?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
-        ).json();
+        ).json<Audits>();
         seen.push(...page.entries.map((e) => e.id));
         cursor = page.next_cursor;
       } while (cursor);
       expect(seen).toEqual(all.map((e) => e.id));
-      expect((await admin('GET', '/audit?action=cluster.delete')).json().entries.every((e: { action: string }) => e.action === 'cluster.delete')).toBe(true);
+      expect((await admin('GET', '/audit?action=cluster.delete')).json<Audits>().entries.every((e: { action: string }) => e.action === 'cluster.delete')).toBe(
+        true,
+      );
       for (const limit of ['0', '1001', '2.5', 'ten']) {
         const res = await admin('GET', `/audit?limit=${limit}`);
         expect(res.statusCode, limit).toBe(400);
-        expect(res.json(), limit).toMatchObject({ error: 'validation failed', fields: { limit: expect.any(String) } });
+        expect(res.json<ErrorBody>(), limit).toMatchObject({ error: 'validation failed', fields: { limit: expect.any(String) as unknown } });
       }
-      expect((await admin('GET', '/audit')).json().entries).toHaveLength(Math.min(all.length, 100));
+      expect((await admin('GET', '/audit')).json<Audits>().entries).toHaveLength(Math.min(all.length, 100));
       expect((await admin('GET', '/audit?cursor=garbage')).statusCode).toBe(400);
       // Well-formed but foreign cursors (a bad date, a non-UUID id, wrong arity) are 400 too, never 500.
       for (const foreign of [['zzz', 'x'], ['not-a-date', '00000000-0000-4000-8000-000000000000'], [new Date().toISOString(), 'x'], [1, 2], ['a']]) {
@@ -206,16 +222,16 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     });
 
     it('100 concurrent updates of one cluster: 100 audit entries forming one before/after chain', async () => {
-      const c = (await admin('POST', '/clusters', valid('race'))).json();
+      const c = (await admin('POST', '/clusters', valid('race'))).json<ClusterDto>();
       const results = await Promise.all(
         Array.from({ length: 100 }, (_, i) =>
           admin('PUT', `/clusters/${c.id}`, valid('race', { rate_limit: i + 1, description: `update ${i}` }), TOKENS[i % 2]),
         ),
       );
       expect(results.every((r) => r.statusCode === 200)).toBe(true);
-      const entries = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update&limit=1000`)).json().entries as {
-        details: { before: { description: string | null }; after: { description: string | null } };
-      }[];
+      const entries = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update&limit=1000`)).json<{
+        entries: { details: { before: { description: string | null }; after: { description: string | null } } }[];
+      }>().entries;
       expect(entries).toHaveLength(100);
       // Follow the chain from the created record: every entry starts where another ended.
       const byBefore = new Map(entries.map((e) => [e.details.before.description, e]));
@@ -226,20 +242,20 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
         expect(next, `chain broken after ${String(current)}`).toBeDefined();
         current = next!.details.after.description;
       }
-      expect((await admin('GET', `/clusters/${c.id}`)).json().description).toBe(current);
+      expect((await admin('GET', `/clusters/${c.id}`)).json<ClusterDto>().description).toBe(current);
     });
 
     it('a database failure between change and audit: neither lands', async () => {
-      const c = (await admin('POST', '/clusters', valid('atomic', { rate_limit: 1 }))).json();
+      const c = (await admin('POST', '/clusters', valid('atomic', { rate_limit: 1 }))).json<ClusterDto>();
       const before = await auditCount();
       failNextAudit = true;
       const res = await admin('PUT', `/clusters/${c.id}`, valid('atomic', { rate_limit: 99 }));
       expect(res.statusCode).toBe(500);
-      expect((await admin('GET', `/clusters/${c.id}`)).json().rate_limit).toBe(1);
+      expect((await admin('GET', `/clusters/${c.id}`)).json<ClusterDto>().rate_limit).toBe(1);
       expect(await auditCount()).toBe(before);
       failNextAudit = true;
       expect((await admin('POST', '/clusters', valid('never-created'))).statusCode).toBe(500);
-      expect((await admin('GET', '/clusters')).json().clusters.map((x: { name: string }) => x.name)).not.toContain('never-created');
+      expect((await admin('GET', '/clusters')).json<ClusterList>().clusters.map((x: { name: string }) => x.name)).not.toContain('never-created');
       expect(await auditCount()).toBe(before);
     });
   });
@@ -268,17 +284,17 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       ]) {
         const res = await admin('POST', '/clusters', valid('with-credentials', { base_url }));
         expect(res.statusCode, base_url).toBe(400);
-        expect(res.json()).toMatchObject({ error: 'validation failed', fields: { base_url: expect.any(String) } });
-        expect(Object.keys(res.json().fields)).toEqual(['base_url']);
+        expect(res.json()).toMatchObject({ error: 'validation failed', fields: { base_url: expect.any(String) as unknown } });
+        expect(Object.keys(res.json<Required<ErrorBody>>().fields)).toEqual(['base_url']);
         expect(res.body).not.toMatch(/pw-in-url/);
       }
       // the same on update
-      const c = (await admin('POST', '/clusters', valid('clean-url'))).json();
+      const c = (await admin('POST', '/clusters', valid('clean-url'))).json<ClusterDto>();
       const beforeUpdate = await auditCount();
       const put = await admin('PUT', `/clusters/${c.id}`, valid('clean-url', { base_url: 'https://ops:pw-in-url-7@rm.example.com' }));
       expect(put.statusCode).toBe(400);
-      expect(put.json().fields).toHaveProperty('base_url');
-      expect((await admin('GET', `/clusters/${c.id}`)).json().base_url).toBe(clusterUrl);
+      expect(put.json<ErrorBody>().fields).toHaveProperty('base_url');
+      expect((await admin('GET', `/clusters/${c.id}`)).json<ClusterDto>().base_url).toBe(clusterUrl);
       expect(await auditCount()).toBe(beforeUpdate);
       expect(await clusterCount()).toBe(before.clusters + 1);
       expect(await auditCount()).toBe(before.audit + 1);
@@ -291,13 +307,13 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
           '/clusters',
           valid('moving', { base_url: 'https://rm.example.com/a', auth_type: 'basic', username: 'ops', AuthPassword: 'old-host-pw' }),
         )
-      ).json();
+      ).json<ClusterDto>();
       const before = await auditCount();
       for (const base_url of ['https://evil.example/a', 'http://rm.example.com/a', 'https://rm.example.com:8443/a']) {
         for (const extra of [{}, { AuthPassword: '' }, { AuthPassword: null }, { auth_type: 'none', username: null }]) {
           const res = await admin('PUT', `/clusters/${c.id}`, valid('moving', { base_url, auth_type: 'basic', username: 'ops', ...extra }));
           expect(res.statusCode, `${base_url} ${JSON.stringify(extra)}`).toBe(400);
-          expect(res.json()).toMatchObject({ error: 'validation failed', fields: { AuthPassword: expect.stringContaining('origin') } });
+          expect(res.json()).toMatchObject({ error: 'validation failed', fields: { AuthPassword: expect.stringContaining('origin') as unknown } });
         }
       }
       expect(await auditCount()).toBe(before);
@@ -311,7 +327,7 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
         valid('moving', { base_url: 'https://RM.example.com:443/b', auth_type: 'basic', username: 'ops' }),
       );
       expect(samePlace.statusCode).toBe(200);
-      expect(samePlace.json().has_password).toBe(true);
+      expect(samePlace.json<ClusterDto>().has_password).toBe(true);
 
       // a new origin with a new password: accepted, audited without either password
       const moved = await admin(
@@ -321,12 +337,12 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       );
       expect(moved.statusCode).toBe(200);
       expect(moved.json()).toMatchObject({ base_url: 'https://other.example/a', has_password: true });
-      const entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json().entries[0];
+      const entry = (await admin('GET', `/audit?target_id=${c.id}&action=cluster.update`)).json<Audits>().entries[0]!;
       expect(entry.details.changed).toEqual(['base_url', 'AuthPassword']);
       expect(JSON.stringify(entry)).not.toMatch(/old-host-pw|new-host-pw/);
 
       // a record without a stored password moves freely
-      const open = (await admin('POST', '/clusters', valid('no-password', { base_url: 'https://a.example' }))).json();
+      const open = (await admin('POST', '/clusters', valid('no-password', { base_url: 'https://a.example' }))).json<ClusterDto>();
       expect((await admin('PUT', `/clusters/${open.id}`, valid('no-password', { base_url: 'https://b.example' }))).statusCode).toBe(200);
     });
 
@@ -344,12 +360,12 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
         })
         .returning('id')
         .executeTakeFirstOrThrow();
-      const shown = (await admin('GET', `/clusters/${legacy.id}`)).json();
+      const shown = (await admin('GET', `/clusters/${legacy.id}`)).json<ClusterDto>();
       expect(shown.base_url).toBe('https://***@rm.example.com/x?token=***&a=1');
-      expect(JSON.stringify((await admin('GET', '/clusters')).json())).not.toMatch(/legacy-pw|legacy-token/);
+      expect(JSON.stringify((await admin('GET', '/clusters')).json<ClusterList>())).not.toMatch(/legacy-pw|legacy-token/);
       const fixed = await admin('PUT', `/clusters/${legacy.id}`, valid('legacy', { base_url: 'https://rm.example.com/x?a=1' }));
       expect(fixed.statusCode).toBe(200);
-      const entry = (await admin('GET', `/audit?target_id=${legacy.id}`)).json().entries[0];
+      const entry = (await admin('GET', `/audit?target_id=${legacy.id}`)).json<Audits>().entries[0]!;
       expect(entry.details.changed).toEqual(['base_url']);
       expect(JSON.stringify(entry)).not.toMatch(/legacy-pw|legacy-token/);
       await t.database.db
@@ -416,21 +432,21 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       expect(tools).toEqual(['cluster_request', 'get_cluster', 'list_clusters']);
 
       const list = textOf(await client.callTool({ name: 'list_clusters', arguments: {} }));
-      expect(JSON.parse(list).clusters.map((c: { name: string }) => c.name)).toContain('livy');
+      expect((JSON.parse(list) as ClusterList).clusters.map((c) => c.name)).toContain('livy');
       const one = textOf(await client.callTool({ name: 'get_cluster', arguments: { cluster: 'livy' } }));
       expect(JSON.parse(one)).toMatchObject({ name: 'livy', has_password: true });
       expect(`${list}${one}`).not.toContain('top-secret-pw');
 
       const before = clusterRequests.length;
       const first = await client.callTool({ name: 'cluster_request', arguments: { cluster: 'livy', method: 'GET', path: '/sessions', query: { from: '0' } } });
-      const body = JSON.parse(textOf(first));
+      const body = JSON.parse(textOf(first)) as ClusterResponse;
       expect(body.status).toBe(200);
       expect(JSON.parse(body.body)).toEqual({ path: '/base/sessions?from=0', auth: `Basic ${Buffer.from('agent-user:top-secret-pw').toString('base64')}` });
       expect(body.headers).not.toHaveProperty('set-cookie');
       const simple = JSON.parse(
         textOf(await client.callTool({ name: 'cluster_request', arguments: { cluster: 'simple-rm', method: 'GET', path: 'ws/v1/cluster' } })),
-      );
-      expect(JSON.parse(simple.body).path).toBe('/ws/v1/cluster?user.name=yarn');
+      ) as ClusterResponse;
+      expect((JSON.parse(simple.body) as Echo).path).toBe('/ws/v1/cluster?user.name=yarn');
       expect(simple.final_url).not.toContain('user.name');
 
       // rate_limit 2 per minute: the second call passes, the third is refused without a request
@@ -486,8 +502,8 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       }
       expect(clusterRequests.length).toBe(before);
 
-      const ok = JSON.parse(textOf(await call('/ws/v1/apps', { state: 'RUNNING&user.name=root' })));
-      expect(JSON.parse(ok.body).path).toBe('/gateway/yarn/ws/v1/apps?tenant=a&state=RUNNING%26user.name%3Droot&user.name=yarn');
+      const ok = JSON.parse(textOf(await call('/ws/v1/apps', { state: 'RUNNING&user.name=root' }))) as ClusterResponse;
+      expect((JSON.parse(ok.body) as Echo).path).toBe('/gateway/yarn/ws/v1/apps?tenant=a&state=RUNNING%26user.name%3Droot&user.name=yarn');
       expect(clusterRequests.length).toBe(before + 1);
       await client.close();
     });

@@ -116,7 +116,7 @@ describe.each(INGRESSES)('/jupyter through %s (docs/contract/spec.md §10): the 
     expect(backendAsked.length).toBe(asked); // nothing to ask about
     const forged = await fetch(`${base}/jupyter/api/kernels`, { headers: { cookie: 'codeagent_session=not-a-jwt' } });
     expect(forged.status).toBe(401);
-    expect(await forged.json()).toMatchObject({ error: 'unauthorized', message: expect.stringMatching(/log in again/) });
+    expect(await forged.json()).toMatchObject({ error: 'unauthorized', message: expect.stringMatching(/log in again/) as unknown });
     expect((await fetch(`${base}/jupyter/api/kernels`, { headers: { authorization: 'Bearer some-other-token' } })).status).toBe(401);
     expect(jupyterSeen.length).toBe(before);
   });
@@ -152,7 +152,7 @@ describe.each(INGRESSES)('/jupyter through %s (docs/contract/spec.md §10): the 
     for (const headers of [{ cookie: `codeagent_session=${USER}` }, { authorization: `Bearer ${USER}` }] as Record<string, string>[]) {
       const res = await fetch(`${base}/jupyter/lab`, { headers });
       expect(res.status).toBe(403);
-      expect(await res.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/system administrators only/) });
+      expect(await res.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/system administrators only/) as unknown });
     }
     expect(jupyterSeen.length).toBe(before);
   });
@@ -229,7 +229,7 @@ describe.each(INGRESSES)('/jupyter through %s (docs/contract/spec.md §10): the 
   it('answers 404 with a hint when no JupyterLab server is configured', async () => {
     const res = await fetch(`${bare.base}/jupyter/lab`);
     expect(res.status).toBe(404);
-    expect(await res.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/JUPYTERLAB_URL/) });
+    expect(await res.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/JUPYTERLAB_URL/) as unknown });
   });
 });
 
@@ -325,12 +325,12 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
     for (const ws of [WS, OTHER_WS]) {
       const res = await fetch(`${base}/jupyter/${ws}/lab`, { headers: bearerOf('outsider-token') });
       expect(res.status).toBe(404);
-      expect(await res.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/not a member/) });
+      expect(await res.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/not a member/) as unknown });
       expect(await upgrade(base, `/jupyter/${ws}/api/kernels/k1/channels`, bearerOf('outsider-token'))).toBe(404);
     }
     const none = await fetch(`${base}/jupyter/lab`, { headers: bearerOf('editor-token') });
     expect(none.status).toBe(404);
-    expect(await none.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/\/jupyter\/<workspace id>\//) });
+    expect(await none.json()).toMatchObject({ error: 'not_found', message: expect.stringMatching(/\/jupyter\/<workspace id>\//) as unknown });
     expect(runtimeSeen.length).toBe(before);
   });
 
@@ -340,7 +340,7 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
     for (const method of ['PUT', 'PATCH', 'POST', 'DELETE']) {
       const res = await fetch(`${base}/jupyter/${WS}/api/contents/a.ipynb`, { method, headers: bearerOf('viewer-token') });
       expect(res.status).toBe(403);
-      expect(await res.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/viewers/) });
+      expect(await res.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/viewers/) as unknown });
     }
     expect(await upgrade(base, `/jupyter/${WS}/api/kernels/k1/channels`, bearerOf('viewer-token'))).toBe(403);
     expect(await upgrade(base, `/jupyter/${WS}/terminals/websocket/1`, bearerOf('viewer-token'))).toBe(403);

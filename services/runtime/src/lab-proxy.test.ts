@@ -42,7 +42,7 @@ describe('the lab proxy at the server cap', () => {
 
     const api = await call(B, 'api/status');
     expect(api.status).toBe(503);
-    expect(await api.json()).toMatchObject({ error: 'kernel_unavailable', message: expect.stringMatching(/SANDBOX_MAX_SERVERS=1/) });
+    expect(await api.json()).toMatchObject({ error: 'kernel_unavailable', message: expect.stringMatching(/SANDBOX_MAX_SERVERS=1/) as unknown });
     // The page shows why, without refreshing; A's kernel still runs.
     const page = await call(B, 'lab', { headers: { accept: 'text/html' } });
     expect(page.status).toBe(503);

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
 import type { Kernels } from './kernels-factory.js';
-import { startTestKernels } from './testing.js';
+import { startTestKernels, type ExecuteAnswer, type ListKernelsAnswer, type RunNotebookAnswer, type StartKernelAnswer } from './testing.js';
 
 const TOKEN = 'runtime-test-token';
 const log = pino({ level: 'silent' });
@@ -23,7 +24,7 @@ describe('runtime on a real Jupyter kernel', () => {
     app = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: TOKEN });
     const res = await act({ action: 'start_kernel' });
     expect(res.statusCode, res.body).toBe(200);
-    kernelId = res.json().kernel_id;
+    kernelId = res.json<StartKernelAnswer>().kernel_id;
   }, 60_000);
   afterAll(async () => {
     await app.close();
@@ -34,37 +35,37 @@ describe('runtime on a real Jupyter kernel', () => {
     for (const token of [null, '', 'wrong']) {
       const res = await act({ action: 'list_kernels' }, token);
       expect(res.statusCode).toBe(401);
-      expect(res.json().error).toBe('unauthorized');
+      expect(res.json<ErrorBody>().error).toBe('unauthorized');
     }
   });
 
   it('answers an unknown action with 400', async () => {
     const res = await act({ action: 'explode' });
     expect(res.statusCode).toBe(400);
-    expect(res.json().error).toBe('invalid_request');
+    expect(res.json<ErrorBody>().error).toBe('invalid_request');
   });
 
   it('executes print and returns a stream output', async () => {
     const res = await act({ action: 'execute', kernel_id: kernelId, code: 'print("hello", 6 * 7)' });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toMatchObject({ status: 'ok', outputs: [{ output_type: 'stream', name: 'stdout', text: 'hello 42\n' }] });
-    expect(res.json().execution_count).toBeGreaterThan(0);
+    expect(res.json<ExecuteAnswer>().execution_count).toBeGreaterThan(0);
   });
 
   it('keeps state between executes and returns execute_result', async () => {
     await act({ action: 'execute', kernel_id: kernelId, code: 'x = 20' });
     const res = await act({ action: 'execute', kernel_id: kernelId, code: 'x + 22' });
-    expect(res.json().outputs).toEqual([expect.objectContaining({ output_type: 'execute_result', data: { 'text/plain': '42' } })]);
+    expect(res.json<ExecuteAnswer>().outputs).toEqual([expect.objectContaining({ output_type: 'execute_result', data: { 'text/plain': '42' } })]);
   });
 
   it('reports an exception with ename, evalue and traceback', async () => {
     const res = await act({ action: 'execute', kernel_id: kernelId, code: 'def f():\n    raise ValueError("bad value")\nf()' });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<ExecuteAnswer>();
     expect(body.status).toBe('error');
-    const error = body.outputs.find((o: { output_type: string }) => o.output_type === 'error');
+    const error = body.outputs.find((o) => o.output_type === 'error');
     expect(error).toMatchObject({ ename: 'ValueError', evalue: 'bad value' });
-    expect(stripAnsi(error.traceback.join('\n'))).toContain('raise ValueError("bad value")');
+    expect(stripAnsi(error!.traceback!.join('\n'))).toContain('raise ValueError("bad value")');
   });
 
   it('interrupts an execute that exceeds its timeout and stays usable', async () => {
@@ -72,9 +73,9 @@ describe('runtime on a real Jupyter kernel', () => {
     const res = await act({ action: 'execute', kernel_id: kernelId, code: 'import time\ntime.sleep(30)', timeout_seconds: 1 });
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(res.json()).toMatchObject({ status: 'error', timed_out: true });
-    expect(res.json().outputs.some((o: { ename?: string }) => o.ename === 'KeyboardInterrupt' || o.ename === 'TimeoutError')).toBe(true);
+    expect(res.json<ExecuteAnswer>().outputs.some((o) => o.ename === 'KeyboardInterrupt' || o.ename === 'TimeoutError')).toBe(true);
     const after = await act({ action: 'execute', kernel_id: kernelId, code: 'x' });
-    expect(after.json().outputs[0].data['text/plain']).toBe('20');
+    expect(after.json<ExecuteAnswer>().outputs[0]?.data?.['text/plain']).toBe('20');
   });
 
   it('cuts off output beyond 32 MiB and interrupts the cell, which keeps the kernel usable', async () => {
@@ -82,11 +83,11 @@ describe('runtime on a real Jupyter kernel', () => {
     const code = 'from IPython.display import display\ndisplay({"text/plain": "y" * (40 << 20)}, raw=True)\nprint("after")';
     const res = await act({ action: 'execute', kernel_id: kernelId, code, timeout_seconds: 120 });
     expect(res.statusCode).toBe(200);
-    expect(res.json().status).toBe('error');
-    const outputs = res.json().outputs as { output_type: string; ename?: string; evalue?: string }[];
-    expect(outputs).toEqual([expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/exceeded 32 MiB/) })]);
+    expect(res.json<ExecuteAnswer>().status).toBe('error');
+    const outputs = res.json<ExecuteAnswer>().outputs;
+    expect(outputs).toEqual([expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/exceeded 32 MiB/) as unknown })]);
     const after = await act({ action: 'execute', kernel_id: kernelId, code: 'print(x)' });
-    expect(after.json().outputs[0].text).toBe('20\n');
+    expect(after.json<ExecuteAnswer>().outputs[0]?.text).toBe('20\n');
   }, 120_000);
 
   it('queues concurrent executes on one kernel in order', async () => {
@@ -94,18 +95,18 @@ describe('runtime on a real Jupyter kernel', () => {
     const results = await Promise.all(
       [0, 1, 2, 3, 4].map((i) => act({ action: 'execute', kernel_id: kernelId, code: `import time\ntime.sleep(0.05 * (5 - ${i}))\nseen.append(${i})` })),
     );
-    expect(results.every((r) => r.json().status === 'ok')).toBe(true);
+    expect(results.every((r) => r.json<ExecuteAnswer>().status === 'ok')).toBe(true);
     const seen = await act({ action: 'execute', kernel_id: kernelId, code: 'seen' });
-    expect(seen.json().outputs[0].data['text/plain']).toBe('[0, 1, 2, 3, 4]');
+    expect(seen.json<ExecuteAnswer>().outputs[0]?.data?.['text/plain']).toBe('[0, 1, 2, 3, 4]');
   });
 
   it('lists kernels, interrupts, restarts (state lost) and shuts down', async () => {
     const list = await act({ action: 'list_kernels' });
-    expect(list.json().kernels).toEqual(expect.arrayContaining([expect.objectContaining({ kernel_id: kernelId, kernel_name: 'python3' })]));
+    expect(list.json<ListKernelsAnswer>().kernels).toEqual(expect.arrayContaining([expect.objectContaining({ kernel_id: kernelId, kernel_name: 'python3' })]));
     expect((await act({ action: 'interrupt', kernel_id: kernelId })).json()).toMatchObject({ kernel_id: kernelId });
     expect((await act({ action: 'restart', kernel_id: kernelId })).statusCode).toBe(200);
     const lost = await act({ action: 'execute', kernel_id: kernelId, code: 'x' });
-    expect(lost.json().outputs[0]).toMatchObject({ output_type: 'error', ename: 'NameError' });
+    expect(lost.json<ExecuteAnswer>().outputs[0]).toMatchObject({ output_type: 'error', ename: 'NameError' });
     const down = await act({ action: 'shutdown', kernel_id: kernelId });
     expect(down.json()).toEqual({ kernel_id: kernelId, status: 'shutdown' });
     expect((await act({ action: 'execute', kernel_id: kernelId, code: '1' })).statusCode).toBe(404);
@@ -119,7 +120,7 @@ describe('runtime on a real Jupyter kernel', () => {
     ]) {
       const res = await act(body);
       expect(res.statusCode).toBe(404);
-      expect(res.json().error).toBe('not_found');
+      expect(res.json<ErrorBody>().error).toBe('not_found');
     }
   });
 
@@ -136,19 +137,19 @@ describe('runtime on a real Jupyter kernel', () => {
     };
     const ok = await act({ action: 'run_notebook', notebook });
     expect(ok.statusCode).toBe(200);
-    expect(ok.json().status).toBe('ok');
-    expect(ok.json().duration_ms).toBeGreaterThan(0);
-    const cells = ok.json().notebook.cells;
-    expect(cells[1].outputs[0]).toMatchObject({ output_type: 'stream', text: '2\n' });
-    expect(cells[2].outputs[0].data['text/plain']).toBe('42');
-    expect(cells[2].execution_count).toBe(2);
+    expect(ok.json<RunNotebookAnswer>().status).toBe('ok');
+    expect(ok.json<RunNotebookAnswer>().duration_ms).toBeGreaterThan(0);
+    const cells = ok.json<RunNotebookAnswer>().notebook.cells;
+    expect(cells[1]?.outputs[0]).toMatchObject({ output_type: 'stream', text: '2\n' });
+    expect(cells[2]?.outputs[0]?.data?.['text/plain']).toBe('42');
+    expect(cells[2]?.execution_count).toBe(2);
 
     const failing = structuredClone(notebook);
     failing.cells.splice(2, 0, { cell_type: 'code', source: '1/0', metadata: {}, outputs: [], execution_count: null });
     const bad = await act({ action: 'run_notebook', notebook: failing });
-    expect(bad.json().status).toBe('error');
-    expect(bad.json().notebook.cells[2].outputs[0]).toMatchObject({ output_type: 'error', ename: 'ZeroDivisionError' });
-    expect(bad.json().notebook.cells[3].outputs).toEqual([]);
+    expect(bad.json<RunNotebookAnswer>().status).toBe('error');
+    expect(bad.json<RunNotebookAnswer>().notebook.cells[2]?.outputs[0]).toMatchObject({ output_type: 'error', ename: 'ZeroDivisionError' });
+    expect(bad.json<RunNotebookAnswer>().notebook.cells[3]?.outputs).toEqual([]);
 
     expect((await act({ action: 'run_notebook', notebook: { nbformat: 3, cells: [] } })).statusCode).toBe(400);
   });
@@ -165,8 +166,8 @@ describe('runtime without a kernel on the machine', () => {
       payload: { action: 'start_kernel' },
     });
     expect(res.statusCode).toBe(503);
-    expect(res.json().error).toBe('kernel_unavailable');
-    expect(res.json().message).toContain('apt-get install -y python3-jupyter-server python3-ipykernel');
+    expect(res.json<ErrorBody>().error).toBe('kernel_unavailable');
+    expect(res.json<ErrorBody>().message).toContain('apt-get install -y python3-jupyter-server python3-ipykernel');
     await app.close();
     await jupyter.stop();
   });

@@ -3,10 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { DEFAULT_TOOLS, UnknownWorkspaceError, commandLine, descendants, memoryUidAllocator, type UidAllocator } from '@codeagent/sandbox';
+import type { ErrorBody } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
 import type { Kernels } from './kernels-factory.js';
 import type { SandboxedServers } from './servers.js';
-import { startTestKernels } from './testing.js';
+import { startTestKernels, type ExecuteAnswer, type ListKernelsAnswer, type RunNotebookAnswer, type StartKernelAnswer } from './testing.js';
 
 const TOKEN = 'runtime-sandbox-test-token';
 /** Warnings of the runtime, kept for the tests that expect one. */
@@ -43,7 +44,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
   const start = async (workspace_id?: string) => {
     const res = await act({ action: 'start_kernel', ...(workspace_id ? { workspace_id } : {}) });
     expect(res.statusCode, res.body).toBe(200);
-    return res.json().kernel_id as string;
+    return res.json<StartKernelAnswer>().kernel_id;
   };
   const run = (kernel_id: string, code: string, timeout_seconds = 60) => act({ action: 'execute', kernel_id, code, timeout_seconds });
 
@@ -60,7 +61,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     const a = await start(WS_A);
     const b = await start(WS_B);
     const scratch = await start();
-    expect((await run(a, 'open("/workspace/secret-a.txt", "w").write("only for A")\nimport os; print(os.getuid())')).json().status).toBe('ok');
+    expect((await run(a, 'open("/workspace/secret-a.txt", "w").write("only for A")\nimport os; print(os.getuid())')).json<ExecuteAnswer>().status).toBe('ok');
     const uidA = Number(text(await run(a, 'import os; print(os.getuid())')));
     const uidB = Number(text(await run(b, 'import os; print(os.getuid())')));
     const uidScratch = Number(text(await run(scratch, 'import os; print(os.getuid())')));
@@ -71,7 +72,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     expect(text(await run(b, 'import os; print(sorted(os.listdir("/workspace")))'))).toBe('[]\n');
     expect(text(await run(scratch, 'import os; print(os.path.exists("/workspace/secret-a.txt"))'))).toBe('False\n');
     expect(text(await run(a, 'print(open("/workspace/secret-a.txt").read())'))).toBe('only for A\n');
-    const list = (await act({ action: 'list_kernels' })).json().kernels as { kernel_id: string; workspace_id: string | null }[];
+    const list = (await act({ action: 'list_kernels' })).json<ListKernelsAnswer>().kernels;
     expect(list).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ kernel_id: a, workspace_id: WS_A }),
@@ -116,9 +117,9 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
       const res = await run(hog, 'x = bytearray(1024 * 1024 * 1024)\nprint("survived")');
       expect(res.statusCode).toBe(200);
       expect(res.json()).toMatchObject({ status: 'error', kernel_died: true });
-      const err = res.json().outputs.find((o: { output_type: string }) => o.output_type === 'error');
+      const err = res.json<ExecuteAnswer>().outputs.find((o) => o.output_type === 'error');
       expect(err).toMatchObject({ ename: 'DeadKernelError' });
-      expect(err.evalue).toMatch(/ran out of memory.*KERNEL_MEMORY_MB/);
+      expect(err?.evalue).toMatch(/ran out of memory.*KERNEL_MEMORY_MB/);
       expect(text(res)).not.toContain('survived');
       // the neighbour kept its state; the hog's kernel was restarted and works again
       expect(text(await run(neighbour, 'print(keep + 1)'))).toBe('42\n');
@@ -167,7 +168,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     const res = await run(victim, 'import os, signal, time\nos.kill(-1, signal.SIGKILL)\ntime.sleep(20)', 30);
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ status: 'error', kernel_died: true });
-    expect(res.json().outputs.at(-1)).toMatchObject({ ename: 'DeadKernelError' });
+    expect(res.json<ExecuteAnswer>().outputs.at(-1)).toMatchObject({ ename: 'DeadKernelError' });
     // the kernel is gone with its server; the workspace gets a new server on the next start
     expect([404, 200]).toContain((await run(victim, '1')).statusCode);
     const again = await start(WS_A);
@@ -231,10 +232,10 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     ];
     const res = await act({ action: 'run_notebook', notebook, workspace_id: WS_B, notebook_path: 'jobs/sum.ipynb', files });
     expect(res.statusCode, res.body).toBe(200);
-    const body = res.json();
+    const body = res.json<RunNotebookAnswer>();
     expect(body.status).toBe('ok');
-    expect(body.notebook.cells[0].outputs[0].text).toBe('jobs\n3\n');
-    const got = Object.fromEntries((body.files as { path: string; content_base64: string }[]).map((f) => [f.path, Buffer.from(f.content_base64, 'base64')]));
+    expect(body.notebook.cells[0]?.outputs[0]?.text).toBe('jobs\n3\n');
+    const got = Object.fromEntries((body.files ?? []).map((f) => [f.path, Buffer.from(f.content_base64, 'base64')]));
     expect(Object.keys(got).sort()).toEqual(['data/in.csv', 'jobs/out/deep/x.bin', 'jobs/result.txt']);
     expect(got['jobs/result.txt']!.toString()).toBe('6');
     expect(got['data/in.csv']!.toString()).toBe('1\n2\n3\n4\n');
@@ -260,8 +261,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
       body: JSON.stringify({ action: 'run_notebook', notebook, workspace_id: WS_C }),
       signal: caller.signal,
     }).catch((err: Error) => err);
-    const kernelsOfC = async () =>
-      ((await act({ action: 'list_kernels' })).json().kernels as { workspace_id: string }[]).filter((k) => k.workspace_id === WS_C);
+    const kernelsOfC = async () => (await act({ action: 'list_kernels' })).json<ListKernelsAnswer>().kernels.filter((k) => k.workspace_id === WS_C);
     for (let i = 0; i < 200 && (await kernelsOfC()).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
     expect(await kernelsOfC()).toHaveLength(1);
     caller.abort();
@@ -282,8 +282,8 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     expect(tooMuch.statusCode).toBe(413);
     const writes = await act({ action: 'run_notebook', notebook, workspace_id: WS_B, files: [] });
     expect(writes.statusCode).toBe(200);
-    expect(writes.json().files).toEqual([]);
-    expect(writes.json().files_error).toMatch(/more than 16 MiB .*SANDBOX_FILES_MAX_BYTES/);
+    expect(writes.json<RunNotebookAnswer>().files).toEqual([]);
+    expect(writes.json<RunNotebookAnswer>().files_error).toMatch(/more than 16 MiB .*SANDBOX_FILES_MAX_BYTES/);
   }, 60_000);
 
   it('stops idle servers, and makes room under SANDBOX_MAX_SERVERS by stopping an idle one', async () => {
@@ -300,7 +300,7 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     const more = await act({ action: 'start_kernel', workspace_id: WS_C });
     expect(more.statusCode).toBe(503);
     expect(more.json()).toMatchObject({ error: 'kernel_unavailable' });
-    expect(more.json().message).toMatch(/SANDBOX_MAX_SERVERS=3/);
+    expect(more.json<ErrorBody>().message).toMatch(/SANDBOX_MAX_SERVERS=3/);
     // once the scratch server has no kernel, it is stopped to make room for C
     await act({ action: 'shutdown', kernel_id: s });
     const c = await start(WS_C);
@@ -321,8 +321,8 @@ describe('a machine where the sandbox cannot work', () => {
     for (const payload of [{ action: 'start_kernel' }, { action: 'run_notebook', notebook: { nbformat: 4, nbformat_minor: 5, metadata: {}, cells: [] } }]) {
       const res = await app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload });
       expect(res.statusCode).toBe(503);
-      expect(res.json().error).toBe('kernel_unavailable');
-      expect(res.json().message).toMatch(/apt-get install -y bubblewrap.*KERNEL_SANDBOX=off/);
+      expect(res.json<ErrorBody>().error).toBe('kernel_unavailable');
+      expect(res.json<ErrorBody>().message).toMatch(/apt-get install -y bubblewrap.*KERNEL_SANDBOX=off/);
     }
     await app.close();
     await k.stop();

@@ -3,10 +3,29 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '@codeagent/config';
 import { memoryUidAllocator, type Tools, type UidAllocator } from '@codeagent/sandbox';
 import { createKernels, type Kernels } from './kernels-factory.js';
+import type { ExecuteResult, KernelInfo, RunNotebookResult } from './kernels.js';
 import type { WorkspaceMounts } from './mounts.js';
 import type { LabHost } from './servers.js';
 
 const MiB = 1024 * 1024;
+
+/** An nbformat output as tests read it: the fields of every kind of `Output`, optional, so no narrowing is needed. */
+export interface AnyOutput {
+  output_type: string;
+  name?: string;
+  text?: string;
+  data?: Record<string, unknown>;
+  ename?: string;
+  evalue?: string;
+  traceback?: string[];
+}
+/** The answer of `execute`, with `AnyOutput`s. */
+export type ExecuteAnswer = Omit<ExecuteResult, 'outputs'> & { outputs: AnyOutput[] };
+/** The answer of `run_notebook`, with `AnyOutput`s in the executed notebook's cells. */
+export type RunNotebookAnswer = Omit<RunNotebookResult, 'notebook'> & { notebook: { cells: { outputs: AnyOutput[]; execution_count?: number | null }[] } };
+/** The answers of `start_kernel` and `list_kernels`. */
+export type StartKernelAnswer = { kernel_id: string };
+export type ListKernelsAnswer = { kernels: KernelInfo[] };
 
 /** Sandbox settings for tests: real sandboxes with small limits. */
 export function testSandboxSettings(over: Partial<Config['sandbox']> = {}): Config['sandbox'] {

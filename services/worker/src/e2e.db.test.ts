@@ -1,14 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { INTERNAL_TOKEN, bearer, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
+import { INTERNAL_TOKEN, bearer, startTestBackend, type RunDto, type ScheduleDto, type TestBackend, type WorkspaceDto } from '@codeagent/backend/testing';
 import { buildRuntimeApp, type Kernels } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
 import { databaseUidAllocator } from '@codeagent/sandbox';
-import { WorkspaceFiles } from '@codeagent/files';
+import { WorkspaceFiles, type VersionDto } from '@codeagent/files';
+import type { ListPage } from '@codeagent/service-kit';
 import type { FastifyInstance } from 'fastify';
 import { ScheduleWorker } from './worker.js';
 import { platformRunIO } from './server.js';
 import { runtimeClient } from '@codeagent/clients';
+
+/** A line of a run's log (worker.ts). */
+type LogEvent = { event: string; time: string; written?: string[] };
+/** An executed notebook as stored (nbformat 4), with the output fields these tests read. */
+type Executed = { cells: { outputs: { output_type: string; text?: string; data?: Record<string, string> }[]; metadata: { tags?: string[] } }[] };
 
 // The components' log lines, kept to explain a failure (printed by the test that fails).
 const logLines: string[] = [];
@@ -47,7 +53,9 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       runTimeoutSeconds: 900,
       filesMaxBytes: 16 * 1024 * 1024,
     });
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'e2e' } })).json().id;
+    ws = (
+      await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'e2e' } })
+    ).json<WorkspaceDto>().id;
     const put = (path: string, body: string) =>
       b.app.inject({
         method: 'PUT',
@@ -63,8 +71,8 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
   afterAll(async () => {
     // A failed test may leave a run holding the runtime (the 600 s sleep): cancel what is left,
     // so that the worker aborts its runtime call and the runtime can close.
-    const left = (await api('runs?status=running')).json().items as { id: string }[];
-    for (const run of [...left, ...((await api('runs?status=queued')).json().items as { id: string }[])]) await api(`runs/${run.id}/cancel`, 'POST');
+    const left = (await api('runs?status=running')).json<ListPage<RunDto>>().items;
+    for (const run of [...left, ...(await api('runs?status=queued')).json<ListPage<RunDto>>().items]) await api(`runs/${run.id}/cancel`, 'POST');
     await worker.stop(5000);
     await runtime.close();
     await jupyter.stop();
@@ -87,15 +95,15 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
   it('fires a schedule with a seconds field and shows the run, its log and the executed notebook', async () => {
     const schedule = await api('schedules', 'POST', { notebook_path: 'jobs/hello.ipynb', cron: '*/2 * * * * *' });
     expect(schedule.statusCode).toBe(201);
-    const scheduleId = schedule.json().id as string;
-    const run = await waitForRun(async () => (await api(`runs?schedule_id=${scheduleId}`)).json().items.at(-1));
+    const scheduleId = schedule.json<ScheduleDto>().id;
+    const run = await waitForRun(async () => (await api(`runs?schedule_id=${scheduleId}`)).json<ListPage<RunDto>>().items.at(-1));
     await api(`schedules/${scheduleId}`, 'PATCH', { enabled: false });
     // Ticks queued meanwhile would hold the worker's single slot: cancel them.
-    for (const queued of (await api(`runs?schedule_id=${scheduleId}&status=queued`)).json().items as { id: string }[]) {
+    for (const queued of (await api(`runs?schedule_id=${scheduleId}&status=queued`)).json<ListPage<RunDto>>().items) {
       await api(`runs/${queued.id}/cancel`, 'POST');
     }
 
-    const got = (await api(`runs/${run.id}`)).json();
+    const got = (await api(`runs/${run.id}`)).json<RunDto>();
     expect(got).toMatchObject({
       status: 'succeeded',
       schedule_id: scheduleId,
@@ -103,14 +111,14 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       output_path: `jobs/hello.runs/${run.id}.ipynb`,
       log_key: `${ws}/${run.id}.log`,
     });
-    expect(Date.parse(got.finished_at)).toBeGreaterThanOrEqual(Date.parse(got.started_at));
+    expect(Date.parse(got.finished_at ?? '')).toBeGreaterThanOrEqual(Date.parse(got.started_at ?? ''));
 
     const logRes = await api(`runs/${run.id}/log`);
     expect(logRes.statusCode).toBe(200);
     const events = logRes.body
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l));
+      .map((l) => JSON.parse(l) as LogEvent);
     expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'executed', 'stored', 'finished']);
     // This runtime does not mount the workspace: it asked for the files, and the worker copied them in.
     expect(events.find((e) => e.event === 'executed')).toMatchObject({ files_copied_in: expect.any(Number) });
@@ -122,23 +130,23 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       headers: bearer(b.adminToken),
     });
     expect(executed.statusCode).toBe(200);
-    const cells = JSON.parse(executed.body).cells;
-    expect(cells[1].outputs[0]).toMatchObject({ output_type: 'stream', text: 'hi 42\n' });
+    const cells = (JSON.parse(executed.body) as Executed).cells;
+    expect(cells[1]!.outputs[0]).toMatchObject({ output_type: 'stream', text: 'hi 42\n' });
   }, 90_000);
 
   it('runs now with parameters, and records a failing notebook as failed with its error', async () => {
     const ok = await api('runs', 'POST', { notebook_path: 'jobs/hello.ipynb', parameters: { greeting: 'hello' } });
     expect(ok.statusCode).toBe(202);
     const bad = await api('runs', 'POST', { notebook_path: 'jobs/broken.ipynb' });
-    const okRun = await waitForRun(async () => (await api(`runs/${ok.json().id}`)).json());
-    const badRun = await waitForRun(async () => (await api(`runs/${bad.json().id}`)).json());
+    const okRun = await waitForRun(async () => (await api(`runs/${ok.json<RunDto>().id}`)).json<RunDto>());
+    const badRun = await waitForRun(async () => (await api(`runs/${bad.json<RunDto>().id}`)).json<RunDto>());
     expect(okRun.status).toBe('succeeded');
     const out = await b.app.inject({
       method: 'GET',
       url: `/api/v1/data-resources/${ws}/objects/jobs/hello.runs/${okRun.id}.ipynb`,
       headers: bearer(b.adminToken),
     });
-    const cells = JSON.parse(out.body).cells as { outputs: { text?: string }[]; metadata: { tags?: string[] } }[];
+    const cells = (JSON.parse(out.body) as Executed).cells;
     expect(cells[1]!.metadata.tags).toEqual(['injected-parameters']);
     expect(cells[2]!.outputs[0]!.text).toBe('hello 42\n');
     expect(badRun).toMatchObject({ status: 'failed', error: 'ZeroDivisionError: division by zero' });
@@ -153,16 +161,16 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
           headers: { 'x-internal-service-token': INTERNAL_TOKEN },
           payload: { action: 'list_kernels' },
         })
-      ).json().kernels;
+      ).json<{ kernels: { kernel_id: string; execution_state: string }[] }>().kernels;
     const queued = await api('runs', 'POST', { notebook_path: 'jobs/sleep.ipynb' });
     expect(queued.statusCode).toBe(202);
-    const id = queued.json().id as string;
+    const id = queued.json<RunDto>().id;
     // Wait until the run is on its kernel (a sandboxed kernel starts in seconds; one that hangs
     // at its start is replaced by the runtime after 60 s).
     const deadline = Date.now() + 90_000;
     let busy: string | undefined;
     while (!busy && Date.now() < deadline) {
-      const run = (await api(`runs/${id}`)).json();
+      const run = (await api(`runs/${id}`)).json<RunDto>();
       if (run.status === 'running') {
         // The run's kernel is the workspace's only one (earlier runs shut theirs down before they
         // ended). Its execution_state is jupyter_server's view, which can stay 'starting' while
@@ -173,7 +181,7 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       if (!busy) await new Promise((r) => setTimeout(r, 200));
     }
     if (!busy) {
-      const runs = (await api('runs')).json().items as { id: string; status: string; notebook_path: string }[];
+      const runs = (await api('runs')).json<ListPage<RunDto>>().items;
       expect.fail(
         `the sleeping notebook never ran on a busy kernel: runs ${JSON.stringify(runs.map((r) => [r.notebook_path, r.status]))}, kernels ${JSON.stringify(await kernels())}, log:\n${logLines.slice(-15).join('')}`,
       );
@@ -194,16 +202,16 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
 
     // The single slot is free again: the next run goes through (the sleep would hold it 600 s).
     const next = await api('runs', 'POST', { notebook_path: 'jobs/hello.ipynb' });
-    const nextRun = await waitForRun(async () => (await api(`runs/${next.json().id}`)).json());
+    const nextRun = await waitForRun(async () => (await api(`runs/${next.json<RunDto>().id}`)).json<RunDto>());
     expect(nextRun.status).toBe('succeeded');
 
     // The cancelled run stays cancelled, with its log saying so; no executed notebook was stored.
-    const after = (await api(`runs/${id}`)).json();
+    const after = (await api(`runs/${id}`)).json<RunDto>();
     expect(after).toMatchObject({ status: 'cancelled', output_path: null, log_key: `${ws}/${id}.log` });
     const events = (await api(`runs/${id}/log`)).body
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { event: string });
+      .map((l) => JSON.parse(l) as LogEvent);
     expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'cancelled']);
   }, 150_000);
 
@@ -231,16 +239,16 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     ];
     expect((await put('jobs/ordinary.ipynb', notebook(cells), 'application/x-ipynb+json')).statusCode).toBe(201);
 
-    const first = (await api('runs', 'POST', { notebook_path: 'jobs/ordinary.ipynb' })).json();
-    const done = await waitForRun(async () => (await api(`runs/${first.id}`)).json());
+    const first = (await api('runs', 'POST', { notebook_path: 'jobs/ordinary.ipynb' })).json<RunDto>();
+    const done = await waitForRun(async () => (await api(`runs/${first.id}`)).json<RunDto>());
     expect(done).toMatchObject({ status: 'succeeded', error: null });
     const executed = JSON.parse(
       (await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/jobs/ordinary.runs/${first.id}.ipynb`, headers: bearer(b.adminToken) }))
         .body,
-    );
-    expect(executed.cells[0].outputs[0].text).toBe('rows 3 total 44\n');
-    const image = executed.cells[1].outputs.find((o: { output_type: string }) => o.output_type === 'display_data');
-    expect(Buffer.from(image.data['image/png'], 'base64').subarray(1, 4).toString()).toBe('PNG');
+    ) as Executed;
+    expect(executed.cells[0]!.outputs[0]!.text).toBe('rows 3 total 44\n');
+    const image = executed.cells[1]!.outputs.find((o) => o.output_type === 'display_data');
+    expect(Buffer.from(image!.data!['image/png']!, 'base64').subarray(1, 4).toString()).toBe('PNG');
     const result = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/reports/result.csv`, headers: bearer(b.adminToken) });
     expect(result.statusCode).toBe(200);
     expect(result.body).toBe('total\n44\n');
@@ -248,19 +256,19 @@ describe(`runs end to end (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const events = logRes.body
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l));
+      .map((l) => JSON.parse(l) as LogEvent);
     expect(events.find((e) => e.event === 'files')).toMatchObject({ written: ['reports/result.csv'] });
 
     // a second run with other data: the result is a new version of the same file
     expect((await put('data/sample.csv', 'x,y\n10,10\n')).statusCode).toBe(200);
-    const second = (await api('runs', 'POST', { notebook_path: 'jobs/ordinary.ipynb' })).json();
-    expect((await waitForRun(async () => (await api(`runs/${second.id}`)).json())).status).toBe('succeeded');
+    const second = (await api('runs', 'POST', { notebook_path: 'jobs/ordinary.ipynb' })).json<RunDto>();
+    expect((await waitForRun(async () => (await api(`runs/${second.id}`)).json<RunDto>())).status).toBe('succeeded');
     const versions = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/versions/reports/result.csv`, headers: bearer(b.adminToken) });
-    expect(versions.json().items).toHaveLength(2);
+    expect(versions.json<ListPage<VersionDto>>().items).toHaveLength(2);
     const latest = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/reports/result.csv`, headers: bearer(b.adminToken) });
     expect(latest.body).toBe('total\n100\n');
     // the input was only read: its versions are the two uploads, none from the runs
     const input = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/versions/data/sample.csv`, headers: bearer(b.adminToken) });
-    expect(input.json().items).toHaveLength(2);
+    expect(input.json<ListPage<VersionDto>>().items).toHaveLength(2);
   }, 120_000);
 });

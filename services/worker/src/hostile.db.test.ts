@@ -7,12 +7,13 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { INTERNAL_TOKEN, TEST_JWT_SECRET, bearer, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
+import { INTERNAL_TOKEN, TEST_JWT_SECRET, bearer, startTestBackend, type RunDto, type TestBackend, type WorkspaceDto } from '@codeagent/backend/testing';
 import { buildRuntimeApp, type Kernels } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
 import { databaseUidAllocator } from '@codeagent/sandbox';
 import { LocalObjectStore } from '@codeagent/storage';
-import { WorkspaceFiles } from '@codeagent/files';
+import { WorkspaceFiles, type ObjectDto } from '@codeagent/files';
+import type { ListPage } from '@codeagent/service-kit';
 import { ScheduleWorker } from './worker.js';
 import { platformRunIO } from './server.js';
 import { runtimeClient } from '@codeagent/clients';
@@ -132,7 +133,7 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'embedded')(
       }
 
       const newWorkspace = async (name: string) =>
-        (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name } })).json().id as string;
+        (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name } })).json<WorkspaceDto>().id;
       ws.a = await newWorkspace('hostile-a');
       ws.b = await newWorkspace('hostile-b');
       for (const probe of PROBES.filter((p) => p.ownWorkspace)) own.set(probe.name, await newWorkspace(`hostile-${probe.name}`));
@@ -146,7 +147,7 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'embedded')(
       params = {
         data_dir: dataDir,
         checkout: CHECKOUT,
-        other_blob: join(dataDir, 'storage', 'workspace', ws.b, stored.json().version_id),
+        other_blob: join(dataDir, 'storage', 'workspace', ws.b, stored.json<ObjectDto>().version_id),
         other_jupyter_socket: pool.sandbox.hostPath('/run/jupyter.sock'),
         other_kernel: otherKernel,
         jupyter_base_paths: [`/jupyter/${ws.a}/`, `/jupyter/${ws.b}/`],
@@ -235,14 +236,14 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'embedded')(
         const workspace = workspaceOf(probe);
         const queued = await api(workspace, 'runs', 'POST', { notebook_path: `probes/${probe.name}.ipynb` });
         expect(queued.statusCode).toBe(202);
-        runs.set(queued.json().id, { probe, workspace });
+        runs.set(queued.json<RunDto>().id, { probe, workspace });
       }
       const deadline = Date.now() + 540_000;
       const finished = new Map<string, { status: string; error: string | null; output_path: string | null }>();
       while (finished.size < runs.size && Date.now() < deadline) {
         for (const [id, { workspace }] of runs) {
           if (finished.has(id)) continue;
-          const run = (await api(workspace, `runs/${id}`)).json();
+          const run = (await api(workspace, `runs/${id}`)).json<RunDto>();
           if (!['queued', 'running'].includes(run.status)) finished.set(id, run);
         }
         await new Promise((r) => setTimeout(r, 500));
@@ -295,8 +296,9 @@ describe.runIf(process.env.CODEAGENT_TEST_DB === 'embedded')(
       expect(res.body).toMatchObject({ status: 'ok', outputs: [{ output_type: 'stream', text: '42\n' }] });
       await act({ action: 'shutdown', kernel_id: kernel });
       // no file a probe wrote came back into the workspace, other than the executed notebooks
-      const objects = (await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws.a}/objects?limit=1000`, headers: bearer(b.adminToken) })).json()
-        .items as { path: string }[];
+      const objects = (await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws.a}/objects?limit=1000`, headers: bearer(b.adminToken) })).json<
+        ListPage<ObjectDto>
+      >().items;
       expect(objects.filter((o) => !o.path.startsWith('probes/'))).toEqual([]);
     }, 120_000);
   },

@@ -126,7 +126,7 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       .get(`${workspaceId}/${ok.id}.log`)!
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l));
+      .map((l) => JSON.parse(l) as { event: string; time: string });
     expect(events.map((e) => e.event)).toEqual(['claimed', 'started', 'executed', 'stored', 'finished']);
     expect(events.every((e) => !Number.isNaN(Date.parse(e.time)))).toBe(true);
   });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import type { ErrorBody, ListPage } from '@codeagent/service-kit';
+import { bearer, createAndLogin, startTestBackend, type MemberDto, type TestBackend, type WorkspaceDto } from '../testing.js';
 
 /**
  * docs/contract/seed.md §3 rule 2 under concurrency: 50 parallel requests try to remove or demote the
@@ -22,7 +23,7 @@ describe(`last-admin rule under concurrency (${process.env.CODEAGENT_TEST_DB ?? 
   for (let round = 1; round <= 5; round++) {
     it(`round ${round}: 50 parallel removals and demotions leave exactly one admin`, async () => {
       const [u1, u2] = users as unknown as [{ id: string }, { id: string }];
-      const ws = (await api('POST', '/workspaces', { name: `race ${round}`, admin_user_id: u1.id })).json().id as string;
+      const ws = (await api('POST', '/workspaces', { name: `race ${round}`, admin_user_id: u1.id })).json<WorkspaceDto>().id;
       expect((await api('POST', `/workspaces/${ws}/members`, { user_id: u2.id, role: 'admin' })).statusCode).toBe(201);
 
       const requests = Array.from({ length: 50 }, (_, i) => {
@@ -35,10 +36,10 @@ describe(`last-admin rule under concurrency (${process.env.CODEAGENT_TEST_DB ?? 
       const statuses = results.map((r) => r.statusCode);
       // every answer is one of: done, last_admin refused, already gone
       expect(statuses.every((s) => [200, 204, 404, 409].includes(s))).toBe(true);
-      const refused = results.filter((r) => r.statusCode === 409).map((r) => r.json().error);
+      const refused = results.filter((r) => r.statusCode === 409).map((r) => r.json<ErrorBody>().error);
       expect(new Set(refused)).toEqual(new Set(['last_admin']));
 
-      const members = (await api('GET', `/workspaces/${ws}/members`)).json().items as { role: string }[];
+      const members = (await api('GET', `/workspaces/${ws}/members`)).json<ListPage<MemberDto>>().items;
       expect(members.filter((m) => m.role === 'admin')).toHaveLength(1);
     });
   }

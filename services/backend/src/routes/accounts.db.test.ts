@@ -1,7 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
+import type { ObjectDto } from '@codeagent/files';
+import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import { buildBackendApp } from '../app.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, INTERNAL_TOKEN, TEST_JWT_SECRET, bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import {
+  ADMIN_EMAIL,
+  ADMIN_PASSWORD,
+  INTERNAL_TOKEN,
+  TEST_JWT_SECRET,
+  bearer,
+  createAndLogin,
+  startTestBackend,
+  type MemberDto,
+  type TestBackend,
+  type UserDto,
+  type WorkspaceDto,
+} from '../testing.js';
 
 /** docs/contract/spec.md §4.5: user administration, immediate revocation of sessions, login throttling. */
 describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -63,7 +77,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       const other = await tokenOf('pw-wrong@example.com');
       const res = await inject('POST', '/auth/password', u.token, { current_password: 'not-the-password', new_password: 'a-new-password-1' });
       expect(res.statusCode).toBe(401);
-      expect(res.json().error).toBe('invalid_credentials');
+      expect(res.json<ErrorBody>().error).toBe('invalid_credentials');
       expect((await me(other)).statusCode).toBe(200);
       expect((await login('pw-wrong@example.com', 'password-123')).statusCode).toBe(200);
     });
@@ -72,11 +86,11 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       const u = await createAndLogin(b, 'pw-bad@example.com');
       const short = await inject('POST', '/auth/password', u.token, { current_password: 'password-123', new_password: 'short' });
       expect(short.statusCode).toBe(400);
-      expect(short.json()).toMatchObject({ error: 'invalid_request', fields: { new_password: expect.any(String) } });
+      expect(short.json()).toMatchObject({ error: 'invalid_request', fields: { new_password: expect.any(String) as unknown } });
       expect((await inject('POST', '/auth/password', u.token, { new_password: 'a-new-password-1' })).statusCode).toBe(400);
       const anonymous = await inject('POST', '/auth/password', undefined, { current_password: 'password-123', new_password: 'a-new-password-1' });
       expect(anonymous.statusCode).toBe(401);
-      expect(anonymous.json().error).toBe('unauthorized');
+      expect(anonymous.json<ErrorBody>().error).toBe('unauthorized');
     });
 
     it('throttles wrong current passwords like failed logins: a stolen session is no password oracle', async () => {
@@ -86,7 +100,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       }
       const locked = await inject('POST', '/auth/password', u.token, { current_password: 'password-123', new_password: 'a-new-password-1' });
       expect(locked.statusCode).toBe(429);
-      expect(locked.json().error).toBe('too_many_requests');
+      expect(locked.json<ErrorBody>().error).toBe('too_many_requests');
     });
   });
 
@@ -107,7 +121,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       const cookieSession = await tokenOf('patch-dis@example.com');
       const res = await admin('PATCH', `/users/${u.id}`, { disabled: true });
       expect(res.statusCode).toBe(200);
-      expect(Date.parse(res.json().disabled_at)).not.toBeNaN();
+      expect(Date.parse(res.json<UserDto>().disabled_at ?? '')).not.toBeNaN();
       expect((await me(u.token)).statusCode).toBe(401);
       expect((await inject('GET', '/auth/me', undefined, undefined, { cookie: `codeagent_session=${cookieSession}` })).statusCode).toBe(401);
       const right = await login('patch-dis@example.com', 'password-123');
@@ -118,12 +132,12 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       expect(right.json()).toEqual(unknown.json());
       expect(right.headers['set-cookie']).toBeUndefined();
       // Listed as disabled.
-      const listed = (await admin('GET', '/users?limit=1000')).json().items.find((x: { id: string }) => x.id === u.id);
-      expect(listed.disabled_at).toBe(res.json().disabled_at);
+      const listed = (await admin('GET', '/users?limit=1000')).json<ListPage<UserDto>>().items.find((x) => x.id === u.id);
+      expect(listed?.disabled_at).toBe(res.json<UserDto>().disabled_at);
 
       const enabled = await admin('PATCH', `/users/${u.id}`, { disabled: false });
       expect(enabled.statusCode).toBe(200);
-      expect(enabled.json().disabled_at).toBeNull();
+      expect(enabled.json<UserDto>().disabled_at).toBeNull();
       expect((await me(u.token)).statusCode).toBe(401);
       expect((await me(await tokenOf('patch-dis@example.com'))).statusCode).toBe(200);
     });
@@ -132,7 +146,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       const u = await createAndLogin(b, 'patch-bad@example.com');
       const role = await admin('PATCH', `/users/${u.id}`, { platform_role_id: 'wizard' });
       expect(role.statusCode).toBe(400);
-      expect(role.json().fields).toHaveProperty('platform_role_id');
+      expect(role.json<ErrorBody>().fields).toHaveProperty('platform_role_id');
       expect((await admin('PATCH', `/users/${u.id}`, { is_system_admin: true })).statusCode).toBe(400);
       expect((await admin('PATCH', `/users/${u.id}`, { disabled: 'yes' })).statusCode).toBe(400);
       expect((await admin('PATCH', `/users/${u.id}`, { name: '' })).statusCode).toBe(400);
@@ -144,25 +158,23 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       const u = await createAndLogin(b, 'patch-hostile@example.com');
       const res = await inject('PATCH', `/platform/users/${u.id}`, u.token, { platform_role_id: 'admin' });
       expect(res.statusCode).toBe(403);
-      expect(res.json().error).toBe('forbidden');
+      expect(res.json<ErrorBody>().error).toBe('forbidden');
       expect((await inject('PATCH', `/platform/users/${b.adminId}`, u.token, { disabled: true })).statusCode).toBe(403);
       expect((await inject('PATCH', `/platform/users/${u.id}`, undefined, { name: 'x' })).statusCode).toBe(401);
-      expect((await me(b.adminToken)).json().disabled_at).toBeNull();
+      expect((await me(b.adminToken)).json<UserDto>().disabled_at).toBeNull();
     });
 
     it('refuses to disable oneself (409 self_removal) and to demote or disable the last active system administrator (409 last_admin)', async () => {
       const self = await admin('PATCH', `/users/${b.adminId}`, { disabled: true });
       expect(self.statusCode).toBe(409);
-      expect(self.json().error).toBe('self_removal');
+      expect(self.json<ErrorBody>().error).toBe('self_removal');
       // Every other administrator of this file is demoted first: the bootstrap admin is the last one.
-      const others = (await admin('GET', '/users?limit=1000'))
-        .json()
-        .items.filter((x: { id: string; is_system_admin: boolean }) => x.is_system_admin && x.id !== b.adminId);
+      const others = (await admin('GET', '/users?limit=1000')).json<ListPage<UserDto>>().items.filter((x) => x.is_system_admin && x.id !== b.adminId);
       for (const o of others) expect((await admin('PATCH', `/users/${o.id}`, { platform_role_id: 'user' })).statusCode).toBe(200);
       const demote = await admin('PATCH', `/users/${b.adminId}`, { platform_role_id: 'user' });
       expect(demote.statusCode).toBe(409);
-      expect(demote.json().error).toBe('last_admin');
-      expect((await me(b.adminToken)).json().is_system_admin).toBe(true);
+      expect(demote.json<ErrorBody>().error).toBe('last_admin');
+      expect((await me(b.adminToken)).json<UserDto>().is_system_admin).toBe(true);
       // A disabled administrator does not count as one.
       const second = await createAndLogin(b, 'patch-admin2@example.com', 'admin');
       expect((await admin('PATCH', `/users/${second.id}`, { disabled: true })).statusCode).toBe(200);
@@ -209,7 +221,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   describe('DELETE /platform/users/{id}', () => {
     it('deletes the user and their memberships; their tokens end, what they wrote stays', async () => {
       const u = await createAndLogin(b, 'del-1@example.com');
-      const ws = (await admin('POST', '/workspaces', { name: 'del-ws' })).json().id as string;
+      const ws = (await admin('POST', '/workspaces', { name: 'del-ws' })).json<WorkspaceDto>().id;
       expect((await admin('POST', `/workspaces/${ws}/members`, { user_id: u.id, role: 'editor' })).statusCode).toBe(201);
       const put = await b.app.inject({
         method: 'PUT',
@@ -223,13 +235,13 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       expect(res.statusCode).toBe(204);
       expect((await me(u.token)).statusCode).toBe(401);
       expect((await login('del-1@example.com', 'password-123')).statusCode).toBe(401);
-      const members = (await admin('GET', `/workspaces/${ws}/members`)).json().items.map((m: { user_id: string }) => m.user_id);
+      const members = (await admin('GET', `/workspaces/${ws}/members`)).json<ListPage<MemberDto>>().items.map((m) => m.user_id);
       expect(members).not.toContain(u.id);
-      expect((await admin('GET', `/workspaces/${ws}`)).json().member_count).toBe(1);
+      expect((await admin('GET', `/workspaces/${ws}`)).json<WorkspaceDto>().member_count).toBe(1);
       const rows = await db().selectFrom('workspace_members').select('user_id').where('user_id', '=', u.id).execute();
       expect(rows).toEqual([]);
       const object = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects?prefix=by-deleted`, headers: bearer(b.adminToken) });
-      expect(object.json().items).toEqual([expect.objectContaining({ path: 'by-deleted.txt', updated_by: null })]);
+      expect(object.json<ListPage<ObjectDto>>().items).toEqual([expect.objectContaining({ path: 'by-deleted.txt', updated_by: null })]);
       expect((await admin('DELETE', `/users/${u.id}`)).statusCode).toBe(404);
       // The email is free again.
       expect((await admin('POST', '/users', { email: 'del-1@example.com', name: 'again', password: 'password-123' })).statusCode).toBe(201);
@@ -238,15 +250,15 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     it('refuses oneself (409 self_removal) and the last admin of a workspace (409 last_admin), changing nothing', async () => {
       const self = await admin('DELETE', `/users/${b.adminId}`);
       expect(self.statusCode).toBe(409);
-      expect(self.json().error).toBe('self_removal');
+      expect(self.json<ErrorBody>().error).toBe('self_removal');
 
       const u = await createAndLogin(b, 'del-last@example.com');
-      const ws = (await admin('POST', '/workspaces', { name: 'only-admin', admin_user_id: u.id })).json().id as string;
+      const ws = (await admin('POST', '/workspaces', { name: 'only-admin', admin_user_id: u.id })).json<WorkspaceDto>().id;
       const res = await admin('DELETE', `/users/${u.id}`);
       expect(res.statusCode).toBe(409);
-      expect(res.json().error).toBe('last_admin');
+      expect(res.json<ErrorBody>().error).toBe('last_admin');
       expect((await me(u.token)).statusCode).toBe(200);
-      expect((await admin('GET', `/workspaces/${ws}/members`)).json().items.map((m: { user_id: string }) => m.user_id)).toEqual([u.id]);
+      expect((await admin('GET', `/workspaces/${ws}/members`)).json<ListPage<MemberDto>>().items.map((m) => m.user_id)).toEqual([u.id]);
       // A soft-deleted workspace does not hold its admins back.
       expect((await admin('DELETE', `/workspaces/${ws}`)).statusCode).toBe(204);
       expect((await admin('DELETE', `/users/${u.id}`)).statusCode).toBe(204);
@@ -263,7 +275,7 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       for (let round = 0; round < 3; round++) {
         const x = await createAndLogin(b, `race-x${round}@example.com`);
         const y = await createAndLogin(b, `race-y${round}@example.com`);
-        const ws = (await admin('POST', '/workspaces', { name: `race ${round}`, admin_user_id: x.id })).json().id as string;
+        const ws = (await admin('POST', '/workspaces', { name: `race ${round}`, admin_user_id: x.id })).json<WorkspaceDto>().id;
         expect((await admin('POST', `/workspaces/${ws}/members`, { user_id: y.id, role: 'admin' })).statusCode).toBe(201);
         const results = await Promise.all([
           admin('DELETE', `/users/${x.id}`),
@@ -272,9 +284,9 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
           admin('PATCH', `/workspaces/${ws}/members/${y.id}`, { role: 'viewer' }),
         ]);
         for (const r of results) expect([200, 204, 404, 409]).toContain(r.statusCode);
-        const refused = results.filter((r) => r.statusCode === 409).map((r) => r.json().error);
+        const refused = results.filter((r) => r.statusCode === 409).map((r) => r.json<ErrorBody>().error);
         expect(new Set(refused)).toEqual(new Set(['last_admin']));
-        const admins = (await admin('GET', `/workspaces/${ws}/members`)).json().items.filter((m: { role: string }) => m.role === 'admin');
+        const admins = (await admin('GET', `/workspaces/${ws}/members`)).json<ListPage<MemberDto>>().items.filter((m) => m.role === 'admin');
         expect(admins).toHaveLength(1);
       }
     });

@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SignJWT } from 'jose';
 import { issueUserToken } from '@codeagent/auth';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_JWT_SECRET, bearer, startTestBackend, type TestBackend } from '../testing.js';
+import type { ErrorBody } from '@codeagent/service-kit';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, TEST_JWT_SECRET, bearer, startTestBackend, type TestBackend, type UserDto, type WorkspaceDto } from '../testing.js';
+
+/** The answer of `POST /auth/login` (routes/auth.ts). */
+type Login = { access_token: string; token_type: string; expires_in: number; is_system_admin: boolean; user: UserDto };
 
 describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
@@ -17,7 +21,7 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   it('logs in with email and password and answers the token, user and is_system_admin', async () => {
     const res = await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: 'ADMIN@localhost', password: ADMIN_PASSWORD } });
     expect(res.statusCode).toBe(200);
-    const body = res.json();
+    const body = res.json<Login>();
     expect(body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, is_system_admin: true });
     expect(body.user).toMatchObject({ email: ADMIN_EMAIL, platform_role_id: 'admin', is_system_admin: true });
     expect(Object.keys(body.user).sort()).toEqual(['created_at', 'disabled_at', 'email', 'id', 'is_system_admin', 'name', 'platform_role_id']);
@@ -48,7 +52,7 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(wrong.statusCode).toBe(401);
     expect(unknown.statusCode).toBe(401);
     expect(wrong.json()).toEqual(unknown.json());
-    expect(wrong.json().error).toBe('invalid_credentials');
+    expect(wrong.json<ErrorBody>().error).toBe('invalid_credentials');
   });
 
   it('takes similar time for an unknown email and a wrong password', async () => {
@@ -73,10 +77,10 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   it('rejects a malformed login body with 400 invalid_request and fields', async () => {
     const res = await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: ADMIN_EMAIL } });
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { password: expect.any(String) } });
+    expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { password: expect.any(String) as unknown } });
     const bad = await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', headers: { 'content-type': 'application/json' }, payload: '{"email":' });
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error).toBe('invalid_request');
+    expect(bad.json<ErrorBody>().error).toBe('invalid_request');
   });
 
   it('answers /auth/me with the user, is_system_admin and workspaces', async () => {
@@ -85,7 +89,7 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(res.json()).toMatchObject({ email: ADMIN_EMAIL, is_system_admin: true, workspaces: [] });
     const ws = await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'Mine' } });
     const after = await me(bearer(b.adminToken));
-    expect(after.json().workspaces).toEqual([{ id: ws.json().id, name: 'Mine', role: 'admin' }]);
+    expect(after.json<{ workspaces: unknown[] }>().workspaces).toEqual([{ id: ws.json<WorkspaceDto>().id, name: 'Mine', role: 'admin' }]);
   });
 
   it('accepts the session cookie instead of the header', async () => {
@@ -133,7 +137,7 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
 
   it('answers 401 unauthorized for a missing, malformed, tampered, foreign-key, alg-none or expired token', async () => {
     const [header, payload, signature] = b.adminToken.split('.') as [string, string, string];
-    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString()) as { sub: string };
     const elevated = Buffer.from(JSON.stringify({ ...claims, sub: '00000000-0000-0000-0000-000000000000' })).toString('base64url');
     const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url')}.${payload}.`;
     const foreign = await issueUserToken(claims.sub, 'another-secret-that-is-also-long-enough-000000', 3600);
@@ -163,7 +167,7 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     for (const headers of cases) {
       const res = await me(headers);
       expect(res.statusCode, JSON.stringify(headers)).toBe(401);
-      expect(res.json().error).toBe('unauthorized');
+      expect(res.json<ErrorBody>().error).toBe('unauthorized');
     }
     const badCookie = await b.app.inject({ method: 'GET', url: '/api/v1/auth/me', cookies: { codeagent_session: 'garbage' } });
     expect(badCookie.statusCode).toBe(401);
@@ -178,7 +182,7 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
 
   it('logs out: 204, clears the cookie, and the token stops working', async () => {
     const login = await b.app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
-    const token = login.json().access_token as string;
+    const token = login.json<Login>().access_token;
     const out = await b.app.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: bearer(token) });
     expect(out.statusCode).toBe(204);
     expect(String(out.headers['set-cookie'])).toMatch(/codeagent_session=;.*(Expires=Thu, 01 Jan 1970|Max-Age=0)/);
@@ -197,12 +201,12 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   it('serves an OpenAPI 3 document that lists the routes', async () => {
     const res = await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' });
     expect(res.statusCode).toBe(200);
-    const doc = res.json();
+    const doc = res.json<{ openapi: string; paths: Record<string, Record<string, { requestBody?: unknown }>> }>();
     expect(doc.openapi).toMatch(/^3\./);
     for (const path of ['/api/v1/auth/login', '/api/v1/auth/me', '/api/v1/platform/workspaces/{id}/members/{user_id}', '/api/v1/health']) {
       expect(Object.keys(doc.paths)).toContain(path);
     }
-    expect(doc.paths['/api/v1/auth/login'].post.requestBody).toBeDefined();
+    expect(doc.paths['/api/v1/auth/login']?.post?.requestBody).toBeDefined();
   });
 
   it('lists only public routes in the OpenAPI document: nothing under /internal/v1 (which still answers)', async () => {
@@ -219,7 +223,7 @@ describe(`auth routes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   it('answers 404 not_found for unknown routes and 405 for a wrong method, with x-request-id', async () => {
     const nf = await b.app.inject({ method: 'GET', url: '/api/v1/nope' });
     expect(nf.statusCode).toBe(404);
-    expect(nf.json().error).toBe('not_found');
+    expect(nf.json<ErrorBody>().error).toBe('not_found');
     expect(nf.headers['x-request-id']).toBeTruthy();
     const wrong = await b.app.inject({ method: 'DELETE', url: '/api/v1/auth/login' });
     expect(wrong.statusCode).toBe(405);

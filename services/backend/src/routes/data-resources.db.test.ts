@@ -3,6 +3,7 @@ import { request } from 'node:http';
 import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalObjectStore } from '@codeagent/storage';
+import type { ErrorBody } from '@codeagent/service-kit';
 import {
   INTERNAL_TOKEN,
   addMembers,
@@ -215,7 +216,7 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     ]) {
       const res = await raw(p);
       expect(res.status, p).toBe(400);
-      expect(JSON.parse(res.body).error).toBe('invalid_request');
+      expect((JSON.parse(res.body) as ErrorBody).error).toBe('invalid_request');
     }
     // The gateway refuses parent segments itself; they never reach a component.
     for (const p of ['a/../b', '%2e%2e/x', '../../../internal/v1/objects']) {
@@ -247,7 +248,7 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     for (const p of ['./dot-a', 'dot/./b', '%2E/dot-c', 'dot/%2e/d', '.%2fdot-e', 'dot/.', '%2e', '.\\dot-f', 'dot\\.\\g']) {
       const res = await rawPut(p);
       expect(res.status, p).toBe(400);
-      expect(JSON.parse(res.body).error, p).toBe('invalid_request');
+      expect((JSON.parse(res.body) as ErrorBody).error, p).toBe('invalid_request');
     }
     const listed = (await (await get('objects?prefix=dot')).json()) as { items: unknown[] };
     expect(listed.items).toEqual([]);

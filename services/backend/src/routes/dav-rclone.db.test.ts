@@ -91,7 +91,7 @@ describe.each(INGRESSES)(`rclone against the WebDAV tree through %s (${process.e
       listing
         .trim()
         .split('\n')
-        .map((l) => l.trim().split(/\s+/).reverse()),
+        .map((l) => l.trim().split(/\s+/).reverse() as [string, string]),
     );
     expect(sizes).toEqual({ 'a.txt': '5', 'sub/b.csv': '8', 'sub/deep/c.bin': String(big.length) });
     const stat = await fetch(`${base}/api/v1/data-resources/${ws}/objects/sub/deep/c.bin`, { method: 'HEAD', headers: bearer(editor.token) });

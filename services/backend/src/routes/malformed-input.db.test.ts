@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import type { ListPage } from '@codeagent/service-kit';
+import { bearer, createAndLogin, startTestBackend, type RunDto, type TestBackend, type WorkspaceDto } from '../testing.js';
 
 const b64 = (value: string) => Buffer.from(value).toString('base64url');
 const ID = '3f2c7a4e-9b1d-4c8e-a6f0-1d2e3f405162';
@@ -19,7 +20,7 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
         headers: bearer(b.adminToken),
         payload: { name: 'w', admin_user_id: editor.id },
       })
-    ).json().id;
+    ).json<WorkspaceDto>().id;
   });
   afterAll(async () => {
     await b.close();
@@ -62,7 +63,7 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
         const sep = url.includes('?') ? '&' : '?';
         const res = await b.app.inject({ method: 'GET', url: `${url}${sep}cursor=${encodeURIComponent(cursor)}`, headers: bearer(token) });
         expect(res.statusCode, `${url} ${why}`).toBe(400);
-        expect(res.json(), `${url} ${why}`).toMatchObject({ error: 'invalid_request', fields: { cursor: expect.any(String) } });
+        expect(res.json(), `${url} ${why}`).toMatchObject({ error: 'invalid_request', fields: { cursor: expect.any(String) as unknown } });
       }
     }
   });
@@ -76,9 +77,9 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       payload: `{"notebook_path":"a.ipynb","parameters":{"x":${deep}}}`,
     });
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { body: expect.stringMatching(/64/) } });
+    expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { body: expect.stringMatching(/64/) as unknown } });
     const runs = await b.app.inject({ method: 'GET', url: `/api/v1/workspaces/${ws}/runs`, headers: bearer(editor.token) });
-    expect(runs.json().items).toEqual([]);
+    expect(runs.json<ListPage<RunDto>>().items).toEqual([]);
     // The same depth limit on every JSON route, before authentication matters.
     const login = await b.app.inject({
       method: 'POST',

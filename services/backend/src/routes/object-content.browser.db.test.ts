@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, bearer, createAndLogin, startTestBackend, type TestBackend, type WorkspaceDto } from '../testing.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 
@@ -49,7 +49,9 @@ describe(`uploaded active content in Chromium (${process.env.CODEAGENT_TEST_DB ?
     b = await startTestBackend();
     const editor = await createAndLogin(b, 'mallory@example.com');
     // The administrator creates the workspace and is its admin member; the attacker edits in it.
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'shared' } })).json().id;
+    ws = (
+      await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'shared' } })
+    ).json<WorkspaceDto>().id;
     await b.app.inject({
       method: 'POST',
       url: `/api/v1/platform/workspaces/${ws}/members`,

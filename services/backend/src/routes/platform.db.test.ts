@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import type { ErrorBody, ListPage } from '@codeagent/service-kit';
+import { bearer, createAndLogin, startTestBackend, type MemberDto, type TestBackend, type UserDto, type WorkspaceDto } from '../testing.js';
 
 describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
@@ -34,23 +35,23 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     it('creates a system administrator with platform_role_id admin', async () => {
       const res = await api('POST', '/users', { email: 'root2@example.com', name: 'Root', password: 'password-123', platform_role_id: 'admin' });
       expect(res.statusCode).toBe(201);
-      expect(res.json().is_system_admin).toBe(true);
+      expect(res.json<UserDto>().is_system_admin).toBe(true);
     });
 
     it('refuses a duplicate email (case-insensitive) with 409 conflict', async () => {
       const res = await api('POST', '/users', { email: 'ALICE@example.com', name: 'A', password: 'password-123' });
       expect(res.statusCode).toBe(409);
-      expect(res.json().error).toBe('conflict');
+      expect(res.json<ErrorBody>().error).toBe('conflict');
     });
 
     it('validates the body: 400 invalid_request naming the fields', async () => {
       const res = await api('POST', '/users', { email: 'not-an-email', name: '', password: 'short' });
       expect(res.statusCode).toBe(400);
-      expect(res.json().error).toBe('invalid_request');
-      expect(Object.keys(res.json().fields)).toEqual(expect.arrayContaining(['email']));
+      expect(res.json<ErrorBody>().error).toBe('invalid_request');
+      expect(Object.keys(res.json<Required<ErrorBody>>().fields)).toEqual(expect.arrayContaining(['email']));
       const role = await api('POST', '/users', { email: 'dave@example.com', name: 'D', password: 'password-123', platform_role_id: 'wizard' });
       expect(role.statusCode).toBe(400);
-      expect(role.json().fields).toHaveProperty('platform_role_id');
+      expect(role.json<ErrorBody>().fields).toHaveProperty('platform_role_id');
       const extra = await api('POST', '/users', { email: 'erin@example.com', name: 'E', password: 'password-123', is_system_admin: true });
       expect(extra.statusCode).toBe(400);
     });
@@ -58,9 +59,9 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     it('lists users with limit and cursor', async () => {
       const all = await api('GET', '/users');
       expect(all.statusCode).toBe(200);
-      const total = all.json().items.length;
+      const total = all.json<ListPage<UserDto>>().items.length;
       expect(total).toBeGreaterThanOrEqual(4);
-      expect(all.json().next_cursor).toBeNull();
+      expect(all.json<ListPage<UserDto>>().next_cursor).toBeNull();
       const seen: string[] = [];
       let cursor: string | null = null;
       do {
@@ -69,7 +70,7 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
         seen.push(...page.items.map((u) => u.id));
         cursor = page.next_cursor;
       } while (cursor);
-      expect(seen).toEqual(all.json().items.map((u: { id: string }) => u.id));
+      expect(seen).toEqual(all.json<ListPage<UserDto>>().items.map((u) => u.id));
       expect((await api('GET', '/users?limit=0')).statusCode).toBe(400);
       expect((await api('GET', '/users?limit=1001')).statusCode).toBe(400);
       expect((await api('GET', '/users?cursor=garbage')).statusCode).toBe(400);
@@ -78,10 +79,10 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     it('forbids non-administrators (403) and anonymous callers (401)', async () => {
       const res = await api('GET', '/users', undefined, alice.token);
       expect(res.statusCode).toBe(403);
-      expect(res.json().error).toBe('forbidden');
+      expect(res.json<ErrorBody>().error).toBe('forbidden');
       const anon = await b.app.inject({ method: 'GET', url: '/api/v1/platform/users' });
       expect(anon.statusCode).toBe(401);
-      expect(anon.json().error).toBe('unauthorized');
+      expect(anon.json<ErrorBody>().error).toBe('unauthorized');
     });
   });
 
@@ -90,14 +91,14 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       const res = await api('POST', '/workspaces', { name: 'Research', description: 'papers' });
       expect(res.statusCode).toBe(201);
       expect(res.json()).toMatchObject({ name: 'Research', description: 'papers', deleted_at: null, member_count: 1 });
-      const members = (await api('GET', `/workspaces/${res.json().id}/members`)).json();
+      const members = (await api('GET', `/workspaces/${res.json<WorkspaceDto>().id}/members`)).json<ListPage<MemberDto>>();
       expect(members.items).toEqual([expect.objectContaining({ user_id: b.adminId, role: 'admin', email: 'admin@localhost' })]);
     });
 
     it('creates a workspace whose first admin is admin_user_id', async () => {
       const res = await api('POST', '/workspaces', { name: 'Alice WS', admin_user_id: alice.id });
       expect(res.statusCode).toBe(201);
-      const members = (await api('GET', `/workspaces/${res.json().id}/members`)).json();
+      const members = (await api('GET', `/workspaces/${res.json<WorkspaceDto>().id}/members`)).json<ListPage<MemberDto>>();
       expect(members.items).toEqual([expect.objectContaining({ user_id: alice.id, role: 'admin' })]);
       const unknown = await api('POST', '/workspaces', { name: 'x', admin_user_id: '00000000-0000-0000-0000-000000000000' });
       expect(unknown.statusCode).toBe(404);
@@ -113,23 +114,23 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(patched.statusCode).toBe(200);
       expect(patched.json()).toMatchObject({ name: 'After', description: 'changed' });
       expect((await api('PATCH', `/workspaces/${id}`, { name: '' })).statusCode).toBe(400);
-      expect((await api('GET', '/workspaces')).json().items.map((w: { id: string }) => w.id)).toContain(id);
+      expect((await api('GET', '/workspaces')).json<ListPage<WorkspaceDto>>().items.map((w) => w.id)).toContain(id);
 
       const del = await api('DELETE', `/workspaces/${id}`);
       expect(del.statusCode).toBe(204);
       expect((await api('DELETE', `/workspaces/${id}`)).statusCode).toBe(404);
       expect((await api('GET', `/workspaces/${id}`)).statusCode).toBe(404);
       expect((await api('PATCH', `/workspaces/${id}`, { name: 'x' })).statusCode).toBe(404);
-      expect((await api('GET', '/workspaces')).json().items.map((w: { id: string }) => w.id)).not.toContain(id);
-      const withDeleted = (await api('GET', '/workspaces?include_deleted=true')).json().items.find((w: { id: string }) => w.id === id);
-      expect(withDeleted.deleted_at).not.toBeNull();
+      expect((await api('GET', '/workspaces')).json<ListPage<WorkspaceDto>>().items.map((w) => w.id)).not.toContain(id);
+      const withDeleted = (await api('GET', '/workspaces?include_deleted=true')).json<ListPage<WorkspaceDto>>().items.find((w) => w.id === id);
+      expect(withDeleted?.deleted_at).not.toBeNull();
     });
 
     it('soft delete cascades to the members in the same transaction', async () => {
       const id = await newWorkspace('Cascade');
       await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'editor' });
       await api('POST', `/workspaces/${id}/members`, { user_id: bob.id, role: 'viewer' });
-      expect((await api('GET', `/workspaces/${id}`)).json().member_count).toBe(3);
+      expect((await api('GET', `/workspaces/${id}`)).json<WorkspaceDto>().member_count).toBe(3);
       await api('DELETE', `/workspaces/${id}`);
       const rows = await b.t.database.db.selectFrom('workspace_members').select(['user_id', 'deleted_at']).where('workspace_id', '=', id).execute();
       expect(rows).toHaveLength(3);
@@ -138,12 +139,12 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(rows[0]!.deleted_at!.getTime()).toBe(ws.deleted_at!.getTime());
       expect((await api('GET', `/workspaces/${id}/members`)).statusCode).toBe(404);
       const aliceMe = await b.app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: bearer(alice.token) });
-      expect(aliceMe.json().workspaces.map((w: { id: string }) => w.id)).not.toContain(id);
+      expect(aliceMe.json<{ workspaces: { id: string }[] }>().workspaces.map((w) => w.id)).not.toContain(id);
     });
 
     it('answers 404 for unknown and malformed ids', async () => {
       expect((await api('GET', '/workspaces/00000000-0000-0000-0000-000000000000')).statusCode).toBe(404);
-      expect((await api('GET', '/workspaces/not-a-uuid')).json().error).toBe('not_found');
+      expect((await api('GET', '/workspaces/not-a-uuid')).json<ErrorBody>().error).toBe('not_found');
     });
   });
 
@@ -154,32 +155,32 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(added.statusCode).toBe(201);
       expect(Object.keys(added.json()).sort()).toEqual(['created_at', 'email', 'name', 'role', 'updated_at', 'user_id', 'workspace_id']);
       expect(added.json()).toMatchObject({ workspace_id: id, user_id: alice.id, email: 'alice@example.com', role: 'editor' });
-      expect((await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'viewer' })).json().error).toBe('conflict');
+      expect((await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'viewer' })).json<ErrorBody>().error).toBe('conflict');
       expect((await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'viewer' })).statusCode).toBe(409);
       expect((await api('POST', `/workspaces/${id}/members`, { user_id: '00000000-0000-0000-0000-000000000000', role: 'viewer' })).statusCode).toBe(404);
       expect((await api('POST', `/workspaces/${id}/members`, { user_id: bob.id, role: 'owner' })).statusCode).toBe(400);
 
       const changed = await api('PATCH', `/workspaces/${id}/members/${alice.id}`, { role: 'admin' });
       expect(changed.statusCode).toBe(200);
-      expect(changed.json().role).toBe('admin');
+      expect(changed.json<MemberDto>().role).toBe('admin');
       expect((await api('PATCH', `/workspaces/${id}/members/${bob.id}`, { role: 'admin' })).statusCode).toBe(404);
 
-      const list = (await api('GET', `/workspaces/${id}/members`)).json();
-      expect(list.items.map((m: { user_id: string }) => m.user_id).sort()).toEqual([b.adminId, alice.id].sort());
+      const list = (await api('GET', `/workspaces/${id}/members`)).json<ListPage<MemberDto>>();
+      expect(list.items.map((m) => m.user_id).sort()).toEqual([b.adminId, alice.id].sort());
 
       expect((await api('DELETE', `/workspaces/${id}/members/${alice.id}`)).statusCode).toBe(204);
       expect((await api('DELETE', `/workspaces/${id}/members/${alice.id}`)).statusCode).toBe(404);
     });
 
     it('refuses to remove or demote the last admin with 409 last_admin', async () => {
-      const id = (await api('POST', '/workspaces', { name: 'Solo', admin_user_id: alice.id })).json().id;
+      const id = (await api('POST', '/workspaces', { name: 'Solo', admin_user_id: alice.id })).json<WorkspaceDto>().id;
       await api('POST', `/workspaces/${id}/members`, { user_id: bob.id, role: 'editor' });
       const demote = await api('PATCH', `/workspaces/${id}/members/${alice.id}`, { role: 'viewer' });
       expect(demote.statusCode).toBe(409);
-      expect(demote.json().error).toBe('last_admin');
+      expect(demote.json<ErrorBody>().error).toBe('last_admin');
       const remove = await api('DELETE', `/workspaces/${id}/members/${alice.id}`);
       expect(remove.statusCode).toBe(409);
-      expect(remove.json().error).toBe('last_admin');
+      expect(remove.json<ErrorBody>().error).toBe('last_admin');
       // an admin "changed" to admin is fine, and non-admins can go
       expect((await api('PATCH', `/workspaces/${id}/members/${alice.id}`, { role: 'admin' })).statusCode).toBe(200);
       expect((await api('DELETE', `/workspaces/${id}/members/${bob.id}`)).statusCode).toBe(204);
@@ -193,7 +194,7 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       await api('POST', `/workspaces/${id}/members`, { user_id: alice.id, role: 'admin' });
       const res = await api('DELETE', `/workspaces/${id}/members/${b.adminId}`);
       expect(res.statusCode).toBe(409);
-      expect(res.json().error).toBe('self_removal');
+      expect(res.json<ErrorBody>().error).toBe('self_removal');
       // demoting oneself is not removal
       expect((await api('PATCH', `/workspaces/${id}/members/${b.adminId}`, { role: 'editor' })).statusCode).toBe(200);
     });

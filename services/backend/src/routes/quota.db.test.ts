@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storedBytes } from '@codeagent/files';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import { bearer, createAndLogin, startTestBackend, type TestBackend, type WorkspaceDto } from '../testing.js';
 
 /** WORKSPACE_QUOTA_BYTES (docs/contract/spec.md §4.5): current objects + versions + trash, 507 beyond, nothing written. */
 describe(`workspace storage quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -18,8 +18,9 @@ describe(`workspace storage quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   });
 
   async function workspace(): Promise<string> {
-    const ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'quota' } })).json()
-      .id as string;
+    const ws = (
+      await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'quota' } })
+    ).json<WorkspaceDto>().id;
     await b.app.inject({
       method: 'POST',
       url: `/api/v1/platform/workspaces/${ws}/members`,

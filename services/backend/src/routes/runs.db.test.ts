@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
-import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from '../testing.js';
+import type { ErrorBody, ListPage } from '@codeagent/service-kit';
+import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type RunDto, type ScheduleDto, type TestBackend } from '../testing.js';
 
 describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
@@ -40,7 +41,7 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     for (const p of ['reports/daily.ipynb', 'a.ipynb', 'b.ipynb']) expect((await upload(p)).statusCode).toBe(201);
     const res = await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'reports/daily.ipynb', parameters: { day: '2026-11-22' } });
     expect(res.statusCode).toBe(202);
-    const run = res.json();
+    const run = res.json<RunDto>();
     for (const field of ['id', 'workspace_id', 'schedule_id', 'notebook_path', 'status', 'started_at', 'finished_at', 'error', 'log_key', 'output_path']) {
       expect(run).toHaveProperty(field);
     }
@@ -53,25 +54,25 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     });
     const got = await call(viewer.token, 'GET', `${ws}/runs/${run.id}`);
     expect(got.statusCode).toBe(200);
-    expect(got.json().id).toBe(run.id);
+    expect(got.json<RunDto>().id).toBe(run.id);
     const log = await call(viewer.token, 'GET', `${ws}/runs/${run.id}/log`);
     expect(log.statusCode).toBe(404);
   });
 
   it('lists runs newest first, filtered by status and schedule', async () => {
-    const first = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'a.ipynb' })).json();
-    const second = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'b.ipynb' })).json();
-    const list = (await call(viewer.token, 'GET', `${ws}/runs`)).json();
+    const first = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'a.ipynb' })).json<RunDto>();
+    const second = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'b.ipynb' })).json<RunDto>();
+    const list = (await call(viewer.token, 'GET', `${ws}/runs`)).json<ListPage<RunDto>>();
     const ids = list.items.map((r: { id: string }) => r.id);
     expect(ids.indexOf(second.id)).toBeLessThan(ids.indexOf(first.id));
-    expect((await call(viewer.token, 'GET', `${ws}/runs?status=queued`)).json().items.length).toBe(ids.length);
-    expect((await call(viewer.token, 'GET', `${ws}/runs?status=succeeded`)).json().items).toEqual([]);
+    expect((await call(viewer.token, 'GET', `${ws}/runs?status=queued`)).json<ListPage<RunDto>>().items.length).toBe(ids.length);
+    expect((await call(viewer.token, 'GET', `${ws}/runs?status=succeeded`)).json<ListPage<RunDto>>().items).toEqual([]);
     expect((await call(viewer.token, 'GET', `${ws}/runs?status=exploded`)).statusCode).toBe(400);
-    expect((await call(viewer.token, 'GET', `${ws}/runs?schedule_id=00000000-0000-0000-0000-000000000000`)).json().items).toEqual([]);
-    const page = (await call(viewer.token, 'GET', `${ws}/runs?limit=1`)).json();
+    expect((await call(viewer.token, 'GET', `${ws}/runs?schedule_id=00000000-0000-0000-0000-000000000000`)).json<ListPage<RunDto>>().items).toEqual([]);
+    const page = (await call(viewer.token, 'GET', `${ws}/runs?limit=1`)).json<ListPage<RunDto>>();
     expect(page.items).toHaveLength(1);
-    const next = (await call(viewer.token, 'GET', `${ws}/runs?limit=1&cursor=${page.next_cursor}`)).json();
-    expect(next.items[0].id).toBe(ids[1]);
+    const next = (await call(viewer.token, 'GET', `${ws}/runs?limit=1&cursor=${page.next_cursor}`)).json<ListPage<RunDto>>();
+    expect(next.items[0]!.id).toBe(ids[1]);
   });
 
   it('enforces membership: non-members 404, viewers read only, bad input 400', async () => {
@@ -79,7 +80,7 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     expect((await call(stranger.token, 'POST', `${ws}/runs`, { notebook_path: 'a.ipynb' })).statusCode).toBe(404);
     const denied = await call(viewer.token, 'POST', `${ws}/runs`, { notebook_path: 'a.ipynb' });
     expect(denied.statusCode).toBe(403);
-    expect(denied.json().error).toBe('forbidden');
+    expect(denied.json<ErrorBody>().error).toBe('forbidden');
     expect((await call(viewer.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', cron: '* * * * *' })).statusCode).toBe(403);
     expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'not-a-notebook.txt' })).statusCode).toBe(400);
     expect((await call(editor.token, 'GET', `${ws}/runs/00000000-0000-0000-0000-000000000000`)).statusCode).toBe(404);
@@ -90,7 +91,7 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     const five = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin' });
     expect(five.statusCode).toBe(201);
     expect(five.json()).toMatchObject({ cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin', enabled: true });
-    expect(Date.parse(five.json().next_run_at)).toBeGreaterThan(Date.now());
+    expect(Date.parse(five.json<ScheduleDto>().next_run_at ?? '')).toBeGreaterThan(Date.now());
     const six = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', cron: '30 */2 * * * *', enabled: false });
     expect(six.statusCode).toBe(201);
     expect(six.json()).toMatchObject({ timezone: 'UTC', enabled: false });
@@ -98,12 +99,12 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     for (const bad of [{ cron: '* * * *' }, { cron: '61 * * * *' }, { cron: '* * * * *', timezone: 'Mars/Olympus' }, { cron: 'every day' }]) {
       const res = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', ...bad });
       expect(res.statusCode, JSON.stringify(bad)).toBe(400);
-      expect(res.json().error).toBe('invalid_request');
+      expect(res.json<ErrorBody>().error).toBe('invalid_request');
     }
 
-    const id = five.json().id;
-    expect((await call(viewer.token, 'GET', `${ws}/schedules/${id}`)).json().id).toBe(id);
-    expect((await call(viewer.token, 'GET', `${ws}/schedules`)).json().items.length).toBe(2);
+    const id = five.json<ScheduleDto>().id;
+    expect((await call(viewer.token, 'GET', `${ws}/schedules/${id}`)).json<ScheduleDto>().id).toBe(id);
+    expect((await call(viewer.token, 'GET', `${ws}/schedules`)).json<ListPage<ScheduleDto>>().items.length).toBe(2);
     const patched = await call(editor.token, 'PATCH', `${ws}/schedules/${id}`, { cron: '*/5 * * * *', enabled: false });
     expect(patched.statusCode).toBe(200);
     expect(patched.json()).toMatchObject({ cron: '*/5 * * * *', enabled: false });
@@ -169,12 +170,12 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     for (const cron of ['* * * * * *', '*/10 * * * * *', '0,30 * * * * *']) {
       const res = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron });
       expect(res.statusCode, cron).toBe(400);
-      expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { cron: expect.stringMatching(/SCHEDULE_MIN_INTERVAL_SECONDS/) } });
-      expect(res.json().message).toMatch(/SCHEDULE_MIN_INTERVAL_SECONDS/);
+      expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { cron: expect.stringMatching(/SCHEDULE_MIN_INTERVAL_SECONDS/) as unknown } });
+      expect(res.json<ErrorBody>().message).toMatch(/SCHEDULE_MIN_INTERVAL_SECONDS/);
     }
     const ok = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '* * * * *' });
     expect(ok.statusCode).toBe(201);
-    expect((await call(editor.token, 'PATCH', `${ws}/schedules/${ok.json().id}`, { cron: '*/5 * * * * *' })).statusCode).toBe(400);
+    expect((await call(editor.token, 'PATCH', `${ws}/schedules/${ok.json<ScheduleDto>().id}`, { cron: '*/5 * * * * *' })).statusCode).toBe(400);
     // A schedule stored before the limit existed can still be switched off.
     const legacy = await b.t.database.db
       .insertInto('schedules')
@@ -191,13 +192,13 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     const missing = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'reports/missing.ipynb', cron: '0 9 * * *' });
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toMatchObject({ error: 'not_found' });
-    expect(missing.json().message).toContain('reports/missing.ipynb');
-    expect((await call(editor.token, 'GET', `${ws}/schedules`)).json().items).toEqual([]);
-    const s = (await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).json();
+    expect(missing.json<ErrorBody>().message).toContain('reports/missing.ipynb');
+    expect((await call(editor.token, 'GET', `${ws}/schedules`)).json<ListPage<ScheduleDto>>().items).toEqual([]);
+    const s = (await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).json<ScheduleDto>();
     const moved = await call(editor.token, 'PATCH', `${ws}/schedules/${s.id}`, { notebook_path: 'gone.ipynb' });
     expect(moved.statusCode).toBe(404);
-    expect(moved.json().message).toContain('gone.ipynb');
-    expect((await call(editor.token, 'GET', `${ws}/schedules/${s.id}`)).json().notebook_path).toBe('nb.ipynb');
+    expect(moved.json<ErrorBody>().message).toContain('gone.ipynb');
+    expect((await call(editor.token, 'GET', `${ws}/schedules/${s.id}`)).json<ScheduleDto>().notebook_path).toBe('nb.ipynb');
     expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'missing.ipynb' })).statusCode).toBe(404);
     for (const bad of ['../nb.ipynb', 'a/./nb.ipynb', '/nb.ipynb']) {
       expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: bad })).statusCode, bad).toBe(400);
@@ -212,11 +213,11 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     );
     expect(results.filter((r) => r.statusCode === 201)).toHaveLength(LIMITS.maxSchedulesPerWorkspace);
     const refused = results.filter((r) => r.statusCode !== 201);
-    expect(refused.every((r) => r.statusCode === 429 && r.json().error === 'too_many_requests')).toBe(true);
-    expect(refused[0]!.json().message).toMatch(/MAX_SCHEDULES_PER_WORKSPACE/);
-    expect((await call(viewer.token, 'GET', `${ws}/schedules`)).json().items).toHaveLength(LIMITS.maxSchedulesPerWorkspace);
+    expect(refused.every((r) => r.statusCode === 429 && r.json<ErrorBody>().error === 'too_many_requests')).toBe(true);
+    expect(refused[0]!.json<ErrorBody>().message).toMatch(/MAX_SCHEDULES_PER_WORKSPACE/);
+    expect((await call(viewer.token, 'GET', `${ws}/schedules`)).json<ListPage<ScheduleDto>>().items).toHaveLength(LIMITS.maxSchedulesPerWorkspace);
     // After a delete there is room again; another workspace has its own count.
-    const first = (await call(viewer.token, 'GET', `${ws}/schedules`)).json().items[0].id;
+    const first = (await call(viewer.token, 'GET', `${ws}/schedules`)).json<ListPage<ScheduleDto>>().items[0]!.id;
     expect((await call(editor.token, 'DELETE', `${ws}/schedules/${first}`)).statusCode).toBe(204);
     expect((await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).statusCode).toBe(201);
     const other = await workspace();
@@ -228,11 +229,11 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     const results = await Promise.all(Array.from({ length: 12 }, () => call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })));
     expect(results.filter((r) => r.statusCode === 202)).toHaveLength(LIMITS.maxQueuedRunsPerWorkspace);
     const refused = results.filter((r) => r.statusCode !== 202);
-    expect(refused.every((r) => r.statusCode === 429 && r.json().error === 'too_many_requests')).toBe(true);
-    expect(refused[0]!.json().message).toMatch(/MAX_QUEUED_RUNS_PER_WORKSPACE/);
-    const queued = (await call(viewer.token, 'GET', `${ws}/runs?status=queued`)).json().items;
+    expect(refused.every((r) => r.statusCode === 429 && r.json<ErrorBody>().error === 'too_many_requests')).toBe(true);
+    expect(refused[0]!.json<ErrorBody>().message).toMatch(/MAX_QUEUED_RUNS_PER_WORKSPACE/);
+    const queued = (await call(viewer.token, 'GET', `${ws}/runs?status=queued`)).json<ListPage<RunDto>>().items;
     expect(queued).toHaveLength(LIMITS.maxQueuedRunsPerWorkspace);
-    expect((await call(editor.token, 'POST', `${ws}/runs/${queued[0].id}/cancel`)).statusCode).toBe(200);
+    expect((await call(editor.token, 'POST', `${ws}/runs/${queued[0]!.id}/cancel`)).statusCode).toBe(200);
     expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).statusCode).toBe(202);
     expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).statusCode).toBe(429);
     const other = await workspace();
@@ -241,51 +242,51 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
 
   it('cancels a queued run (never claimed afterwards) and a running one; finished 409; viewer 403; stranger 404', async () => {
     const ws = await workspace();
-    const run = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    const run = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json<RunDto>();
     expect((await call(viewer.token, 'POST', `${ws}/runs/${run.id}/cancel`)).statusCode).toBe(403);
     expect((await call(stranger.token, 'POST', `${ws}/runs/${run.id}/cancel`)).statusCode).toBe(404);
     expect((await b.app.inject({ method: 'POST', url: `/api/v1/workspaces/${ws}/runs/${run.id}/cancel` })).statusCode).toBe(401);
     const cancelled = await call(editor.token, 'POST', `${ws}/runs/${run.id}/cancel`);
     expect(cancelled.statusCode).toBe(200);
     expect(cancelled.json()).toMatchObject({ id: run.id, status: 'cancelled', started_at: null });
-    expect(cancelled.json().finished_at).not.toBeNull();
+    expect(cancelled.json<RunDto>().finished_at).not.toBeNull();
     const again = await call(editor.token, 'POST', `${ws}/runs/${run.id}/cancel`);
     expect(again.statusCode).toBe(409);
-    expect(again.json().error).toBe('conflict');
+    expect(again.json<ErrorBody>().error).toBe('conflict');
     const claimed = await claimRuns(b.t.database.db, 'test-worker', 1000, 30);
     expect(claimed.map((r) => r.id)).not.toContain(run.id);
 
     // A running run: cancelled in the database at once; the worker can no longer complete it.
-    const running = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    const running = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json<RunDto>();
     expect((await claimRuns(b.t.database.db, 'test-worker', 1000, 30)).map((r) => r.id)).toContain(running.id);
     const stop = await call(editor.token, 'POST', `${ws}/runs/${running.id}/cancel`);
-    expect(stop.json()).toMatchObject({ status: 'cancelled' });
+    expect(stop.json<RunDto>()).toMatchObject({ status: 'cancelled' });
     expect(await completeRun(b.t.database.db, running.id, 'test-worker', { status: 'succeeded' })).toBe(false);
-    expect((await call(viewer.token, 'GET', `${ws}/runs/${running.id}`)).json().status).toBe('cancelled');
+    expect((await call(viewer.token, 'GET', `${ws}/runs/${running.id}`)).json<RunDto>().status).toBe('cancelled');
 
     // A finished run cannot be cancelled; unknown and malformed ids are 404.
-    const done = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    const done = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json<RunDto>();
     await claimRuns(b.t.database.db, 'test-worker', 1000, 30);
     expect(await completeRun(b.t.database.db, done.id, 'test-worker', { status: 'succeeded' })).toBe(true);
     const finished = await call(admin(), 'POST', `${ws}/runs/${done.id}/cancel`);
     expect(finished.statusCode).toBe(409);
-    expect(finished.json().message).toMatch(/succeeded/);
+    expect(finished.json<ErrorBody>().message).toMatch(/succeeded/);
     expect((await call(editor.token, 'POST', `${ws}/runs/00000000-0000-0000-0000-000000000000/cancel`)).statusCode).toBe(404);
     expect((await call(editor.token, 'POST', `${ws}/runs/not-a-run/cancel`)).statusCode).toBe(404);
     // Another workspace's run cannot be cancelled through this one.
     const other = await workspace();
-    const foreign = (await call(editor.token, 'POST', `${other}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    const foreign = (await call(editor.token, 'POST', `${other}/runs`, { notebook_path: 'nb.ipynb' })).json<RunDto>();
     expect((await call(editor.token, 'POST', `${ws}/runs/${foreign.id}/cancel`)).statusCode).toBe(404);
-    expect((await call(viewer.token, 'GET', `${other}/runs/${foreign.id}`)).json().status).toBe('queued');
+    expect((await call(viewer.token, 'GET', `${other}/runs/${foreign.id}`)).json<RunDto>().status).toBe('queued');
   });
 
   it('deleting a schedule cancels its queued runs and leaves other runs alone', async () => {
     const ws = await workspace();
-    const s = (await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).json();
+    const s = (await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).json<ScheduleDto>();
     const db = b.t.database.db;
     const ticks = [];
     for (let i = 0; i < 3; i++) ticks.push(await enqueueRun(db, { workspaceId: ws, notebookPath: 'nb.ipynb', scheduleId: s.id }));
-    const manual = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    const manual = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json<RunDto>();
     expect((await call(editor.token, 'DELETE', `${ws}/schedules/${s.id}`)).statusCode).toBe(204);
     const rows = await db
       .selectFrom('runs')
@@ -298,15 +299,15 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
       .execute();
     expect(rows.map((r) => r.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
     expect(rows[0]!.error).toMatch(/schedule was deleted/);
-    expect((await call(viewer.token, 'GET', `${ws}/runs/${manual.id}`)).json().status).toBe('queued');
+    expect((await call(viewer.token, 'GET', `${ws}/runs/${manual.id}`)).json<RunDto>().status).toBe('queued');
   });
 
   it('documents the cancel route in the OpenAPI document; another method on it is 405', async () => {
-    const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
-    expect(doc.paths['/api/v1/workspaces/{ws}/runs/{id}/cancel'].post.responses).toHaveProperty('409');
-    expect(doc.paths['/api/v1/workspaces/{ws}/runs'].post.responses).toHaveProperty('429');
+    const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json<{ paths: Record<string, Record<string, { responses: object }>> }>();
+    expect(doc.paths['/api/v1/workspaces/{ws}/runs/{id}/cancel']?.post?.responses).toHaveProperty('409');
+    expect(doc.paths['/api/v1/workspaces/{ws}/runs']?.post?.responses).toHaveProperty('429');
     const ws = await workspace();
-    const run = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json();
+    const run = (await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb' })).json<RunDto>();
     expect((await call(editor.token, 'GET', `${ws}/runs/${run.id}/cancel`)).statusCode).toBe(405);
   });
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import type { KyselyPlugin } from 'kysely';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from '../testing.js';
+import { bearer, createAndLogin, startTestBackend, type TestBackend, type UserDto } from '../testing.js';
 
 /**
  * Token checks are cached per token and forgotten through LISTEN/NOTIFY (decision 0082): the
@@ -86,7 +86,7 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
     await warm(u.token);
     expect((await other.inject({ method: 'GET', url: '/api/v1/platform/users', headers: bearer(u.token) })).statusCode).toBe(403);
     await b.app.inject({ method: 'PATCH', url: `/api/v1/platform/users/${u.id}`, headers: bearer(b.adminToken), payload: { platform_role_id: 'admin' } });
-    expect((await me(other, u.token)).json().platform_role_id).toBe('admin');
+    expect((await me(other, u.token)).json<UserDto>().platform_role_id).toBe('admin');
     expect((await other.inject({ method: 'GET', url: '/api/v1/platform/users', headers: bearer(u.token) })).statusCode).toBe(200);
     await b.app.inject({ method: 'PATCH', url: `/api/v1/platform/users/${u.id}`, headers: bearer(b.adminToken), payload: { platform_role_id: 'user' } });
     expect((await other.inject({ method: 'GET', url: '/api/v1/platform/users', headers: bearer(u.token) })).statusCode).toBe(403);
