@@ -470,11 +470,14 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
   });
 
   it('documents the versions list in the OpenAPI document (the list shape of VersionSchema); the content of a version still streams raw', async () => {
-    const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
-    const list = doc.paths['/api/v1/data-resources/{ws}/versions/{*}'].get.responses;
-    const schema = list['200'].content['application/json'].schema;
+    /** The parts of a JSON Schema (as OpenAPI shows it) this test reads. */
+    type Schema = { properties: Record<string, Schema>; items: Schema };
+    type Doc = { paths: Record<string, { get: { responses: Record<string, { content: Record<string, { schema: Schema }> }> } }> };
+    const doc = (await b.app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json<Doc>();
+    const list = doc.paths['/api/v1/data-resources/{ws}/versions/{*}']!.get.responses;
+    const schema = list['200']!.content['application/json']!.schema;
     expect(Object.keys(schema.properties).sort()).toEqual(['items', 'next_cursor']);
-    expect(Object.keys(schema.properties.items.items.properties).sort()).toEqual([
+    expect(Object.keys(schema.properties.items!.items.properties).sort()).toEqual([
       'content_type',
       'created_at',
       'created_by',
