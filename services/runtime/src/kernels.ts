@@ -669,9 +669,12 @@ export class KernelService implements WarmKernelSource {
       await Promise.race([server.forceStop(message).catch(() => undefined), new Promise((r) => setTimeout(r, RUN_GRACE_RESERVE_MS).unref())]);
     }
     const error: Output = { output_type: 'error', ename: 'TimeoutError', evalue: message, traceback: [] };
+    // The error goes where the run stood: the cell being executed, the first cell (before any ran),
+    // or after the last cell's outputs (ending the kernel, uploading the files).
     const code = executed.cells.filter((c) => c.cell_type === 'code');
-    const cell = state.cell ?? code.find((c) => !c.outputs?.length) ?? code.at(-1);
-    if (cell) cell.outputs = [...(state.cell === cell ? (cell.outputs ?? []) : []), error];
+    const ran = state.phase === 'ending its kernel' || state.phase === "uploading the run's files";
+    const cell = state.cell ?? (ran ? code.at(-1) : code[0]);
+    if (cell) cell.outputs = ran && !state.cell ? [...(cell.outputs ?? []), error] : [error];
     const result: RunNotebookResult = { status: 'error', notebook: executed, duration_ms: Date.now() - started };
     if (state.server?.files) [result.files, result.files_error] = [[], message];
     return result;

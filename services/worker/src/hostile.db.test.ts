@@ -39,13 +39,8 @@ interface Output {
 const textOf = (outputs: Output[]) => outputs.map((o) => o.text ?? (o.ename ? `${o.ename}: ${o.evalue}` : '')).join('');
 
 const fuse = existsSync('/dev/fuse') && existsSync('/usr/bin/rclone') && existsSync('/usr/bin/fusermount3') && process.getuid?.() === 0;
-/**
- * On mounted servers (decision 0141) CI runs the probes the mount changes something for (files,
- * the server's death with its mount, leftovers of a kernel, filling the mount's cache) and the
- * mount's own probes; CODEAGENT_HOSTILE_MOUNTED=all runs the whole corpus there (about 4 min more).
- */
-const MOUNTED_SUBSET = ['secrets-file', 'data-dir', 'other-workspace-storage', 'write-outside', 'kill-everything', 'fork-bomb', 'fill-workspace'];
-const mountedProbes = [...(process.env.CODEAGENT_HOSTILE_MOUNTED === 'all' ? PROBES : PROBES.filter((p) => MOUNTED_SUBSET.includes(p.name))), ...MOUNT_PROBES];
+/** On mounted servers (decision 0141): the whole corpus, and the probes of what the mount adds. */
+const mountedProbes = [...PROBES, ...MOUNT_PROBES];
 const MiB = 1024 * 1024;
 
 /** The loopback ports of the rclone remote controls running now (from their command lines). */
