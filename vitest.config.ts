@@ -56,6 +56,12 @@ const serialDb = [
   'services/backend/src/routes/accounts.db.test.ts',
   // 50 parallel transactions per round against one database, five rounds.
   'services/backend/src/domain/workspaces.concurrency.db.test.ts',
+  // A workspace mount that stops answering (SIGSTOPped rclone) mid-run: bounds of 20 s + 60 s grace, measured.
+  'services/worker/src/mount-hang.db.test.ts',
+  // The hostile corpus twice (unmounted, mounted): fork bombs, memory hogs and disk fills against
+  // the sandbox limits, kernel starts with 60 s deadlines. On a loaded machine (other test files
+  // beside it) the mounted half once lost kernels to a fork bomb's leftovers (decision 0141).
+  'services/worker/src/hostile.db.test.ts',
 ];
 
 /** Files run at once in the parallel group: one more than the cores (the tests mostly wait), at least 2. */

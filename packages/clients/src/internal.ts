@@ -112,9 +112,11 @@ export function runtimeClient<N = unknown>(runtimeUrl: string, token: string): R
                 }
               : {}),
           }),
-          // The runtime bounds the notebook itself; give it a margin to answer.
-          headersTimeout: (timeoutSeconds + 60) * 1000,
-          bodyTimeout: (timeoutSeconds + 60) * 1000,
+          // The runtime answers within the timeout plus its grace (RUN_GRACE_SECONDS, 60 s: ending
+          // the kernel, uploading the run's files, or force-stopping a server stuck on its mount);
+          // give it a margin beyond that, so the runtime's own answer (which says why) comes first.
+          headersTimeout: (timeoutSeconds + 90) * 1000,
+          bodyTimeout: (timeoutSeconds + 90) * 1000,
           // Aborting closes the connection; the runtime then stops the notebook's kernel.
           ...(signal ? { signal } : {}),
         });

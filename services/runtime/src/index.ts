@@ -1,15 +1,15 @@
 export { buildRuntimeApp } from './app.js';
 export type { RuntimeAppOptions } from './app.js';
-export { KernelService, UnknownKernelError } from './kernels.js';
+export { KernelService, UnknownKernelError, RUN_GRACE_SECONDS } from './kernels.js';
 export type { ExecuteResult, KernelInfo, Notebook, NotebookCell, Output, RunNotebookOptions, RunNotebookResult } from './kernels.js';
 export { KernelUnavailableError, INSTALL_HINT } from './jupyter-server.js';
-export { SandboxedServers, externalServer, ServerCapError } from './servers.js';
+export { SandboxedServers, externalServer, ServerCapError, SANDBOX_STOP_WAIT_MS } from './servers.js';
 export type { JupyterPool, JupyterServerRef, SandboxLimits } from './servers.js';
 export { createKernels } from './kernels-factory.js';
 export type { Kernels, KernelsOptions } from './kernels-factory.js';
 export type { SandboxFile, CollectedFile } from './contents.js';
 export { startRuntime } from './server.js';
-export { mountWorkspace, isMounted, RCLONE, INSTALL_MOUNT_HINT } from './workspace-mount.js';
+export { mountWorkspace, isMounted, detachMount, MountUnresponsiveError, RC_CALL_TIMEOUT_MS, RCLONE, INSTALL_MOUNT_HINT } from './workspace-mount.js';
 export type { WorkspaceMount, WorkspaceMountOptions, RemoteControl } from './workspace-mount.js';
 export { labProxy, progressPage } from './lab-proxy.js';
 export type { LabProxy, LabProxyOptions } from './lab-proxy.js';

@@ -5,6 +5,7 @@ import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSaf
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
 import { KernelChannels, readConnection } from './kernel-channels.js';
+import { MountUnresponsiveError } from './workspace-mount.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { WarmKernelPool, type WarmKernelSource, type WarmPoolOptions } from './warm-pool.js';
 
@@ -74,6 +75,14 @@ export interface RunNotebookOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** Where a run stands (for the message of a run that outlived its hard deadline). */
+interface RunState {
+  server: JupyterServerRef | undefined;
+  /** The cell being executed. */
+  cell: NotebookCell | undefined;
+  phase: string;
+}
+
 export interface RunNotebookResult {
   status: 'ok' | 'error';
   notebook: Notebook;
@@ -85,6 +94,17 @@ export interface RunNotebookResult {
 }
 
 const INTERRUPT_GRACE_MS = 5000;
+/**
+ * How long a run may take beyond its timeout before the runtime gives up on it: ending its kernel
+ * and uploading what it wrote (the mount's flush, at most 60 s) fit in it. A run still going then
+ * is stuck on something that never answers (a workspace mount whose rclone stopped: user code, the
+ * kernel's shutdown and the flush all wait on it for ever): its workspace's server is force-stopped
+ * (mount killed first) and the run answered as failed. The worker waits longer than this (the
+ * runtime client's time-out is the timeout plus 90 s), so it gets this answer, not a time-out of its own.
+ */
+export const RUN_GRACE_SECONDS = 60;
+/** Within the grace: what ending the kernel and the flush leave for the server's forced stop and the answer. */
+const RUN_GRACE_RESERVE_MS = 10_000;
 /** A kernel starts in about a second (three in its sandbox on a loaded machine). */
 const KERNEL_START_TIMEOUT_MS = 60_000;
 /** Output one execution may produce (text and data together); beyond it the cell is interrupted, so no cell can flood the runtime's memory. */
@@ -412,7 +432,8 @@ export class KernelService implements WarmKernelSource {
           this.dropChannels(kernelId);
           return { status: 'error', outputs, execution_count: executionCount, kernel_died: true };
         }
-        await conn.interrupt().catch(() => undefined);
+        // Both bounded: the interrupt goes through the Jupyter server, which may itself be stuck (on a mount that stopped answering).
+        await Promise.race([conn.interrupt().catch(() => undefined), new Promise((r) => setTimeout(r, INTERRUPT_GRACE_MS))]);
         await Promise.race([future.done.catch(() => undefined), new Promise((r) => setTimeout(r, INTERRUPT_GRACE_MS))]);
         if (first.kind === 'aborted') {
           outputs.push({ output_type: 'error', ename: 'CancelledError', evalue: 'the execution was cancelled', traceback: [] });
@@ -674,10 +695,59 @@ export class KernelService implements WarmKernelSource {
     return this.opts.startTimeoutMs ?? KERNEL_START_TIMEOUT_MS;
   }
 
+  /**
+   * Runs a notebook (runNotebookNow), answering within `timeoutSeconds` plus RUN_GRACE_SECONDS
+   * whatever happens: past that, the run's workspace server is force-stopped (its mount killed
+   * first) and the run answered as failed with a TimeoutError that says so.
+   */
   async runNotebook(notebook: Notebook, timeoutSeconds = 600, opts: RunNotebookOptions = {}): Promise<RunNotebookResult> {
     const started = Date.now();
+    const hardDeadline = started + (timeoutSeconds + RUN_GRACE_SECONDS) * 1000;
     const executed: Notebook = structuredClone(notebook);
+    const state: RunState = { server: undefined, cell: undefined, phase: 'starting' };
+    const running = this.runNotebookNow(executed, timeoutSeconds, opts, started, hardDeadline, state);
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), Math.max(0, hardDeadline - Date.now()))));
+    try {
+      const first = await Promise.race([running, expired]);
+      if (first !== 'expired') return first;
+    } finally {
+      clearTimeout(timer);
+    }
+    // Stuck: never on user code alone (cells are bounded by the timeout), but on something that does not answer.
+    running.catch(() => undefined);
+    const message =
+      `the run did not end within its timeout (${timeoutSeconds} s) plus ${RUN_GRACE_SECONDS} s while ${state.phase}: ` +
+      `the workspace's Jupyter server or its file mount stopped answering, so the server was stopped (with its kernels and its mount; ` +
+      `files not uploaded yet are lost); the next run starts a fresh one`;
+    this.log?.warn({ workspace_id: opts.workspaceId ?? null, phase: state.phase }, 'a run outlived its timeout and grace: force-stopping its server');
+    // Stuck before it had a server: the server's start is bounded by its own time-outs, nothing to stop.
+    const server = state.server;
+    if (server?.forceStop) {
+      await Promise.race([server.forceStop(message).catch(() => undefined), new Promise((r) => setTimeout(r, RUN_GRACE_RESERVE_MS).unref())]);
+    }
+    const error: Output = { output_type: 'error', ename: 'TimeoutError', evalue: message, traceback: [] };
+    // The error goes where the run stood: the cell being executed, the first cell (before any ran),
+    // or after the last cell's outputs (ending the kernel, uploading the files).
+    const code = executed.cells.filter((c) => c.cell_type === 'code');
+    const ran = state.phase === 'ending its kernel' || state.phase === "uploading the run's files";
+    const cell = state.cell ?? (ran ? code.at(-1) : code[0]);
+    if (cell) cell.outputs = ran && !state.cell ? [...(cell.outputs ?? []), error] : [error];
+    const result: RunNotebookResult = { status: 'error', notebook: executed, duration_ms: Date.now() - started };
+    if (state.server?.files) [result.files, result.files_error] = [[], message];
+    return result;
+  }
+
+  private async runNotebookNow(
+    executed: Notebook,
+    timeoutSeconds: number,
+    opts: RunNotebookOptions,
+    started: number,
+    hardDeadline: number,
+    state: RunState,
+  ): Promise<RunNotebookResult> {
     const server = await this.pool.server(opts.workspaceId);
+    state.server = server;
     const contents = new Contents(server.settings);
     let runDir: string | undefined;
     let stamps = new Map<string, string>();
@@ -707,6 +777,7 @@ export class KernelService implements WarmKernelSource {
     }
     const notebookDir = opts.notebookPath && isSafeRelativePath(opts.notebookPath) ? opts.notebookPath.split('/').slice(0, -1).join('/') : '';
     const cwd = runDir ? [runDir, notebookDir].filter(Boolean).join('/') : live && notebookDir ? notebookDir : undefined;
+    state.phase = 'starting its kernel';
     if (cwd && notebookDir) await contents.mkdirs(cwd, new Set());
     let status: 'ok' | 'error' = 'ok';
     try {
@@ -714,6 +785,7 @@ export class KernelService implements WarmKernelSource {
       try {
         for (const cell of executed.cells) {
           if (cell.cell_type !== 'code') continue;
+          [state.cell, state.phase] = [cell, 'running a cell'];
           const source = Array.isArray(cell.source) ? cell.source.join('') : cell.source;
           const remaining = timeoutSeconds - (Date.now() - started) / 1000;
           if (remaining <= 0) {
@@ -730,13 +802,28 @@ export class KernelService implements WarmKernelSource {
           }
         }
       } finally {
+        [state.cell, state.phase] = [undefined, 'ending its kernel'];
         await this.endRunKernel(kernelId);
       }
       const result: RunNotebookResult = { status, notebook: executed, duration_ms: Date.now() - started };
       if (live) {
-        // What the run wrote is a version before the run is reported finished.
+        // What the run wrote is a version before the run is reported finished: at most 60 s, and
+        // never past the run's hard deadline (less what the forced stop needs).
+        state.phase = "uploading the run's files";
         result.files = [];
-        await live.flush().catch((err: unknown) => (result.files_error = `the run's files could not be stored: ${(err as Error).message}`));
+        const flushMs = Math.min(60_000, hardDeadline - RUN_GRACE_RESERVE_MS - Date.now());
+        try {
+          await live.flush(Math.max(1000, flushMs));
+        } catch (err) {
+          result.files_error = `the run's files could not be stored: ${(err as Error).message}`;
+          if (err instanceof MountUnresponsiveError && server.forceStop) {
+            // rclone does not answer: every later use of the mount (the next run's kernel start
+            // in the notebook's folder) would hang on it too. A fresh server and mount instead.
+            result.files_error += "; the workspace's Jupyter server and its file mount were stopped (the next run starts fresh ones)";
+            const stop = server.forceStop(result.files_error).catch(() => undefined);
+            await Promise.race([stop, new Promise((r) => setTimeout(r, Math.max(1000, hardDeadline - 2000 - Date.now())).unref())]);
+          }
+        }
       }
       if (runDir) {
         const skip = (p: string) => p === opts.notebookPath || p.split('/').some((s) => s.endsWith('.runs'));

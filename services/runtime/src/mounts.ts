@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { existsSync } from 'node:fs';
 import { MOUNT_TOKEN_MAX_SECONDS, issueMountToken, mountTokenKey } from '@codeagent/auth';
 import type { Config } from '@codeagent/config';
-import { INSTALL_MOUNT_HINT, RCLONE, isMounted, mountWorkspace, type WorkspaceMount } from './workspace-mount.js';
+import { INSTALL_MOUNT_HINT, RCLONE, detachMount, isMounted, mountWorkspace, type WorkspaceMount } from './workspace-mount.js';
 
 export interface WorkspaceMountsOptions {
   /** DATA_DIR: mounts go below `DATA_DIR/mounts/<ws>`, rclone's caches and tokens below `DATA_DIR/mount-state/<ws>`. */
@@ -34,9 +34,15 @@ export interface LiveMount {
   readonly dir: string;
   /** Changes made through the API show at once (rclone vfs/forget). */
   refresh(): Promise<void>;
-  /** Every file written and closed is uploaded (a version) when this resolves. */
-  flush(): Promise<void>;
+  /** Every file written and closed is uploaded (a version) when this resolves (at most `timeoutMs`, default 60 s). */
+  flush(timeoutMs?: number): Promise<void>;
+  /** rclone uploads what is cached and ends (SIGKILL after 30 s), the mount is detached. Bounded. */
   unmount(): Promise<void>;
+  /**
+   * For a mount that stopped answering: rclone is killed and the mount detached at once (its FUSE
+   * connection aborted, so processes stuck on it are freed), then cleaned up as by `unmount`.
+   */
+  kill(): Promise<void>;
 }
 
 /**
@@ -46,6 +52,12 @@ export interface LiveMount {
  */
 export class WorkspaceMounts {
   private readonly tokenSeconds: number;
+  /**
+   * The teardown still under way of each workspace's last mount: the next mount of that workspace
+   * waits for it (bounded), or the old teardown would remove the new mount's state (its token
+   * file, its cache tmpfs) and detach the new mount, which sits on the same path.
+   */
+  private readonly teardowns = new Map<string, Promise<void>>();
 
   constructor(private readonly opts: WorkspaceMountsOptions) {
     this.tokenSeconds = Math.min(opts.tokenSeconds ?? MOUNT_TOKEN_MAX_SECONDS, MOUNT_TOKEN_MAX_SECONDS);
@@ -62,8 +74,9 @@ export class WorkspaceMounts {
     if (!/^[0-9a-f-]{36}$/.test(ws)) throw new Error(`not a workspace id: ${workspaceId}`);
     const dir = join(this.opts.dataDir, 'mounts', ws);
     const state = join(this.opts.dataDir, 'mount-state', ws);
+    await this.teardowns.get(ws);
     // A mount left by a runtime that died: detach it before mounting again.
-    if (isMounted(dir)) await detach(dir);
+    if (isMounted(dir)) await detachMount(dir);
     const cacheDir = join(state, 'cache');
     if (isMounted(cacheDir)) await run('umount', ['-l', cacheDir]);
     rmSync(state, { recursive: true, force: true });
@@ -124,22 +137,42 @@ export class WorkspaceMounts {
     }
     this.opts.log.info({ workspace_id: ws, pid: mount.pid }, 'workspace files mounted');
     let gone: Promise<void> | undefined;
+    const teardown = (how: 'unmount' | 'kill') => {
+      if (gone) {
+        // An unmount under way (rclone uploading on SIGTERM) ends at once when a kill is asked for.
+        if (how === 'kill') void mount.kill();
+        return gone;
+      }
+      return (gone = (async () => {
+        clearInterval(renew);
+        await (how === 'kill' ? mount.kill() : mount.unmount());
+        await cleanState();
+        try {
+          rmdirSync(dir);
+        } catch {
+          // still a mount point, or gone: never a recursive removal below a mount
+        }
+        this.opts.log.info({ workspace_id: ws, forced: how === 'kill' }, 'workspace files unmounted');
+      })()
+        .catch((err: unknown) => this.opts.log.warn({ err, workspace_id: ws }, 'unmounting the workspace files failed'))
+        .finally(() => {
+          if (this.teardowns.get(ws) === gone) this.teardowns.delete(ws);
+        }));
+    };
     return {
       dir,
       refresh: () => mount.refresh(),
-      flush: () => mount.flush(),
-      unmount: () =>
-        (gone ??= (async () => {
-          clearInterval(renew);
-          await mount.unmount();
-          await cleanState();
-          try {
-            rmdirSync(dir);
-          } catch {
-            // still a mount point, or gone: never a recursive removal below a mount
-          }
-          this.opts.log.info({ workspace_id: ws }, 'workspace files unmounted');
-        })()),
+      flush: (timeoutMs) => mount.flush(timeoutMs),
+      unmount: () => {
+        const p = teardown('unmount');
+        this.teardowns.set(ws, p);
+        return p;
+      },
+      kill: () => {
+        const p = teardown('kill');
+        this.teardowns.set(ws, p);
+        return p;
+      },
     };
   }
 }
@@ -151,10 +184,6 @@ function run(command: string, args: string[]): Promise<number> {
       .once('error', () => ok(127));
   });
 }
-
-const detach = async (dir: string) => {
-  await run('fusermount3', ['-u', '-z', dir]);
-};
 
 /**
  * The runtime's mounts, from its settings: the backend's WebDAV tree at BACKEND_URL, tokens keyed

@@ -42,6 +42,12 @@ export interface JupyterServerRef {
    * prefix the server writes into that file (decision 0190). Undefined for an external server.
    */
   kernelSockets?(kernelId: string): { connectionFile: string; inside: string; host: string } | undefined;
+  /**
+   * Stops a server that stopped answering (a run past its hard deadline): its file mount is killed
+   * first (processes stuck on it are freed), then the sandbox; `reason` is what the server's
+   * kernels report. Bounded; the next action starts a fresh server.
+   */
+  forceStop?(reason: string): Promise<void>;
 }
 
 /** Where a workspace's server stands, for the spawn progress page. */
@@ -112,6 +118,23 @@ export interface SandboxedServersOptions {
 }
 
 const MiB = 1024 * 1024;
+/**
+ * How long a sandbox may take to stop beyond its grace before its file mount is killed: a process
+ * killed while a FUSE request of it waits on a mount that stopped answering stays in D state
+ * (FUSE's flush on close waits uninterruptibly), and so does the sandbox's PID namespace with it.
+ */
+export const SANDBOX_STOP_WAIT_MS = 10_000;
+
+/** Whether `p` settles within `ms`. */
+const settlesWithin = (p: Promise<unknown>, ms: number): Promise<boolean> =>
+  Promise.race([
+    p.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref()),
+  ]);
+
 const describeLimits = (l: SandboxLimits) =>
   [
     l.kernel.memoryBytes ? `memory ${Math.round(l.kernel.memoryBytes / MiB)} MiB per kernel (KERNEL_MEMORY_MB)` : undefined,
@@ -128,6 +151,8 @@ class SandboxedServer implements JupyterServerRef {
   readonly stopped: Promise<string>;
   private resolveStopped!: (reason: string) => void;
   private stopping = false;
+  /** Why the server was force-stopped (forceStop): what its kernels report. */
+  private forced: string | undefined;
 
   constructor(
     readonly workspaceId: string | undefined,
@@ -144,15 +169,15 @@ class SandboxedServer implements JupyterServerRef {
     this.stopped = new Promise((r) => (this.resolveStopped = r));
     void sandbox.exited.then(({ code, signal }) => {
       const { oomKills } = sandbox.cgroup?.events() ?? { oomKills: 0 };
-      const reason = this.stopping
-        ? 'the Jupyter server was stopped'
-        : `the workspace's Jupyter server stopped unexpectedly (${signal ?? `exit code ${code}`}${oomKills > 0 ? ', out of memory' : ''}); every kernel of it ended, the next action starts it again`;
+      const reason =
+        this.forced ??
+        (this.stopping
+          ? 'the Jupyter server was stopped'
+          : `the workspace's Jupyter server stopped unexpectedly (${signal ?? `exit code ${code}`}${oomKills > 0 ? ', out of memory' : ''}); every kernel of it ended, the next action starts it again`);
       if (!this.stopping) log.warn({ workspace_id: workspaceId ?? null, code, signal }, 'a sandboxed Jupyter server stopped');
       void this.closeTransport().catch(() => undefined);
       // The mount goes after the last process that could hold a file open in it.
-      void sandbox
-        .stop(0)
-        .catch(() => undefined)
+      void this.stopSandbox(0)
         .then(() => files?.unmount())
         .catch((err: unknown) => log.warn({ err, workspace_id: workspaceId ?? null }, 'unmounting the workspace files failed'))
         .finally(() => this.resolveStopped(reason));
@@ -210,10 +235,35 @@ class SandboxedServer implements JupyterServerRef {
     return own;
   }
 
+  /**
+   * Stops the sandbox, bounded: a sandbox that has not stopped SANDBOX_STOP_WAIT_MS after its
+   * grace has a process stuck on its file mount (D state, see SANDBOX_STOP_WAIT_MS): the mount is
+   * killed, which frees it, and the stop is awaited once more (bounded too).
+   */
+  private async stopSandbox(graceMs: number): Promise<void> {
+    const stop = this.sandbox.stop(graceMs).catch(() => undefined);
+    if (await settlesWithin(stop, graceMs + SANDBOX_STOP_WAIT_MS)) return;
+    if (this.files) {
+      this.log.warn({ workspace_id: this.workspaceId ?? null }, 'the sandbox did not stop (a process is stuck on its file mount): killing the mount');
+      await this.files.kill();
+      if (await settlesWithin(stop, SANDBOX_STOP_WAIT_MS)) return;
+    }
+    this.log.error({ workspace_id: this.workspaceId ?? null }, 'the sandbox did not stop; giving up on it');
+  }
+
   async stop(): Promise<void> {
     this.stopping = true;
-    await this.sandbox.stop();
-    await this.stopped;
+    await this.stopSandbox(3000);
+    // Bounded as well: the unmount after the stop ends within its own bounds (rclone SIGKILLed after 30 s).
+    await settlesWithin(this.stopped, SANDBOX_STOP_WAIT_MS + 40_000);
+  }
+
+  async forceStop(reason: string): Promise<void> {
+    this.forced ??= reason;
+    this.log.warn({ workspace_id: this.workspaceId ?? null, reason }, 'force-stopping a Jupyter server that stopped answering');
+    // The mount first: whatever waits on it (the kernel, the server, a save) fails at once and can end.
+    await this.files?.kill();
+    await this.stop();
   }
 }
 
@@ -442,7 +492,10 @@ export class SandboxedServers implements JupyterPool {
       if (!server.running || now - server.lastUsed < this.opts.idleSeconds * 1000) continue;
       // Kernels culled by Jupyter itself are gone: forget them (and their cgroups).
       try {
-        const live = new Set((await KernelAPI.listRunning(server.settings)).map((k) => k.id));
+        // Bounded: a server stuck on its file mount never answers, and would hold the culler of every server.
+        const listed = KernelAPI.listRunning(server.settings);
+        if (!(await settlesWithin(listed, 10_000))) throw new Error('no answer');
+        const live = new Set((await listed).map((k) => k.id));
         for (const id of [...server.kernels.keys()]) if (!live.has(id)) await server.kernelGone(id);
         if (live.size > 0) continue;
       } catch {

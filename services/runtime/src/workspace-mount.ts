@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 
@@ -61,12 +61,35 @@ export interface WorkspaceMount {
   refresh(): Promise<void>;
   /** Waits until every closed file is uploaded (`vfs/stats`: no upload queued or in progress; needs the remote control). */
   flush(timeoutMs?: number): Promise<void>;
-  /** Writes what is still cached, unmounts and waits for rclone to end. */
-  unmount(): Promise<void>;
+  /**
+   * Writes what is still cached, unmounts and waits for rclone to end: SIGTERM, SIGKILL after
+   * `graceMs` (default 30 s), then the mount is detached whatever rclone did. Bounded.
+   */
+  unmount(graceMs?: number): Promise<void>;
+  /**
+   * Ends a mount that stopped answering at once: SIGKILL to rclone, its FUSE connection aborted
+   * and the mount point detached (`fusermount3 -u -z`). Every request waiting on the mount then
+   * fails (ENOTCONN), which frees processes stuck on it, even in D state. Bounded; what was not
+   * uploaded yet is lost.
+   */
+  kill(): Promise<void>;
 }
 
 /** Looks 250 ms apart that must all find no upload queued or in progress before a flush ends. */
 const FLUSH_QUIET_LOOKS = 5;
+
+/** rclone's remote control did not answer in time: the mount is stuck (a stopped or wedged rclone). */
+export class MountUnresponsiveError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MountUnresponsiveError';
+  }
+}
+
+/** How long one call of rclone's remote control may take: a stopped or stuck rclone never answers. */
+export const RC_CALL_TIMEOUT_MS = 10_000;
+/** How long rclone, fusermount3 or the FUSE abort may take to end once killed. */
+const KILL_WAIT_MS = 5000;
 
 function freeLoopbackPort(): Promise<number> {
   return new Promise((ok, fail) => {
@@ -81,10 +104,61 @@ function freeLoopbackPort(): Promise<number> {
 
 /** Whether `dir` is a mount point now (the kernel's own table). */
 export function isMounted(dir: string): boolean {
+  return mountDevice(dir) !== undefined;
+}
+
+/** The device (`major:minor`) mounted at `dir`, from the kernel's table (no stat: a dead FUSE mount would block one). */
+function mountDevice(dir: string): string | undefined {
   const target = resolve(dir);
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .some((line) => line.split(' ')[4] === target);
+  let device: string | undefined;
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const fields = line.split(' ');
+    if (fields[4] === target) device = fields[2];
+  }
+  return device;
+}
+
+/** Resolves after `ms` (the timer does not hold the process open). */
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+/** Runs a command and waits for it at most `ms` (then SIGKILL); resolves with its exit code, or undefined on time-out. */
+function runBounded(command: string, args: string[], ms = KILL_WAIT_MS): Promise<number | undefined> {
+  return new Promise((ok) => {
+    const child = spawn(command, args, { stdio: 'ignore' });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      ok(undefined);
+    }, ms);
+    timer.unref();
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      ok(code ?? 1);
+    });
+    child.once('error', () => {
+      clearTimeout(timer);
+      ok(127);
+    });
+  });
+}
+
+/**
+ * Detaches whatever is mounted at `dir`, FUSE or not, without ever waiting on it: aborts a FUSE
+ * connection first (fusectl: every waiting request fails with ENOTCONN, which frees processes
+ * stuck in D state on it), then a lazy unmount. Bounded.
+ */
+export async function detachMount(dir: string): Promise<void> {
+  const device = mountDevice(dir);
+  if (device === undefined) return;
+  const minor = device.split(':')[1];
+  const abort = `/sys/fs/fuse/connections/${minor}/abort`;
+  if (device.startsWith('0:') && existsSync(abort)) {
+    try {
+      writeFileSync(abort, '1');
+    } catch {
+      // not a FUSE connection after all, or gone already
+    }
+  }
+  if ((await runBounded('fusermount3', ['-u', '-z', dir])) !== 0 && isMounted(dir)) await runBounded('umount', ['-l', dir]);
 }
 
 /**
@@ -152,28 +226,51 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
   if (remoteControl) {
     // The remote control comes up beside the mount; wait until it answers (401 counts).
     while (
-      !(await fetch(new URL('rc/noop', remoteControl.url), { method: 'POST' }).then(
+      !(await fetch(new URL('rc/noop', remoteControl.url), { method: 'POST', signal: AbortSignal.timeout(2000) }).then(
         () => true,
         () => false,
       ))
     ) {
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`rclone's remote control did not come up: ${stderr.trim()}`);
+      if (child.exitCode !== null || Date.now() > deadline) {
+        child.kill('SIGKILL');
+        await Promise.race([exited, sleep(KILL_WAIT_MS)]);
+        await detachMount(opts.mountpoint);
+        throw new Error(`rclone's remote control did not come up: ${stderr.trim()}`);
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
   }
 
-  const call = async (command: string, params: Record<string, string> = {}): Promise<unknown> => {
+  // Every call is bounded: a stopped rclone still accepts connections (the kernel queues them)
+  // but never answers, and an unbounded call would hold its run for ever.
+  const call = async (command: string, params: Record<string, string> = {}, timeoutMs = RC_CALL_TIMEOUT_MS): Promise<unknown> => {
     if (!remoteControl) throw new Error('this mount has no remote control (mount with remoteControl: true)');
-    const res = await fetch(new URL(command, remoteControl.url), {
-      method: 'POST',
-      headers: {
-        authorization: `Basic ${Buffer.from(`${remoteControl.user}:${remoteControl.password}`).toString('base64')}`,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify(params),
-    });
-    if (!res.ok) throw new Error(`rclone ${command}: ${res.status} ${await res.text()}`);
-    return res.json();
+    const signal = AbortSignal.timeout(Math.max(1, timeoutMs));
+    try {
+      const res = await fetch(new URL(command, remoteControl.url), {
+        method: 'POST',
+        headers: {
+          authorization: `Basic ${Buffer.from(`${remoteControl.user}:${remoteControl.password}`).toString('base64')}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify(params),
+        signal,
+      });
+      if (!res.ok) throw new Error(`rclone ${command}: ${res.status} ${await res.text()}`);
+      return await res.json();
+    } catch (err) {
+      if (signal.aborted)
+        throw new MountUnresponsiveError(`the workspace's file mount did not answer within ${Math.round(timeoutMs / 1000)} s (rclone ${command})`);
+      throw err;
+    }
+  };
+  const killed = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await Promise.race([exited, sleep(KILL_WAIT_MS)]);
+    }
+    // rclone gone (or not): its mount must not stay behind, answering nothing.
+    await detachMount(opts.mountpoint);
   };
 
   return {
@@ -191,7 +288,9 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
       // to take longer than one look, CI 2026-11-23).
       let idle = 0;
       for (;;) {
-        const stats = (await call('vfs/stats')) as { diskCache?: { uploadsInProgress?: number; uploadsQueued?: number } };
+        const stats = (await call('vfs/stats', {}, Math.min(RC_CALL_TIMEOUT_MS, Math.max(1, deadline - Date.now())))) as {
+          diskCache?: { uploadsInProgress?: number; uploadsQueued?: number };
+        };
         const pending = (stats.diskCache?.uploadsInProgress ?? 0) + (stats.diskCache?.uploadsQueued ?? 0);
         idle = pending === 0 ? idle + 1 : 0;
         if (idle >= FLUSH_QUIET_LOOKS) return;
@@ -199,18 +298,16 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
         await new Promise((r) => setTimeout(r, idle > 0 ? 250 : 100));
       }
     },
-    async unmount() {
-      if (child.exitCode === null) {
+    async unmount(graceMs = 30_000) {
+      if (child.exitCode === null && child.signalCode === null) {
         // SIGTERM: rclone uploads what is still cached, unmounts and exits.
         child.kill('SIGTERM');
-        const killed = setTimeout(() => child.kill('SIGKILL'), 30_000);
-        await exited;
-        clearTimeout(killed);
+        await Promise.race([exited, sleep(graceMs)]);
       }
-      if (isMounted(opts.mountpoint)) {
-        // rclone died without unmounting: detach the stale mount.
-        await new Promise((ok) => spawn('fusermount3', ['-u', '-z', opts.mountpoint], { stdio: 'ignore' }).once('close', ok).once('error', ok));
-      }
+      // rclone did not end (stopped, stuck on a dead connection) or died without unmounting:
+      // kill it and detach the mount, never waiting on it.
+      await killed();
     },
+    kill: killed,
   };
 }

@@ -23,6 +23,14 @@ export interface ProbeParams {
   platform_pids: number[];
   /** A unique name: a file the probe writes into its private /tmp must not appear on the host. */
   nonce: string;
+  /**
+   * Mounted servers (decision 0141): the size in MiB of what each filled directory may take. A
+   * fill there may then also end in EDQUOT or EIO (rclone reports its full cache as EIO), but
+   * only within that size. Without it only ENOSPC counts as blocked.
+   */
+  fill_limits_mib?: Record<string, number>;
+  /** Mounted servers: the loopback ports of the workspaces' rclone remote controls (on the host). */
+  rc_ports?: number[];
 }
 
 export interface Probe {
@@ -95,10 +103,13 @@ try:
             written += 1
     leak(f"wrote {written} MiB into ${dir} without limit")
 except OSError as e:
+    limit = (P.get("fill_limits_mib") or {}).get(${JSON.stringify(dir)})
     if e.errno == errno.ENOSPC:
         blocked(f"${dir} full after {written} MiB")
+    elif limit is not None and e.errno in (errno.EDQUOT, errno.EIO) and written <= limit:
+        blocked(f"${dir} full after {written} MiB ({errno.errorcode[e.errno]}, limit {limit} MiB)")
     else:
-        leak(f"unexpected {e}")
+        leak(f"unexpected {e} after {written} MiB")
 finally:
     if os.path.exists(path):
         os.remove(path)
@@ -496,5 +507,99 @@ leak("printed 100 GB")`,
 attempt("write its own memory limit", lambda: write_file("/sys/fs/cgroup/memory/memory.limit_in_bytes", "-1"))
 cg = open("/proc/self/cgroup").read()
 blocked("cgroup view: " + " ".join(l.split(":", 2)[-1] for l in cg.splitlines()[:3]))`,
+  },
+];
+
+/**
+ * Probes of what the workspace mount adds (decision 0141): they run on mounted servers only, in
+ * the workspace's own `probes/` folder (the notebook's directory, on the mount).
+ */
+export const MOUNT_PROBES: Probe[] = [
+  {
+    name: 'mount-token',
+    tries: 'find the mount token or rclone settings in any visible /proc environ or cmdline, or in /workspace',
+    expect: 'blocked',
+    // The markers are assembled at run time: this source itself is in the workspace (the notebook).
+    code: String.raw`markers = [b"mnt" + b".", b"RCLONE" + b"_", b"bearer" + b"_token"]
+hits = []
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    for f in ("environ", "cmdline"):
+        try:
+            data = open(f"/proc/{pid}/{f}", "rb").read()
+        except OSError:
+            continue
+        if any(m in data for m in markers): hits.append(f"{pid}/{f}")
+for d, _, files in os.walk("/workspace"):
+    for n in files:
+        if n.endswith(".ipynb"): continue
+        try:
+            if any(m in open(os.path.join(d, n), "rb").read(1 << 20) for m in markers): hits.append(n)
+        except OSError:
+            pass
+if hits: leak(f"mount token or rclone settings visible: {hits[:5]}")
+else: blocked("no mount token or rclone setting is visible")`,
+  },
+  {
+    name: 'rclone-remote-control',
+    tries: 'reach the rclone remote controls (host loopback) from the sandbox, on both loopbacks, with no credentials',
+    expect: 'blocked',
+    code: String.raw`import urllib.request
+ports = P.get("rc_ports") or []
+if not ports: leak("the test gave no rclone remote-control port")
+for port in ports:
+    for host in ["127.0.0.1", "[::1]"]:
+        try:
+            urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/rc/noop", data=b"{}", method="POST"), timeout=2)
+            leak(f"rclone's remote control answered on {host}:{port}")
+        except urllib.error.HTTPError as e:
+            leak(f"rclone's remote control answered {e.code} on {host}:{port}")
+        except Exception as e:
+            blocked(f"{host}:{port} unreachable: {type(e).__name__}")`,
+  },
+  {
+    name: 'other-mounts',
+    tries: "reach another workspace's mount, rclone's state (tokens, cache) or the mounts below DATA_DIR",
+    expect: 'blocked',
+    code: String.raw`for p in [P["data_dir"] + "/mounts", P["data_dir"] + "/mount-state", "/proc/self/root" + P["data_dir"] + "/mounts"]:
+    attempt("list " + p, lambda: os.listdir(p))
+mounts = open("/proc/self/mountinfo").read()
+if P["data_dir"] in mounts: leak("DATA_DIR paths in the sandbox's mount table")
+else: blocked("the mount table names no DATA_DIR path")
+fuse = [l for l in mounts.splitlines() if "fuse" in l]
+if len(fuse) > 1: leak(f"{len(fuse)} FUSE mounts visible")
+else: blocked(f"{len(fuse)} FUSE mount visible (its own /workspace)")`,
+  },
+  {
+    name: 'mount-special-files',
+    tries: 'write symlinks, hard links, fifos, device nodes, setuid files and traversal names through the mount',
+    expect: 'blocked',
+    code: String.raw`import stat
+base = "/workspace/probes/special"
+os.makedirs(base, exist_ok=True)
+write_file(base + "/plain.txt", "plain")
+attempt("symlink to /etc/passwd", lambda: os.symlink("/etc/passwd", base + "/link"))
+attempt("symlink out of the workspace", lambda: os.symlink("../../../../../" + P["data_dir"].lstrip("/"), base + "/up"))
+attempt("hard link", lambda: os.link(base + "/plain.txt", base + "/hard"))
+attempt("fifo", lambda: os.mkfifo(base + "/fifo"))
+attempt("character device", lambda: os.mknod(base + "/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3)))
+def setuid():
+    write_file(base + "/suid", "#!/bin/sh\nid\n")
+    os.chmod(base + "/suid", 0o4755)
+    if not os.stat(base + "/suid").st_mode & stat.S_ISUID: raise PermissionError("the setuid bit was dropped")
+attempt("setuid executable", setuid)
+# Traversal names: legal names here; they stay, and the test checks where the platform stored them.
+traversal = ["..%2f..%2fpwned", "..%5cpwned", "%2e%2e%2fpwned"]
+for name in traversal:
+    try:
+        write_file(base + "/" + name, "pwned")
+        blocked("wrote " + name + " (stored as a plain name, the test checks)")
+    except OSError as e:
+        blocked(f"{name} refused: {type(e).__name__}")
+for n in set(os.listdir(base)) - set(traversal):
+    p = os.path.join(base, n)
+    try:
+        (os.rmdir if os.path.isdir(p) and not os.path.islink(p) else os.remove)(p)
+    except OSError:
+        pass`,
   },
 ];

@@ -353,7 +353,8 @@ export class ScheduleWorker {
       note('stored', { output_path: outputPath });
       const refused = await this.storeResultFiles(run, result.files ?? [], note);
       status = result.status === 'ok' ? 'succeeded' : 'failed';
-      if (status === 'failed') error = firstError(result.notebook) ?? 'a cell failed';
+      // A cell's error comes first; why the run's files were not stored (a mount that stopped answering) is said too.
+      if (status === 'failed') error = [firstError(result.notebook) ?? 'a cell failed', result.files_error].filter(Boolean).join('; ');
       else if (result.files_error) [status, error] = ['failed', result.files_error];
       else if (refused.length > 0) [status, error] = ['failed', `${refused.length} file(s) the run wrote were not stored: ${refused.slice(0, 3).join('; ')}`];
     } catch (err) {
