@@ -94,6 +94,25 @@ export interface RunNotebookResult {
 }
 
 const INTERRUPT_GRACE_MS = 5000;
+/** How long an execute over ZeroMQ waits for the kernel's websocket (its deaths are told there) to be connected. */
+const CONNECT_WAIT_MS = 10_000;
+
+/** Resolves once the connection is connected, or after `ms` whatever it is. */
+function whenConnected(conn: KernelConnection, ms: number): Promise<void> {
+  if (conn.connectionStatus === 'connected') return Promise.resolve();
+  return new Promise((resolve) => {
+    const on = (_: unknown, status: Kernel.ConnectionStatus) => {
+      if (status === 'connected') done();
+    };
+    const done = () => {
+      clearTimeout(timer);
+      conn.connectionStatusChanged.disconnect(on);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    conn.connectionStatusChanged.connect(on);
+  });
+}
 /**
  * How long a run may take beyond its timeout before the runtime gives up on it: ending its kernel
  * and uploading what it wrote (the mount's flush, at most 60 s) fit in it. A run still going then
@@ -382,6 +401,10 @@ export class KernelService implements WarmKernelSource {
     };
     const content = { code, stop_on_error: true, store_history: true, allow_stdin: false };
     const channels = await this.channelsFor(kernelId, server);
+    // The kernel's deaths and restarts are told on the server's websocket: it must be open before
+    // the request goes out (a cell that kills its kernel at once would otherwise go unnoticed
+    // until its timeout; through the websocket itself, a request waits for that anyway).
+    if (channels) await whenConnected(conn, CONNECT_WAIT_MS);
     let future: { done: Promise<KernelMessage.IExecuteReplyMsg>; dispose(): void };
     if (channels) future = channels.execute(content, onIOPub);
     else {
