@@ -43,8 +43,11 @@ describe('runtimeClient', () => {
     runtime = await stub((s) => {
       if (s.headers['x-internal-service-token'] !== TOKEN)
         return [401, '{"error":"unauthorized","message":"send the internal service token in X-Internal-Service-Token"}'];
-      const body = JSON.parse(s.body) as { action: string; notebook?: unknown };
+      const body = JSON.parse(s.body) as { action: string; notebook?: unknown; workspace_id?: string; files_on_request?: boolean };
       if (body.action === 'list_kernels') return [200, '[]'];
+      // Workspace "copies" stands for a runtime that copies the files in (no mount): it asks for them.
+      if (body.workspace_id === 'copies' && body.files_on_request) return [409, '{"error":"files_required","message":"send them as `files`"}'];
+      if (body.workspace_id === 'refuses') return [409, '{"error":"conflict","message":"something else"}'];
       return [
         200,
         JSON.stringify({
@@ -78,7 +81,7 @@ describe('runtimeClient', () => {
       notebookPath: 'a.ipynb',
       files: [{ path: 'in.csv', content: Buffer.from('a,b\n') }],
     });
-    expect(result).toEqual({ status: 'ok', notebook, duration_ms: 5, files: [{ path: 'out.txt', content: Buffer.from('hi') }] });
+    expect(result).toEqual({ status: 'ok', notebook, duration_ms: 5, files: [{ path: 'out.txt', content: Buffer.from('hi') }], files_sent: 1 });
     const sent = JSON.parse(runtime.seen.at(-1)!.body) as Record<string, unknown>;
     expect(sent).toMatchObject({
       action: 'run_notebook',
@@ -86,6 +89,36 @@ describe('runtimeClient', () => {
       notebook_path: 'a.ipynb',
       files: [{ path: 'in.csv', content_base64: Buffer.from('a,b\n').toString('base64') }],
     });
+  });
+
+  it('runNotebook with loadFiles: reads the files only when the runtime asks for them (409 files_required)', async () => {
+    const notebook = { cells: [], nbformat: 4 };
+    let reads = 0;
+    const loadFiles = () => {
+      reads++;
+      return Promise.resolve([{ path: 'in.csv', content: Buffer.from('a,b\n') }]);
+    };
+    const client = runtimeClient<typeof notebook>(runtime.url, TOKEN);
+    // A runtime that mounts the workspace runs at once: nothing is read or sent.
+    const mounted = await client.runNotebook(notebook, 30, { workspaceId: 'mounts', notebookPath: 'a.ipynb', loadFiles });
+    expect(mounted).toMatchObject({ status: 'ok', files_sent: 0 });
+    expect(reads).toBe(0);
+    expect(JSON.parse(runtime.seen.at(-1)!.body)).toMatchObject({ files_on_request: true });
+    expect(JSON.parse(runtime.seen.at(-1)!.body)).not.toHaveProperty('files');
+    // One that copies them asks; the call is made again with them (and without the flag).
+    const before = runtime.seen.length;
+    const copied = await client.runNotebook(notebook, 30, { workspaceId: 'copies', notebookPath: 'a.ipynb', loadFiles });
+    expect(copied).toMatchObject({ status: 'ok', files_sent: 1 });
+    expect(reads).toBe(1);
+    expect(runtime.seen.length - before).toBe(2);
+    const again = JSON.parse(runtime.seen.at(-1)!.body) as Record<string, unknown>;
+    expect(again).toMatchObject({ files: [{ path: 'in.csv', content_base64: Buffer.from('a,b\n').toString('base64') }] });
+    expect(again).not.toHaveProperty('files_on_request');
+    // Any other 409 is an error, with the runtime's words; the files are not read for it.
+    await expect(client.runNotebook(notebook, 30, { workspaceId: 'refuses', notebookPath: 'a.ipynb', loadFiles })).rejects.toThrow(
+      /409: conflict: something else/,
+    );
+    expect(reads).toBe(1);
   });
 
   it('runNotebook: a refusal names the runtime, the status and its message, never the token', async () => {

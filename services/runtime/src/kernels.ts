@@ -311,7 +311,7 @@ export class KernelService implements WarmKernelSource {
   }
 
   /** The kernel's ZeroMQ channels, opened on first use; undefined where they cannot be had (then the websocket serves). */
-  private async channelsFor(kernelId: string, server: JupyterServerRef): Promise<KernelChannels | undefined> {
+  private async channelsFor(kernelId: string, server: JupyterServerRef, conn: KernelConnection): Promise<KernelChannels | undefined> {
     if (this.opts.directChannels === false || this.noChannels.has(kernelId)) return undefined;
     const known = this.channels.get(kernelId);
     if (known?.channels.isOpen) return known.channels;
@@ -319,8 +319,21 @@ export class KernelService implements WarmKernelSource {
     if (!where) return undefined;
     try {
       const channels = await KernelChannels.open(await readConnection(where.connectionFile, where.inside), where.host);
-      // A stopped server's sockets are gone: stop reconnecting to them.
-      const unwatch = this.whenStopped(server, () => this.dropChannels(kernelId));
+      // A stopped server's sockets are gone: stop reconnecting to them. A kernel restarted by
+      // anyone (JupyterLab's menu too) is a new process whose IOPub must be joined again.
+      const unwatchStop = this.whenStopped(server, () => this.dropChannels(kernelId));
+      // After the current turn: an execute under way first learns of the death (and reports it) from the same status.
+      const onRestart = (_: unknown, status: Kernel.Status) => {
+        if (status !== 'restarting' && status !== 'autorestarting' && status !== 'dead') return;
+        setTimeout(() => {
+          if (this.channels.get(kernelId)?.channels === channels) this.dropChannels(kernelId);
+        }, 0);
+      };
+      conn.statusChanged.connect(onRestart);
+      const unwatch = () => {
+        unwatchStop();
+        conn.statusChanged.disconnect(onRestart);
+      };
       this.channels.set(kernelId, { channels, unwatch });
       return channels;
     } catch (err) {
@@ -400,7 +413,7 @@ export class KernelService implements WarmKernelSource {
       if (count !== undefined) executionCount = count;
     };
     const content = { code, stop_on_error: true, store_history: true, allow_stdin: false };
-    const channels = await this.channelsFor(kernelId, server);
+    const channels = await this.channelsFor(kernelId, server, conn);
     // The kernel's deaths and restarts are told on the server's websocket: it must be open before
     // the request goes out (a cell that kills its kernel at once would otherwise go unnoticed
     // until its timeout; through the websocket itself, a request waits for that anyway).

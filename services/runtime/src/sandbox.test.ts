@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { KernelAPI } from '@jupyterlab/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
@@ -201,6 +202,18 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     expect(text(await run(first, 'print(6 * 7)'))).toBe('42\n');
     await act({ action: 'shutdown', kernel_id: first });
     await act({ action: 'shutdown', kernel_id: second });
+  }, 90_000);
+
+  it('executes over ZeroMQ again after the kernel was restarted from JupyterLab (through its server, not the runtime)', async () => {
+    const kid = await start(WS_B);
+    expect(text(await run(kid, 'x = 20\nprint(x + 1)'))).toBe('21\n');
+    const server = await k.pool.server(WS_B);
+    await KernelAPI.restartKernel(kid, server.settings);
+    // A new process: the old state is gone, and its output still comes back.
+    const after = await run(kid, 'print("x" in globals(), 6 * 7)');
+    expect(text(after)).toBe('False 42\n');
+    expect(warnings.filter((w) => w.includes(kid))).toEqual([]);
+    await act({ action: 'shutdown', kernel_id: kid });
   }, 90_000);
 
   it('runs a notebook in a fresh copy of the workspace files and returns only what it created or changed', async () => {
