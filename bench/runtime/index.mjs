@@ -92,6 +92,37 @@ async function warmStart(rt, workspace) {
   return elapsed;
 }
 
+/**
+ * The anchor kept up for the whole bench: jupyter_client over ZMQ to its own kernel, in a Python
+ * process that executes once per line it reads and answers with its own timing (ms), so the
+ * anchor can take its turn among the paths compared, in the same machine state.
+ */
+function servedAnchor() {
+  const child = spawn('/usr/bin/python3', [join(root, 'bench/runtime/zmq-anchor.py'), 'serve', CODE, 'ipc'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let buffer = '';
+  const waiting = [];
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    buffer += chunk;
+    for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+      const line = buffer.slice(0, nl);
+      buffer = buffer.slice(nl + 1);
+      waiting.shift()?.(line);
+    }
+  });
+  const next = () => new Promise((resolve) => waiting.push(resolve));
+  const ready = next();
+  return {
+    ready,
+    async execute() {
+      const line = next();
+      child.stdin.write('go\n');
+      return Number(await line);
+    },
+    stop: () => child.kill('SIGTERM'),
+  };
+}
+
 /** jupyter_client over ZMQ straight to a kernel (the anchor), in a Python process of its own. */
 function zmqAnchor() {
   const out = execFileSync('/usr/bin/python3', [join(root, 'bench/runtime/zmq-anchor.py'), String(N), CODE, 'ipc'], { stdio: ['ignore', 'pipe', 'ignore'] });
@@ -169,6 +200,8 @@ const server = await modes.sandbox.kernels.pool.server(workspace);
 const directModel = await KernelAPI.startNew({ name: 'python3' }, server.settings);
 const direct = new KernelConnection({ model: directModel, serverSettings: server.settings, handleComms: false });
 
+const anchor = servedAnchor();
+if ((await anchor.ready) !== 'ready') throw new Error('the ZMQ anchor did not start');
 const ok = (out) => {
   if (out.status !== 'ok') throw new Error('execute failed');
 };
@@ -190,6 +223,8 @@ const paths = {
   'direct:exec': () => requestExecute(direct),
   'tcp-plain:exec': () => requestExecute(tcp.plain.conn),
   'tcp-nodelay:exec': () => requestExecute(tcp.nodelay.conn),
+  // Timed by the anchor's own process (a number): the pipe to it is not part of the anchor.
+  'zmq-interleaved:exec': () => anchor.execute(),
 };
 async function interleaved() {
   const names = Object.keys(paths);
@@ -199,8 +234,8 @@ async function interleaved() {
     for (let j = 0; j < names.length; j++) {
       const n = names[(i + j) % names.length];
       const t = process.hrtime.bigint();
-      await paths[n]();
-      times[n].push(ms(t));
+      const own = await paths[n]();
+      times[n].push(typeof own === 'number' ? own : ms(t));
     }
   }
   for (const n of names) {
@@ -254,7 +289,12 @@ console.log(
     },
     { measure: 'direct on the sandboxed server p50 / p99', 'sandbox ms': `${f(m['direct:exec50'])} / ${f(m['direct:exec99'])}`, 'no sandbox ms': '–' },
     {
-      measure: 'anchor: jupyter_client over ZMQ ipc, no server, p50 / p99',
+      measure: 'anchor, in turn with the paths above: jupyter_client over ZMQ, p50 / p99',
+      'sandbox ms': `${f(m['zmq-interleaved:exec50'])} / ${f(m['zmq-interleaved:exec99'])}`,
+      'no sandbox ms': '–',
+    },
+    {
+      measure: 'anchor alone (after the paths): jupyter_client over ZMQ ipc, p50 / p99',
       'sandbox ms': `${f(m['zmq:exec50'])} / ${f(m['zmq:exec99'])}`,
       'no sandbox ms': '–',
     },
@@ -271,11 +311,12 @@ console.log(
   `\nsandbox cost: first kernel ${overhead('sandbox:cold', 'off:cold')} %, warm kernel ${overhead('sandbox:warm', 'off:warm')} %, execute p50 ${overhead('sandbox:exec50', 'off:exec50')} %; runtime overhead over direct at p50: ${overhead('sandbox:exec50', 'direct:exec50')} %`,
 );
 console.log(
-  `runtime execute p50 ÷ jupyter_client over ZMQ p50: sandbox ${(m['sandbox:exec50'] / m['zmq:exec50']).toFixed(2)}×, no sandbox ${(m['off:exec50'] / m['zmq:exec50']).toFixed(2)}× (target ≤ 1.5×), with fetch ${(m['fetch:exec50'] / m['zmq:exec50']).toFixed(2)}×, through the Jupyter server (before 0190) ${(m['viaServer:exec50'] / m['zmq:exec50']).toFixed(2)}×; TCP kernel websocket with no-delay ÷ without: ${(m['tcp-nodelay:exec50'] / m['tcp-plain:exec50']).toFixed(2)}×`,
+  `runtime execute p50 ÷ jupyter_client over ZMQ p50 (the anchor in turn with the paths): sandbox ${(m['sandbox:exec50'] / m['zmq-interleaved:exec50']).toFixed(2)}×, no sandbox ${(m['off:exec50'] / m['zmq-interleaved:exec50']).toFixed(2)}× (target ≤ 1.5×), with fetch ${(m['fetch:exec50'] / m['zmq-interleaved:exec50']).toFixed(2)}×, through the Jupyter server (before 0190) ${(m['viaServer:exec50'] / m['zmq-interleaved:exec50']).toFixed(2)}×; against the anchor alone: ${(m['sandbox:exec50'] / m['zmq:exec50']).toFixed(2)}×; TCP kernel websocket with no-delay ÷ without: ${(m['tcp-nodelay:exec50'] / m['tcp-plain:exec50']).toFixed(2)}×`,
 );
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(join(root, 'bench/results/runtime.json'), JSON.stringify({ when: new Date().toISOString(), N, STARTS, ROUNDS, medians: m }, null, 2));
 
+anchor.stop();
 direct.dispose();
 await KernelAPI.shutdownKernel(directModel.id, server.settings).catch(() => undefined);
 for (const server of Object.values(tcp)) {

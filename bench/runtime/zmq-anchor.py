@@ -2,6 +2,10 @@
 Jupyter server in between. Prints one JSON line: {"p50": ms, "p99": ms, "n": N}.
 
 Usage: python3 zmq-anchor.py N CODE [transport]   (transport: tcp or ipc, default ipc)
+       python3 zmq-anchor.py serve CODE [transport]
+         prints "ready", then executes CODE once per line read on stdin and prints its time in
+         ms (the kernel stays up between lines), so the bench can interleave the anchor with the
+         paths it compares.
 """
 
 import json
@@ -14,7 +18,8 @@ from jupyter_client.manager import KernelManager
 
 
 def main():
-    n = int(sys.argv[1])
+    serve = sys.argv[1] == "serve"
+    n = 0 if serve else int(sys.argv[1])
     code = sys.argv[2]
     transport = sys.argv[3] if len(sys.argv) > 3 else "ipc"
     # IPython's history database on a tmpfs, as in the platform's sandboxes (/tmp there is one).
@@ -29,6 +34,15 @@ def main():
         kc.start_channels()
         kc.wait_for_ready(timeout=60)
         try:
+            if serve:
+                print("ready", flush=True)
+                for _ in sys.stdin:
+                    t = time.perf_counter()
+                    reply = kc.execute_interactive(code, store_history=True, output_hook=lambda msg: None, timeout=30)
+                    if reply["content"]["status"] != "ok":
+                        raise SystemExit("execute failed: %r" % (reply["content"],))
+                    print((time.perf_counter() - t) * 1000, flush=True)
+                return
             times = []
             for i in range(20 + n):
                 t = time.perf_counter()
