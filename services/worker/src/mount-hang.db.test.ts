@@ -3,16 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { mountTokenKey } from '@codeagent/auth';
-import { INTERNAL_TOKEN, bearer, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
-import { WorkspaceMounts, buildRuntimeApp, isMounted, type Kernels } from '@codeagent/runtime';
-import { startTestKernels } from '@codeagent/runtime/testing';
-import { databaseUidAllocator } from '@codeagent/sandbox';
-import { WorkspaceFiles } from '@codeagent/files';
-import { runtimeClient } from '@codeagent/clients';
+import { bearer, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
+import { isMounted, type Kernels } from '@codeagent/runtime';
 import type { FastifyInstance } from 'fastify';
-import { ScheduleWorker } from './worker.js';
-import { platformRunIO } from './server.js';
+import type { ScheduleWorker } from './worker.js';
+import { startMountedRig } from './testing.js';
 
 const logLines: string[] = [];
 const log = pino({ level: 'info' }, { write: (line: string) => void logLines.push(line) });
@@ -75,28 +70,11 @@ describe.runIf(fuse && process.env.CODEAGENT_TEST_DB === 'embedded')('a run on a
 
   beforeAll(async () => {
     b = await startTestBackend();
-    const backendUrl = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
-    const mounts = new WorkspaceMounts({
+    ({ jupyter, runtime, worker } = await startMountedRig(b, {
       dataDir,
-      davUrl: (w) => `${backendUrl}/api/v1/dav/${w}/`,
-      tokenKey: mountTokenKey(INTERNAL_TOKEN),
       log,
-      dirCacheSeconds: 1,
-      cacheBytes: 16 * 1024 * 1024,
-    });
-    jupyter = await startTestKernels({ log, uids: databaseUidAllocator(b.t.database.db, 1_900_000_000), mounts });
-    runtime = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: INTERNAL_TOKEN });
-    const runtimeUrl = (await runtime.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
-    worker = new ScheduleWorker({
-      db: b.t.database.db,
-      io: platformRunIO(new WorkspaceFiles(b.t.database.db, b.store), backendUrl, INTERNAL_TOKEN),
-      runtime: runtimeClient(runtimeUrl, INTERNAL_TOKEN),
-      log,
-      pollMs: 200,
-      concurrency: 2,
-      runTimeoutSeconds: RUN_TIMEOUT_SECONDS,
-      filesMaxBytes: 16 * 1024 * 1024,
-    });
+      worker: { concurrency: 2, runTimeoutSeconds: RUN_TIMEOUT_SECONDS, filesMaxBytes: 16 * 1024 * 1024 },
+    }));
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'mount-hang' } })).json<{
       id: string;
     }>().id;

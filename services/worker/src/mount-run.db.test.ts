@@ -6,15 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { mountTokenKey } from '@codeagent/auth';
 import { INTERNAL_TOKEN, bearer, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
-import { WorkspaceMounts, buildRuntimeApp, isMounted, type Kernels } from '@codeagent/runtime';
-import { startTestKernels } from '@codeagent/runtime/testing';
-import { databaseUidAllocator } from '@codeagent/sandbox';
-import { WorkspaceFiles } from '@codeagent/files';
-import { runtimeClient } from '@codeagent/clients';
+import { WorkspaceMounts, isMounted, type Kernels } from '@codeagent/runtime';
 import type { FastifyInstance } from 'fastify';
 import { startTestS3Store, type TestS3Store } from '@codeagent/storage/testing';
-import { ScheduleWorker } from './worker.js';
-import { platformRunIO } from './server.js';
+import type { ScheduleWorker } from './worker.js';
+import { startMountedRig } from './testing.js';
 
 const logLines: string[] = [];
 const log = pino({ level: 'info' }, { write: (line: string) => void logLines.push(line) });
@@ -66,30 +62,10 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
       // The same run on S3 storage (s3rver): the mount only talks WebDAV, storage is the backend's.
       if (backend === 's3') s3 = await startTestS3Store('mnt');
       b = await startTestBackend(s3 ? { store: s3.store } : {});
-      const backendUrl = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
-      backendBase = backendUrl;
-      const mounts = new WorkspaceMounts({
-        dataDir,
-        davUrl: (w) => `${backendUrl}/api/v1/dav/${w}/`,
-        tokenKey: mountTokenKey(INTERNAL_TOKEN),
-        log,
-        dirCacheSeconds: 1,
-        cacheBytes: 16 * 1024 * 1024,
-      });
-      jupyter = await startTestKernels({ log, uids: databaseUidAllocator(b.t.database.db, 1_900_000_000), mounts });
-      runtime = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: INTERNAL_TOKEN });
-      const runtimeUrl = (await runtime.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
-      worker = new ScheduleWorker({
-        db: b.t.database.db,
-        io: platformRunIO(new WorkspaceFiles(b.t.database.db, b.store), backendUrl, INTERNAL_TOKEN),
-        runtime: runtimeClient(runtimeUrl, INTERNAL_TOKEN),
-        log,
-        pollMs: 200,
-        concurrency: 1,
-        runTimeoutSeconds: 120,
-        // Far below the files the tests store: a mounted workspace copies nothing, so it never applies.
-        filesMaxBytes: 1024 * 1024,
-      });
+      // Far below the files the tests store: a mounted workspace copies nothing, so it never applies.
+      const rig = await startMountedRig(b, { dataDir, log, worker: { concurrency: 1, runTimeoutSeconds: 120, filesMaxBytes: 1024 * 1024 } });
+      ({ jupyter, runtime, worker } = rig);
+      backendBase = rig.backendUrl;
       const create = async (name: string) =>
         (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name } })).json<{ id: string }>()
           .id;
