@@ -1,4 +1,5 @@
 import { randomUUID, createHash } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { KernelAPI, KernelConnection, type Kernel, type KernelMessage } from '@jupyterlab/services';
 import type { FastifyBaseLogger } from 'fastify';
 import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
@@ -96,6 +97,16 @@ export interface RunNotebookResult {
 const INTERRUPT_GRACE_MS = 5000;
 /** How long an execute over ZeroMQ waits for the kernel's websocket (its deaths are told there) to be connected. */
 const CONNECT_WAIT_MS = 10_000;
+
+/** When and where a file was last written ('' when it cannot be read): tells a rewritten file from the one seen before. */
+function fileStamp(path: string): string {
+  try {
+    const s = statSync(path);
+    return `${s.ino}:${s.mtimeMs}:${s.size}`;
+  } catch {
+    return '';
+  }
+}
 
 /** Resolves once the connection is connected, or after `ms` whatever it is. */
 function whenConnected(conn: KernelConnection, ms: number): Promise<void> {
@@ -241,7 +252,7 @@ export class KernelService implements WarmKernelSource {
   private readonly owners = new Map<string, JupyterServerRef>();
   private readonly connections = new Map<string, KernelConnection>();
   /** Shell and IOPub over ZeroMQ straight to the kernel, where its server lets the runtime reach them (decision 0190). */
-  private readonly channels = new Map<string, { channels: KernelChannels; unwatch: () => void }>();
+  private readonly channels = new Map<string, { channels: KernelChannels; unwatch: () => void; stamp: string }>();
   /** Kernels whose channels could not be opened: they execute through the Jupyter server until restarted. */
   private readonly noChannels = new Set<string>();
   private readonly queues = new KeyedLock();
@@ -313,10 +324,14 @@ export class KernelService implements WarmKernelSource {
   /** The kernel's ZeroMQ channels, opened on first use; undefined where they cannot be had (then the websocket serves). */
   private async channelsFor(kernelId: string, server: JupyterServerRef, conn: KernelConnection): Promise<KernelChannels | undefined> {
     if (this.opts.directChannels === false || this.noChannels.has(kernelId)) return undefined;
-    const known = this.channels.get(kernelId);
-    if (known?.channels.isOpen) return known.channels;
     const where = server.kernelSockets?.(kernelId);
     if (!where) return undefined;
+    // Every restart (the runtime's, JupyterLab's, Jupyter's own after a crash) writes the
+    // connection file again: a new stamp means a new process, whose IOPub must be joined anew.
+    const stamp = fileStamp(where.connectionFile);
+    const known = this.channels.get(kernelId);
+    if (known?.channels.isOpen && known.stamp === stamp) return known.channels;
+    if (known) this.dropChannels(kernelId);
     try {
       const channels = await KernelChannels.open(await readConnection(where.connectionFile, where.inside), where.host);
       // A stopped server's sockets are gone: stop reconnecting to them. A kernel restarted by
@@ -334,7 +349,7 @@ export class KernelService implements WarmKernelSource {
         unwatchStop();
         conn.statusChanged.disconnect(onRestart);
       };
-      this.channels.set(kernelId, { channels, unwatch });
+      this.channels.set(kernelId, { channels, unwatch, stamp });
       return channels;
     } catch (err) {
       this.noChannels.add(kernelId);
