@@ -5,12 +5,14 @@
 //  2. end to end: GET /api/v1/auth/me of the real backend (JWT check, the cached token check
 //     and one query for the workspaces; two queries before issue 17).
 import { execFileSync } from 'node:child_process';
+import os from 'node:os';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BENCH_ADMIN_PASSWORD, adminToken, platformEnv, cli, freePort, freshDatabase, load, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
 
-const duration = Number(process.env.BENCH_DURATION ?? 10);
+const duration = Number(process.env.BENCH_DURATION ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const connections = 50;
 
 import { createServer } from 'node:http';
@@ -71,15 +73,29 @@ async function scenario(title, upstreamPort, path, headers) {
     ['configurable-http-proxy', chpPort],
     ...(proxies.length === 3 ? [['nginx', nginxPort]] : []),
   ];
-  const results = {};
+  // Rounds interleave the targets (each round in another order), so that what else the machine
+  // does at one moment weighs on all of them alike; the median of the rounds is reported.
+  const rounds = {};
   for (const [name, port] of targets) {
-    const url = `http://127.0.0.1:${port}${path}`;
-    await load(url, { connections, duration: 2, headers }); // warm-up
-    results[name] = await load(url, { connections, duration, headers });
+    await load(`http://127.0.0.1:${port}${path}`, { connections, duration: 2, headers }); // warm-up
+    rounds[name] = [];
   }
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+    for (const [name, port] of order) rounds[name].push(await load(`http://127.0.0.1:${port}${path}`, { connections, duration, headers }));
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const results = Object.fromEntries(
+    Object.entries(rounds).map(([name, rs]) => [
+      name,
+      { rps: median(rs.map((r) => r.rps)), p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)), rounds: rs.map((r) => r.rps) },
+    ]),
+  );
   for (const c of proxies) await stopProcess(c);
   const gw = results.gateway;
-  console.log(`\n${title}: GET ${path}, ${connections} connections, ${duration} s each`);
+  console.log(
+    `\n${title}: GET ${path}, ${connections} connections, ${ROUNDS} interleaved rounds of ${duration} s, medians (load average ${os.loadavg()[0].toFixed(1)})`,
+  );
   console.log(
     table(
       Object.entries(results).map(([name, r]) => ({
@@ -88,11 +104,19 @@ async function scenario(title, upstreamPort, path, headers) {
         'p50 ms': r.p50,
         'p99 ms': r.p99,
         'gateway ÷ this': (gw.rps / r.rps).toFixed(2),
+        rounds: r.rounds.join(' / '),
       })),
     ),
   );
   const ratio = gw.rps / results['configurable-http-proxy'].rps;
   console.log(`gateway vs configurable-http-proxy: ${ratio.toFixed(2)}× throughput (target ≥ 1.5×); gateway p99 ${gw.p99} ms (target < 20 ms)`);
+  const direct = results['upstream direct'].rps;
+  console.log(
+    `gateway ÷ direct ${(gw.rps / direct).toFixed(2)}× (issue 17 target ≥ 0.9× for /auth/me)` +
+      (results.nginx
+        ? `; gateway ÷ nginx ${(gw.rps / results.nginx.rps).toFixed(2)}× (target ≥ 1.0×); nginx ÷ direct ${(results.nginx.rps / direct).toFixed(2)}×`
+        : ''),
+  );
   return results;
 }
 

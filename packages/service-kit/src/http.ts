@@ -13,12 +13,13 @@ export {
   ServiceUnavailableError,
 } from './errors.js';
 export type { ErrorBody } from './errors.js';
-export { serviceKit, requestIdOptions } from './plugin.js';
+export { serviceKit, requestIdOf, requestIdOptions } from './plugin.js';
+export { ambiguousPathReason } from './request-guards.js';
 export { createLogger, isPrettyFormat, loggerOptions, redactUrl, REDACTED } from './logging.js';
 export type { ServiceKitOptions } from './plugin.js';
 export { listen } from './listen.js';
 export { requestBody } from './body.js';
-export { hasRequestBody, lingerOnEarlyAnswers } from './linger.js';
+export { hasRequestBody, lingerAfterAnswer, lingerOnEarlyAnswers } from './linger.js';
 export type { LingerOptions } from './linger.js';
 export { Metrics, opsRoutes, startOpsServer, OPS_PATHS } from './ops.js';
 export type { OpsOptions, ReadinessChecks } from './ops.js';

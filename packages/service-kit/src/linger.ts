@@ -29,22 +29,29 @@ export function hasRequestBody(raw: IncomingMessage): boolean {
  * `Expect: 100-continue` and got no 100 sends no body: Node closes that connection itself.
  */
 export function lingerOnEarlyAnswers(app: FastifyInstance, opts: LingerOptions = {}): void {
-  const lingerMs = opts.lingerMs ?? 30_000;
-  const idleMs = opts.idleMs ?? 5_000;
-
   // (A callback hook: it runs on every answer, and most answer at once.)
   app.addHook('onSend', (req, reply, payload, done) => {
-    const raw = req.raw;
-    // (Requests injected in tests have no socket to keep or close.)
-    if (raw.complete || !hasRequestBody(raw) || !(raw.socket instanceof Socket)) return done(null, payload);
-    const res = reply.raw as ServerResponse & { _expect_continue?: boolean; _sent100?: boolean };
-    if (res._expect_continue === true && res._sent100 !== true) return done(null, payload); // no body is coming
     // Fastify closes the connection after a body it refused, and @fastify/reply-from after an
     // early upstream answer: both would reset it. Keep it and discard the rest instead.
-    if (String(reply.getHeader('connection') ?? '').toLowerCase() === 'close') reply.removeHeader('connection');
-    res.once('finish', () => discardRest(raw, lingerMs, idleMs));
+    if (lingerAfterAnswer(req.raw, reply.raw, opts) && String(reply.getHeader('connection') ?? '').toLowerCase() === 'close') {
+      reply.removeHeader('connection');
+    }
     done(null, payload);
   });
+}
+
+/**
+ * The same for an answer written without Fastify (the gateway's proxy fast path): call it before
+ * the answer is sent. True when the body is still coming and its rest will be discarded once the
+ * answer is out; the answer must then not close the connection.
+ */
+export function lingerAfterAnswer(raw: IncomingMessage, res: ServerResponse, opts: LingerOptions = {}): boolean {
+  // (Requests injected in tests have no socket to keep or close.)
+  if (raw.complete || !hasRequestBody(raw) || !(raw.socket instanceof Socket)) return false;
+  const waiting = res as ServerResponse & { _expect_continue?: boolean; _sent100?: boolean };
+  if (waiting._expect_continue === true && waiting._sent100 !== true) return false; // no body is coming
+  res.once('finish', () => discardRest(raw, opts.lingerMs ?? 30_000, opts.idleMs ?? 5_000));
+  return true;
 }
 
 function discardRest(raw: IncomingMessage, lingerMs: number, idleMs: number): void {

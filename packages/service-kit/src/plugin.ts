@@ -11,15 +11,15 @@ import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
-/** Fastify options for request ids: keep a caller's well-formed `x-request-id`, else make one. */
+/** A request's id: the caller's well-formed `x-request-id`, else a new one. */
+export function requestIdOf(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** Fastify options for request ids (`requestIdOf`). */
 export function requestIdOptions(): Pick<FastifyServerOptions, 'genReqId' | 'requestIdHeader'> {
-  return {
-    requestIdHeader: false,
-    genReqId: (req: IncomingMessage) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-    },
-  };
+  return { requestIdHeader: false, genReqId: requestIdOf };
 }
 
 export interface ServiceKitOptions {

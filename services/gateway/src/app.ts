@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import Fastify, {
   LogController,
   type FastifyInstance,
@@ -36,6 +36,7 @@ import { MESSAGES, ROUTES, UPSTREAMS, workspaceBridgeUrl, type UpstreamName } fr
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
+import { fastPath, type FastPathControl } from './fast-path.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
 const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
@@ -97,6 +98,18 @@ export interface GatewayOptions {
    * Without it, or when it holds no index.html, `/` is the static start page.
    */
   webRoot?: string;
+  /**
+   * Plain proxied routes skip Fastify's request lifecycle (fast-path.ts, decision 0192); default
+   * on. Off, every request goes through the framework's proxies (the tests compare the two).
+   */
+  fastPath?: boolean;
+}
+
+const fastPaths = new WeakMap<FastifyInstance, FastPathControl>();
+
+/** How many requests a gateway took through its fast path (tests). */
+export function fastPathTaken(app: FastifyInstance): number {
+  return fastPaths.get(app)?.taken ?? 0;
 }
 
 /** Error body of a failed upstream: 504 for a time-out, 502 for anything else (down, reset, garbage). */
@@ -119,6 +132,8 @@ function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBas
  */
 export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInstance> {
   const trusted = opts.trustedProxies ?? [];
+  // Set once the routes are known; until then (and when off) every request goes to Fastify.
+  let fast: FastPathControl | undefined;
   const app = Fastify({
     ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: opts.logger ?? false }),
     ...requestIdOptions(),
@@ -128,8 +143,18 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     bodyLimit: Number.MAX_SAFE_INTEGER,
     // Per-request log lines would cost more than the proxying itself; failures are still logged.
     logController: new LogController({ disableRequestLogging: true }),
-    // Keep-alive from clients longer than undici's idle timeout towards them.
-    keepAliveTimeout: 72_000,
+    // The HTTP server is the gateway's own, so that the fast path sees each request first. As
+    // Fastify sets up its own: keep-alive from clients longer than undici's idle timeout towards
+    // them, and no overall request time limit (an upload may take long; the body has its own).
+    serverFactory: (handler) => {
+      const server = createServer((req, res) => {
+        if (fast === undefined || !fast(req, res)) handler(req, res);
+      });
+      server.keepAliveTimeout = 72_000;
+      server.requestTimeout = 0;
+      server.setTimeout(0);
+      return server;
+    },
     // A workspace's JupyterLab reaches the bridge below its own base URL.
     rewriteUrl: (req) => workspaceBridgeUrl(req.url ?? '/'),
   });
@@ -295,6 +320,27 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
 
   // `/`, the web app's paths and its assets (web-app.ts); the start page when none is built.
   registerWebApp(app, opts.webRoot);
+
+  // Plain proxied routes, straight from the HTTP server (fast-path.ts). Fastify's `trustProxy`
+  // alone decides what trusted proxies are believed, so behind them every request goes through it.
+  if (opts.fastPath !== false && trusted.length === 0) {
+    const taken = fastPath({
+      routes: ROUTES,
+      pools,
+      ...(maxUpload !== undefined ? { maxBodyBytes: maxUpload + FORM_OVERHEAD_BYTES } : {}),
+      log: app.log,
+      ...(opts.metrics ? { metrics: opts.metrics } : {}),
+      accessLog: opts.accessLog === true,
+      timeoutMs: timeout,
+      sendContinue,
+    });
+    app.addHook('preClose', (done) => {
+      taken.close();
+      done();
+    });
+    fast = taken;
+  }
+  if (fast !== undefined) fastPaths.set(app, fast);
 
   return app;
 }

@@ -1,0 +1,235 @@
+// The gateway's fast path (decision 0192) against the framework's proxies it stands in for: the
+// same requests through a gateway with it and one without, the same answers and the same requests
+// upstream; and what only the fast path does (raw query strings, hop-by-hop headers dropped,
+// small bodies sent again to another instance).
+import { createHash } from 'node:crypto';
+import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildGatewayApp, fastPathTaken } from './app.js';
+import { closeNow } from './ingress-testing.js';
+import { listenOn, stopServer } from './upstream-testing.js';
+
+const WS = '0a1b2c3d-0000-4000-8000-00000000abcd';
+
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  bytes: number;
+  sha256: string;
+}
+
+/** A component that reports what reached it, and answers as the path asks. */
+function component(seen: Seen[]): Server {
+  return createServer((req, res) => {
+    const url = req.url ?? '/';
+    if (url.includes('early-413')) {
+      // Answers before reading the body (a size limit on the declared length).
+      res.writeHead(413, { 'content-type': 'application/json' });
+      return res.end('{"error":"payload_too_large"}');
+    }
+    if (url.includes('slow')) return setTimeout(() => res.writeHead(200).end('late'), 2000).unref();
+    const hash = createHash('sha256');
+    let bytes = 0;
+    req.on('data', (c: Buffer) => {
+      bytes += c.length;
+      hash.update(c);
+    });
+    req.on('end', () => {
+      seen.push({ method: req.method ?? '', url, headers: req.headers, bytes, sha256: hash.digest('hex') });
+      if (url.includes('own-csp')) {
+        res.writeHead(404, { 'content-type': 'text/html', 'content-security-policy': 'sandbox', 'referrer-policy': 'no-referrer' });
+        return res.end('<p>no</p>');
+      }
+      if (url.includes('hop')) {
+        res.writeHead(200, { connection: 'x-private', 'x-private': 'upstream only', 'keep-alive': 'timeout=5', 'x-public': 'yes' });
+        return res.end('hop');
+      }
+      if (url.includes('redirect')) {
+        res.writeHead(302, { location: '/codeagent-bridge/elsewhere' });
+        return res.end();
+      }
+      res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': String(req.headers['x-request-id']) });
+      res.end(JSON.stringify({ method: req.method, url, bytes }));
+    });
+  });
+}
+
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request with Node's client (no fetch: it adds headers of its own and cannot send PROPFIND bodies as given). */
+function send(base: string, method: string, path: string, headers: Record<string, string> = {}, body?: Buffer | Buffer[]): Promise<Answer> {
+  const url = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: url.hostname, port: url.port, method, path, headers, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+    });
+    req.on('error', reject);
+    if (Array.isArray(body)) {
+      // Chunked: no length announced.
+      for (const b of body) req.write(b);
+      req.end();
+    } else req.end(body);
+  });
+}
+
+/** What must be the same on both ways (the date and a generated request id differ by nature). */
+function comparable(a: Answer): object {
+  // (An empty answer of unknown length may be framed either way.)
+  const { date: _date, connection: _connection, 'keep-alive': _keepAlive, 'x-request-id': id, 'transfer-encoding': _te, ...headers } = a.headers;
+  if (headers['content-length'] === '0') delete headers['content-length'];
+  return { status: a.status, body: a.body.replace(/[0-9a-f-]{36}/g, 'ID'), headers, id: id === 'given-id.1' ? id : typeof id };
+}
+
+function comparableSeen(s: Seen): object {
+  const { host: _host, connection: _connection, 'x-request-id': id, 'x-forwarded-host': forwardedHost, ...headers } = s.headers;
+  // Each gateway listens on its own port.
+  return { ...s, headers, forwardedHost: String(forwardedHost).replace(/:\d+$/, ':PORT'), id: id === 'given-id.1' ? id : typeof id };
+}
+
+const MiB = 1024 * 1024;
+const big = Buffer.alloc(3 * MiB, 7);
+
+/** The corpus: [method, path, headers, body]. */
+const CORPUS: [string, string, Record<string, string>, (Buffer | Buffer[])?][] = [
+  ['GET', '/api/v1/auth/me', { authorization: 'Bearer t' }],
+  ['GET', '/api/v1', {}],
+  ['GET', '/api/v1/', {}],
+  ['GET', '/api/v1/objects?prefix=a&limit=5', { 'x-request-id': 'given-id.1' }],
+  ['GET', '/api/v1/x', { 'x-request-id': 'not a valid id!' }],
+  ['HEAD', '/api/v1/x', {}],
+  ['DELETE', '/api/v1/x', {}],
+  ['OPTIONS', '/api/v1/x', { origin: 'http://elsewhere' }],
+  ['POST', '/api/v1/auth/login', { 'content-type': 'application/json' }, Buffer.from('{"email":"a@b.c","password":"pw"}')],
+  ['PUT', '/api/v1/data-resources/ws/objects/big.bin', { 'content-type': 'application/octet-stream' }, big],
+  ['PUT', '/api/v1/data-resources/ws/objects/chunked.bin', {}, [Buffer.alloc(100_000, 1), Buffer.alloc(200_000, 2)]],
+  ['PUT', '/api/v1/early-413', { 'content-type': 'application/octet-stream' }, big],
+  ['PROPFIND', '/api/v1/dav/ws/', { depth: '1' }, Buffer.from('<?xml version="1.0"?><propfind xmlns="DAV:"><allprop/></propfind>')],
+  ['PROPFIND', '/api/v1/not-dav', { depth: '1' }],
+  ['GET', '/api/v1/own-csp', {}],
+  ['GET', '/admin/clusters', {}],
+  ['GET', '/mcp', { accept: 'text/event-stream' }],
+  ['GET', '/codeagent-bridge/health', {}],
+  ['GET', `/jupyter/${WS}/codeagent-bridge/sessions`, {}],
+  ['GET', '/jupyter/codeagent-bridge/redirect', {}],
+  ['GET', '/api/v1/a/%2e%2e/internal/b', {}],
+  ['GET', '/internal/secrets', {}],
+  ['GET', '/api/v1x', {}],
+  ['GET', '/jupyter/lab', {}],
+  ['POST', '/api/v1/too-big', { 'content-length': String(6 * MiB) }, undefined],
+  ['GET', '/api/v1/slow', {}],
+];
+
+describe('gateway fast path', () => {
+  const seen: Seen[] = [];
+  let upstream: Server;
+  let fast: FastifyInstance;
+  let framework: FastifyInstance;
+  let fastBase: string;
+  let frameworkBase: string;
+
+  beforeAll(async () => {
+    upstream = component(seen);
+    const url = await listenOn(upstream);
+    const opts = { upstreams: { backend: url, clusterAdmin: url, bridge: url }, maxUploadBytes: 5 * MiB, timeoutMs: 500 };
+    fast = await buildGatewayApp(opts);
+    framework = await buildGatewayApp({ ...opts, fastPath: false });
+    fastBase = await fast.listen({ host: '127.0.0.1', port: 0 });
+    frameworkBase = await framework.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await closeNow(fast);
+    await closeNow(framework);
+    await stopServer(upstream);
+  });
+
+  it.each(CORPUS)('%s %s: the same answer, and the same request upstream, both ways', async (method, path, headers, body) => {
+    const takenBefore = fastPathTaken(fast);
+    seen.length = 0;
+    const viaFramework = await send(frameworkBase, method, path, headers, body === undefined ? undefined : body);
+    const frameworkSeen = seen.splice(0);
+    const viaFast = await send(fastBase, method, path, headers, body === undefined ? undefined : body);
+    const fastSeen = seen.splice(0);
+    expect(comparable(viaFast)).toEqual(comparable(viaFramework));
+    expect(fastSeen.map(comparableSeen)).toEqual(frameworkSeen.map(comparableSeen));
+    expect(fastPathTaken(framework)).toBe(0);
+    // Every request the fast path is for went through it; the others went to Fastify.
+    const plain = !/%2e|^\/internal|^\/api\/v1x|^\/jupyter\/lab|too-big|not-dav/.test(path);
+    expect(fastPathTaken(fast) - takenBefore, 'taken by the fast path').toBe(plain ? 1 : 0);
+  });
+
+  it('passes the query string on as the client wrote it (the framework proxy re-encodes it)', async () => {
+    seen.length = 0;
+    await send(fastBase, 'GET', '/api/v1/objects?prefix=a+b%2Fc&x');
+    expect(seen[0]?.url).toBe('/api/v1/objects?prefix=a+b%2Fc&x');
+  });
+
+  it('drops hop-by-hop headers both ways, and what the client claims to be', async () => {
+    seen.length = 0;
+    const answer = await send(fastBase, 'GET', '/api/v1/hop', {
+      connection: 'keep-alive, x-hop',
+      'x-hop': 'for the gateway only',
+      'keep-alive': 'timeout=1',
+      te: 'trailers',
+      'x-forwarded-for': '10.9.9.9',
+      'x-forwarded-host': 'evil.example',
+      forwarded: 'for=10.9.9.9',
+    });
+    const got = seen[0]!.headers;
+    expect(got['x-hop']).toBeUndefined();
+    expect(got['keep-alive']).toBeUndefined();
+    expect(got.te).toBeUndefined();
+    expect(got.forwarded).toBeUndefined();
+    expect(got['x-forwarded-for']).toBe('127.0.0.1');
+    expect(got['x-forwarded-host']).toBe(new URL(fastBase).host);
+    expect(answer.headers['x-private']).toBeUndefined();
+    expect(answer.headers['keep-alive']).not.toBe('timeout=5'); // (the gateway's own is about its connection)
+    expect(answer.headers['x-public']).toBe('yes');
+    expect(answer.headers['x-content-type-options']).toBe('nosniff');
+  });
+
+  it('a client that stops sending a small body is cut off, and no request reaches the component', async () => {
+    seen.length = 0;
+    const url = new URL(fastBase);
+    const closed = await new Promise<boolean>((resolve) => {
+      const req = request({ host: url.hostname, port: url.port, method: 'POST', path: '/api/v1/x', headers: { 'content-length': '100' }, agent: false });
+      req.on('error', () => resolve(true));
+      req.on('response', () => resolve(false));
+      req.write('only part of it');
+    });
+    expect(closed).toBe(true);
+    expect(seen).toEqual([]);
+  });
+});
+
+describe('gateway fast path, several instances', () => {
+  it('sends a small body to another instance when the first is gone', async () => {
+    const seen: Seen[] = [];
+    const live = component(seen);
+    const liveUrl = await listenOn(live);
+    const dead = createServer();
+    const deadUrl = await listenOn(dead);
+    await stopServer(dead);
+    const app = await buildGatewayApp({ upstreams: { backend: [deadUrl, liveUrl], clusterAdmin: liveUrl, bridge: liveUrl } });
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      for (let i = 0; i < 4; i++) {
+        const answer = await send(base, 'POST', '/api/v1/auth/login', { 'content-type': 'application/json' }, Buffer.from(`{"n":${i}}`));
+        expect(answer.status).toBe(200);
+      }
+      expect(seen.map((s) => s.bytes)).toEqual([7, 7, 7, 7]);
+      expect(fastPathTaken(app)).toBe(4);
+    } finally {
+      await closeNow(app);
+      await stopServer(live);
+    }
+  });
+});

@@ -1,0 +1,236 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Dispatcher } from 'undici';
+import {
+  WEBDAV_EXTRA_METHODS,
+  ambiguousPathReason,
+  hasRequestBody,
+  lingerAfterAnswer,
+  redactUrl,
+  requestBody,
+  requestIdOf,
+  type Metrics,
+} from '@codeagent/service-kit/http';
+import { connectionListed, upstreamHeaders } from './forwarding.js';
+import { MESSAGES, workspaceBridgeUrl, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
+import { DATA_CSP, REFERRER_POLICY } from './security-headers.js';
+import type { UpstreamPool } from './upstream-pool.js';
+
+/**
+ * The gateway's fast path (docs/decisions/0192-gateway-fast-path.md): a request to a plain proxied
+ * route (the backend's API, the cluster service, the bridge: no session check, no websocket) is
+ * proxied straight from Node's HTTP server to the component's pool, without Fastify's request
+ * lifecycle around it. It keeps every rule the framework's proxy keeps (app.ts): the route
+ * table's most specific prefix, the request id, the path guard, `x-forwarded-*` from what the
+ * gateway vouches for, no hop-by-hop headers either way, `Expect: 100-continue` answered when
+ * the body is about to stream, early answers that keep the connection (lingering), 502/504 with
+ * the ingress's own messages, the security headers of docs/contract/spec.md §4.5, the HTTP
+ * metrics and the access log line. Anything it does not take on returns false and goes through
+ * Fastify: every other route, a path the guard refuses (400), a body over MAX_UPLOAD_BYTES
+ * (413), a GET with a body, a gateway behind trusted proxies (Fastify's `trustProxy` decides
+ * what they are believed), and every request once the gateway is closing (503).
+ */
+export interface FastPathOptions {
+  routes: readonly Route[];
+  pools: ReadonlyMap<UpstreamName, UpstreamPool>;
+  /** The largest declared body taken on (MAX_UPLOAD_BYTES plus the form overhead); more goes to Fastify's 413. */
+  maxBodyBytes?: number;
+  log: FastifyBaseLogger;
+  metrics?: Metrics;
+  accessLog: boolean;
+  /** The upstream time limit; a small body being read first gets as long. */
+  timeoutMs: number;
+  /** Sends `100 Continue` to a client waiting for it (forwarding.ts). */
+  sendContinue: (raw: IncomingMessage) => void;
+}
+
+/** Takes the request on (true) or leaves it to Fastify (false, nothing written). */
+export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/** The fast path with its controls: stop taking requests (the gateway is closing), and how many it took (tests). */
+export type FastPathControl = FastPath & { close(): void; readonly taken: number };
+
+/** Bodies up to this size are read whole before they go upstream (and may be sent again). */
+const SMALL_BODY_BYTES = 64 * 1024;
+const PROXY_METHODS = new Set(['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']);
+const DAV_METHODS = new Set([...PROXY_METHODS, ...WEBDAV_EXTRA_METHODS]);
+/** Hop-by-hop headers of an answer (RFC 9110 §7.6.1); Node writes its own. */
+const ANSWER_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+
+interface Entry {
+  prefix: string;
+  /** Undefined when the route is not taken on here (denied, checked, not configured). */
+  fast?: { route: ProxyRoute; pool: UpstreamPool; methods: ReadonlySet<string>; rewrite: string | undefined };
+}
+
+/** Builds the fast path from the same route table and pools as the framework's proxies. */
+export function fastPath(opts: FastPathOptions): FastPathControl {
+  // Every prefix route, most specific first: the longest matching prefix decides, as in find-my-way and nginx.
+  const entries: Entry[] = [];
+  for (const route of opts.routes) {
+    if (route.kind === 'page') continue;
+    const pool = route.kind === 'proxy' ? opts.pools.get(route.upstream) : undefined;
+    const plain = route.kind === 'proxy' && route.sessionCheck !== true && pool !== undefined;
+    entries.push({
+      prefix: route.prefix,
+      ...(plain
+        ? {
+            fast: {
+              route,
+              pool,
+              methods: route.webdav === true ? DAV_METHODS : PROXY_METHODS,
+              rewrite: route.rewritePrefix !== undefined && route.rewritePrefix !== route.prefix ? route.rewritePrefix : undefined,
+            },
+          }
+        : {}),
+    });
+  }
+  entries.sort((a, b) => b.prefix.length - a.prefix.length);
+  let closing = false;
+  let taken = 0;
+
+  const take = (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (closing) return false;
+    const url = workspaceBridgeUrl(req.url ?? '/');
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    let entry: Entry | undefined;
+    for (const e of entries) {
+      if (path.startsWith(e.prefix) && (path.length === e.prefix.length || path.charCodeAt(e.prefix.length) === 47) /* / */) {
+        entry = e;
+        break;
+      }
+    }
+    const fast = entry?.fast;
+    const method = req.method ?? 'GET';
+    if (fast === undefined || !fast.methods.has(method)) return false;
+    if (ambiguousPathReason(url) !== undefined) return false;
+    const withBody = hasRequestBody(req);
+    if (withBody && (method === 'GET' || method === 'HEAD')) return false;
+    if (opts.maxBodyBytes !== undefined && Number(req.headers['content-length'] ?? 0) > opts.maxBodyBytes) return false;
+
+    taken++;
+    const started = performance.now();
+    const id = requestIdOf(req);
+    const prefix = fast.route.prefix;
+    const metricsRoute = path.length === prefix.length ? prefix : path.length === prefix.length + 1 ? `${prefix}/` : `${prefix}/*`;
+    const upstreamPath = fast.rewrite === undefined ? url : fast.rewrite + url.slice(prefix.length);
+    const headers = upstreamHeaders(req.headers, {
+      id,
+      ip: req.socket.remoteAddress,
+      scheme: 'encrypted' in req.socket && req.socket.encrypted === true ? 'https' : 'http',
+      host: req.headers.host,
+    });
+    if (withBody) {
+      // The body is read from here on: now the client may send it.
+      opts.sendContinue(req);
+    }
+    if (opts.metrics !== undefined || opts.accessLog) {
+      res.once('close', () => {
+        const ms = performance.now() - started;
+        opts.metrics?.httpRequests.inc({ route: metricsRoute, method, status_code: String(res.statusCode) });
+        opts.metrics?.httpDuration.observe({ route: metricsRoute, method }, ms / 1000);
+        if (opts.accessLog)
+          opts.log.info({ reqId: id, method, url: redactUrl(req.url ?? '/'), status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+      });
+    }
+
+    const send = (body: Readable | Buffer | undefined): void =>
+      fast.pool.request({ method, path: upstreamPath, headers, body }, (err, data) => {
+        if (err !== null || data === undefined) return answerFailure(req, res, id, err ?? new Error('no answer'), opts.log);
+        if (res.destroyed) {
+          data.body.destroy();
+          return;
+        }
+        try {
+          answerHead(res, id, data, fast.rewrite === undefined ? undefined : [fast.rewrite, prefix]);
+        } catch (e) {
+          data.body.destroy();
+          return answerFailure(req, res, id, e as Error, opts.log);
+        }
+        lingerAfterAnswer(req, res);
+        const upstreamBody = data.body;
+        upstreamBody.on('error', (e) => {
+          opts.log.warn({ reqId: id, upstream_error: e.message }, 'upstream answer broke off');
+          res.destroy(e);
+        });
+        res.once('close', () => {
+          if (!res.writableFinished) upstreamBody.destroy();
+        });
+        upstreamBody.pipe(res);
+      });
+    const length = Number(req.headers['content-length']);
+    if (!withBody) send(undefined);
+    else if (length <= SMALL_BODY_BYTES) {
+      // A small body is read first, so that a request whose instance is gone can go to another
+      // one (upstream-pool.ts sends only bodies in memory twice). A client that stops sending
+      // it gets no answer, as from the component.
+      const chunks: Buffer[] = [];
+      // A client that stops sending is cut off after the gateway's time limit, as the component would do.
+      const timer = setTimeout(() => req.destroy(), opts.timeoutMs);
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.once('error', () => clearTimeout(timer));
+      req.once('close', () => clearTimeout(timer));
+      req.once('end', () => {
+        clearTimeout(timer);
+        send(Buffer.concat(chunks));
+      });
+    } else send(requestBody(req));
+    return true;
+  };
+  return Object.defineProperties(take, {
+    close: {
+      value: () => {
+        closing = true;
+      },
+    },
+    taken: { get: () => taken },
+  }) as FastPathControl;
+}
+
+/** The component's status and headers, without hop-by-hop ones, with the ingress's own (§4.5). */
+function answerHead(res: ServerResponse, id: string, data: Dispatcher.ResponseData, rewrite: [from: string, to: string] | undefined): void {
+  const h = data.headers;
+  const listed = connectionListed(h.connection);
+  for (const name in h) {
+    const value = h[name];
+    if (value === undefined || ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) continue;
+    try {
+      res.setHeader(name, name === 'location' && rewrite !== undefined && typeof value === 'string' ? value.replace(rewrite[0], rewrite[1]) : value);
+    } catch {
+      // A header Node refuses to send (invalid characters) is left out, as the framework's proxy does.
+    }
+  }
+  securityHeaders(res, id);
+  res.writeHead(data.statusCode);
+}
+
+/** docs/contract/spec.md §4.5 as security-headers.ts sets it on the framework's answers, and the request id. */
+function securityHeaders(res: ServerResponse, id: string): void {
+  res.setHeader('x-content-type-options', 'nosniff');
+  if (!res.hasHeader('referrer-policy')) res.setHeader('referrer-policy', REFERRER_POLICY);
+  if (!res.hasHeader('content-security-policy')) res.setHeader('content-security-policy', DATA_CSP);
+  if (!res.hasHeader('x-request-id')) res.setHeader('x-request-id', id);
+}
+
+/** 504 when the component did not answer in time, 502 for anything else; as app.ts's onUpstreamError. */
+function answerFailure(req: IncomingMessage, res: ServerResponse, id: string, err: Error, log: FastifyBaseLogger): void {
+  const code = String((err as NodeJS.ErrnoException).code ?? '');
+  log.warn({ reqId: id, code, upstream_error: err.message }, 'upstream failed');
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || err.name === 'TimeoutError';
+  const payload = JSON.stringify(
+    timedOut ? { error: 'gateway_timeout', message: MESSAGES.gatewayTimeout } : { error: 'bad_gateway', message: MESSAGES.badGateway },
+  );
+  for (const name of res.getHeaderNames()) res.removeHeader(name);
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('content-length', Buffer.byteLength(payload));
+  securityHeaders(res, id);
+  lingerAfterAnswer(req, res);
+  res.writeHead(timedOut ? 504 : 502);
+  res.end(payload);
+}
