@@ -4,12 +4,9 @@
 // peak RSS (VmHWM of the backend and gateway processes). BENCH_SIZE_MB changes the size;
 // BENCH_S3=0 skips the s3rver part.
 import { execFileSync } from 'node:child_process';
-import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { open } from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
 import {
   BENCH_ADMIN_PASSWORD,
   adminToken,
@@ -19,6 +16,7 @@ import {
   freshDatabase,
   root,
   startPlatform,
+  startProcess,
   stopProcess,
   streamDownload,
   streamUpload,
@@ -43,39 +41,39 @@ execFileSync('sync');
 const cpSeconds = seconds(t);
 rmSync(join(dir, 'cp-copy.bin'));
 
-// Anchor 2: a bare Node server streaming the body to a file, and streaming a file back; with
-// `?fsync` it also fsyncs the file before answering, as the platform does (the same durability).
-const bare = createServer(async (req, res) => {
+// Anchor 2: a bare Node server in a process of its own (as the platform's are) streaming the
+// body to a file, and a file back; with `?fsync` it also fsyncs the file before answering, as the
+// platform does (the same durability).
+const bareScript = `
+const { createServer } = require('node:http');
+const { createReadStream, createWriteStream, statSync } = require('node:fs');
+const { open } = require('node:fs/promises');
+const { pipeline } = require('node:stream/promises');
+const file = process.argv[1];
+createServer(async (req, res) => {
   if (req.method === 'PUT') {
-    await pipeline(req, createWriteStream(join(dir, 'bare.bin')));
-    if (req.url.endsWith('?fsync')) {
-      const handle = await open(join(dir, 'bare.bin'), 'r');
-      await handle.sync();
-      await handle.close();
-    }
+    await pipeline(req, createWriteStream(file));
+    if (req.url.endsWith('?fsync')) { const h = await open(file, 'r'); await h.sync(); await h.close(); }
     res.end('{}');
   } else {
-    res.writeHead(200, { 'content-length': statSync(join(dir, 'bare.bin')).size });
-    await pipeline(createReadStream(join(dir, 'bare.bin')), res);
+    res.writeHead(200, { 'content-length': statSync(file).size });
+    await pipeline(createReadStream(file), res);
   }
-});
+}).listen(Number(process.argv[2]), '127.0.0.1');`;
 const barePort = await freePort();
-await new Promise((r) => bare.listen(barePort, '127.0.0.1', r));
+const bare = startProcess(process.execPath, ['-e', bareScript, join(dir, 'bare.bin'), String(barePort)], {});
+for (let i = 0; ; i++) {
+  try {
+    await fetch(`http://127.0.0.1:${barePort}/`, { method: 'PUT', body: '' });
+    break;
+  } catch (err) {
+    if (i > 100) throw err;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 const upload = (url, headers = {}) => streamUpload(url, source, size, headers);
 const download = (url, headers = {}) => streamDownload(url, size, headers);
-
-t = process.hrtime.bigint();
-await upload(`http://127.0.0.1:${barePort}/f`);
-const bareUp = seconds(t);
-t = process.hrtime.bigint();
-await download(`http://127.0.0.1:${barePort}/f`);
-const bareDown = seconds(t);
-t = process.hrtime.bigint();
-await upload(`http://127.0.0.1:${barePort}/f?fsync`);
-const bareFsyncUp = seconds(t);
-bare.close();
-rmSync(join(dir, 'bare.bin'));
 
 // The platform: backend (local storage) behind the gateway.
 // The backend alone needs a PostgreSQL server (only `codeagent start` runs the embedded one).
@@ -87,26 +85,38 @@ const base = `http://127.0.0.1:${gatewayPort}/api/v1`;
 const auth = { authorization: `Bearer ${await adminToken(base, BENCH_ADMIN_PASSWORD)}` };
 const ws = await createWorkspace(base, auth, 'bench');
 
-t = process.hrtime.bigint();
-await upload(`${base}/data-resources/${ws}/objects/big.bin`, auth);
-execFileSync('sync');
-const platformUp = seconds(t);
-t = process.hrtime.bigint();
-await download(`${base}/data-resources/${ws}/objects/big.bin`, auth);
-const platformDown = seconds(t);
-// Hop by hop: the same upload and download straight to the backend (no gateway).
-const direct = `http://127.0.0.1:${backendPort}/api/v1/data-resources/${ws}/objects/big-direct.bin`;
-t = process.hrtime.bigint();
-await upload(direct, auth);
-execFileSync('sync');
-const directUp = seconds(t);
-t = process.hrtime.bigint();
-await download(direct, auth);
-const directDown = seconds(t);
+// Rounds interleave the paths (each round in another order): the disk and what else the machine
+// does weigh on all of them alike. Each upload is timed until its answer; `sync` runs after it,
+// outside the timing, so that no path inherits another's dirty pages.
+const paths = [
+  ['bare Node http server', `http://127.0.0.1:${barePort}/f`, {}],
+  ['bare Node http server + fsync', `http://127.0.0.1:${barePort}/f?fsync`, {}],
+  ['backend direct (no gateway) → local', `http://127.0.0.1:${backendPort}/api/v1/data-resources/${ws}/objects/big-direct.bin`, auth],
+  ['platform (gateway → backend → local)', `${base}/data-resources/${ws}/objects/big.bin`, auth],
+];
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const measured = Object.fromEntries(paths.map(([name]) => [name, { up: [], down: [] }]));
+for (let round = 0; round < ROUNDS; round++) {
+  for (let i = 0; i < paths.length; i++) {
+    const [name, url, headers] = paths[(i + round) % paths.length];
+    t = process.hrtime.bigint();
+    await upload(url, headers);
+    measured[name].up.push(mbps(seconds(t)));
+    execFileSync('sync');
+    if (name.endsWith('+ fsync')) continue; // the same file as without fsync
+    t = process.hrtime.bigint();
+    await download(url.replace('?fsync', ''), headers);
+    measured[name].down.push(mbps(seconds(t)));
+  }
+}
+const median = (xs) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
+const up = (name) => median(measured[name].up);
+const down = (name) => median(measured[name].down);
 const peak = (pid) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 const rss = { backend: peak(backend.pid), gateway: peak(gateway.pid) };
 await stopProcess(gateway);
 await stopProcess(backend);
+await stopProcess(bare);
 
 // For information: the same through the s3 backend against s3rver (a JavaScript S3 emulator
 // writing to the same disk; real S3 or MinIO behave differently).
@@ -143,21 +153,39 @@ if (process.env.BENCH_S3 !== '0') {
   await s3Run().catch((err) => console.error(`s3 part failed: ${err.message}`));
 }
 
+const fmt = (x) => (Number.isNaN(x) ? '–' : x.toFixed(0));
 const rows = [
-  { path: 'cp (same disk)', 'upload MB/s': mbps(cpSeconds).toFixed(0), 'download MB/s': '–' },
-  { path: 'bare Node http server', 'upload MB/s': mbps(bareUp).toFixed(0), 'download MB/s': mbps(bareDown).toFixed(0) },
-  { path: 'bare Node http server + fsync', 'upload MB/s': mbps(bareFsyncUp).toFixed(0), 'download MB/s': '–' },
-  { path: 'backend direct (no gateway) → local', 'upload MB/s': mbps(directUp).toFixed(0), 'download MB/s': mbps(directDown).toFixed(0) },
-  { path: 'platform (gateway → backend → local)', 'upload MB/s': mbps(platformUp).toFixed(0), 'download MB/s': mbps(platformDown).toFixed(0) },
-  { path: 'platform with s3 → s3rver (information)', 'upload MB/s': mbps(s3Up).toFixed(0), 'download MB/s': mbps(s3Down).toFixed(0) },
+  { path: 'cp (same disk)', 'upload MB/s': mbps(cpSeconds).toFixed(0), 'download MB/s': '–', 'upload rounds': '', 'download rounds': '' },
+  ...paths.map(([name]) => ({
+    path: name,
+    'upload MB/s': fmt(up(name)),
+    'download MB/s': fmt(down(name)),
+    'upload rounds': measured[name].up.map(fmt).join(' / '),
+    'download rounds': measured[name].down.map(fmt).join(' / '),
+  })),
+  {
+    path: 'platform with s3 → s3rver (information)',
+    'upload MB/s': fmt(mbps(s3Up)),
+    'download MB/s': fmt(mbps(s3Down)),
+    'upload rounds': '',
+    'download rounds': '',
+  },
 ];
-console.log(`\nbench/storage: ${SIZE_MB} MiB, local backend, database PostgreSQL\n`);
-console.log(table(rows));
-console.log(`\nplatform ÷ bare Node: upload ${(bareUp / platformUp).toFixed(2)}×, download ${(bareDown / platformDown).toFixed(2)}× (target ≥ 0.5×)`);
+const BARE = paths[0][0];
+const FSYNC = paths[1][0];
+const DIRECT = paths[2][0];
+const PLATFORM = paths[3][0];
 console.log(
-  `platform ÷ bare Node + fsync: upload ${(bareFsyncUp / platformUp).toFixed(2)}×; backend direct ÷ bare Node: upload ${(bareUp / directUp).toFixed(2)}×, download ${(bareDown / directDown).toFixed(2)}×`,
+  `\nbench/storage: ${SIZE_MB} MiB, local backend, database PostgreSQL, ${ROUNDS} interleaved rounds, medians (load average ${os.loadavg()[0].toFixed(1)})\n`,
 );
-console.log(`platform ÷ cp: upload ${(cpSeconds / platformUp).toFixed(2)}×`);
+console.log(table(rows));
+console.log(
+  `\nplatform ÷ bare Node: upload ${(up(PLATFORM) / up(BARE)).toFixed(2)}×, download ${(down(PLATFORM) / down(BARE)).toFixed(2)}× (issue 17 target ≥ 0.9×)`,
+);
+console.log(
+  `platform ÷ bare Node + fsync: upload ${(up(PLATFORM) / up(FSYNC)).toFixed(2)}×; backend direct ÷ bare Node: upload ${(up(DIRECT) / up(BARE)).toFixed(2)}×, download ${(down(DIRECT) / down(BARE)).toFixed(2)}×`,
+);
+console.log(`platform ÷ cp: upload ${(up(PLATFORM) / mbps(cpSeconds)).toFixed(2)}×`);
 console.log(
   `peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each); backend with s3: ${rssS3.toFixed(0)} MB`,
 );
@@ -169,13 +197,7 @@ writeFileSync(
       when: new Date().toISOString(),
       SIZE_MB,
       cpSeconds,
-      bareUp,
-      bareDown,
-      bareFsyncUp,
-      directUp,
-      directDown,
-      platformUp,
-      platformDown,
+      measured,
       rss,
       s3Up,
       s3Down,

@@ -90,6 +90,18 @@ function contract(name: string, make: () => Promise<ObjectStore>, cleanup: () =>
       expect(await text(store, 'version', 'ws/v1')).toBe('payload');
     });
 
+    it('a copy stays as it was when its source is replaced or copied over (the local store shares content by hard link)', async () => {
+      await store.put('workspace', 'ws/src', Readable.from(['first']));
+      await store.copy('workspace', 'ws/src', 'version', 'ws/kept');
+      await store.put('workspace', 'ws/src', Readable.from(['second, longer']));
+      expect(await text(store, 'version', 'ws/kept')).toBe('first');
+      expect(await text(store, 'workspace', 'ws/src')).toBe('second, longer');
+      await store.copy('workspace', 'ws/src', 'version', 'ws/kept');
+      expect(await text(store, 'version', 'ws/kept')).toBe('second, longer');
+      await store.put('workspace', 'ws/src', Readable.from(['third']));
+      expect(await text(store, 'version', 'ws/kept')).toBe('second, longer');
+    });
+
     it('refuses keys that break the path rule', async () => {
       for (const key of ['../escape', '/abs', 'a//b', 'a\\b', 'a/./b']) {
         await expect(store.put('workspace', key, Readable.from(['x']))).rejects.toThrow(/invalid path/);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { copyFile, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { copyFile, link, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -135,7 +135,14 @@ export class LocalObjectStore implements ObjectStore {
     const to = this.fileOf(toArea, toKey);
     const temp = join(this.stagingDir(toArea), `${randomUUID()}.part`);
     try {
-      await copyFile(from, temp);
+      // Stored content never changes in place (a put writes a new file and renames it over the
+      // key), so a copy can share it: a hard link costs nothing however large the object is (a
+      // replaced 1 GiB object kept as a version was a 1 GiB copy before the answer). A file
+      // system without hard links between the areas gets a real copy.
+      await link(from, temp).catch(async (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EXDEV' && err.code !== 'EPERM' && err.code !== 'EMLINK' && err.code !== 'ENOTSUP' && err.code !== 'EOPNOTSUPP') throw err;
+        await copyFile(from, temp);
+      });
       await mkdir(dirname(to), { recursive: true });
       await rename(temp, to);
     } catch (err) {
