@@ -6,7 +6,7 @@
 //     and one query for the workspaces; two queries before issue 17).
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BENCH_ADMIN_PASSWORD, adminToken, platformEnv, cli, freePort, freshDatabase, load, root, startProcess, stopProcess, table, waitFor } from '../lib.mjs';
@@ -62,6 +62,25 @@ http { access_log off; upstream b { server 127.0.0.1:${upstreamPort}; keepalive 
   return [gateway, chp, nginx].filter(Boolean);
 }
 
+/** CPU time (user + system, clock ticks) of the processes `match` picks, from /proc. */
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+function ticks(match) {
+  let sum = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (!match(Number(entry), comm)) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      sum += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return sum;
+}
+
 const token = await adminToken(`http://127.0.0.1:${backendPort}/api/v1`, BENCH_ADMIN_PASSWORD);
 const headers = { authorization: `Bearer ${token}` };
 
@@ -80,15 +99,47 @@ async function scenario(title, upstreamPort, path, headers) {
     await load(`http://127.0.0.1:${port}${path}`, { connections, duration: 2, headers }); // warm-up
     rounds[name] = [];
   }
+  // CPU per request of each process on the way, from /proc (user + system time): what a
+  // proxy costs is what it takes from the backend and the database on the same cores.
+  const [gatewayProcess, chpProcess] = proxies;
+  const cpu = () => ({
+    proxy: {
+      'upstream direct': 0,
+      gateway: ticks((p) => p === gatewayProcess.pid),
+      'configurable-http-proxy': ticks((p) => p === chpProcess.pid),
+      nginx: ticks((_p, comm) => comm === 'nginx'),
+    },
+    backend: ticks((p) => p === backend.pid),
+    postgres: ticks((_p, comm) => comm === 'postgres'),
+  });
   for (let round = 0; round < ROUNDS; round++) {
     const order = targets.map((_, i) => targets[(i + round) % targets.length]);
-    for (const [name, port] of order) rounds[name].push(await load(`http://127.0.0.1:${port}${path}`, { connections, duration, headers }));
+    for (const [name, port] of order) {
+      const before = cpu();
+      const r = await load(`http://127.0.0.1:${port}${path}`, { connections, duration, headers });
+      const after = cpu();
+      const perRequest = (a, b) => Math.round(((b - a) * 1e6) / CLOCK_TICKS / r.requests);
+      rounds[name].push({
+        ...r,
+        proxyUs: perRequest(before.proxy[name], after.proxy[name]),
+        backendUs: perRequest(before.backend, after.backend),
+        postgresUs: perRequest(before.postgres, after.postgres),
+      });
+    }
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const results = Object.fromEntries(
     Object.entries(rounds).map(([name, rs]) => [
       name,
-      { rps: median(rs.map((r) => r.rps)), p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)), rounds: rs.map((r) => r.rps) },
+      {
+        rps: median(rs.map((r) => r.rps)),
+        p50: median(rs.map((r) => r.p50)),
+        p99: median(rs.map((r) => r.p99)),
+        rounds: rs.map((r) => r.rps),
+        proxyUs: median(rs.map((r) => r.proxyUs)),
+        backendUs: median(rs.map((r) => r.backendUs)),
+        postgresUs: median(rs.map((r) => r.postgresUs)),
+      },
     ]),
   );
   for (const c of proxies) await stopProcess(c);
@@ -105,6 +156,8 @@ async function scenario(title, upstreamPort, path, headers) {
         'p99 ms': r.p99,
         'gateway ÷ this': (gw.rps / r.rps).toFixed(2),
         rounds: r.rounds.join(' / '),
+        'proxy CPU µs/req': r.proxyUs,
+        ...(upstreamPort === backendPort ? { 'backend µs/req': r.backendUs, 'postgres µs/req': r.postgresUs } : {}),
       })),
     ),
   );

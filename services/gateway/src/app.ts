@@ -303,6 +303,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         getUpstream: (req) => pool.upstreamFor(checked ? checkedUser.get(req.raw as IncomingMessage) : undefined),
         rewriteRequestHeaders: checked ? (req, headers) => jupyterHeaders(forwardHeaders(req, headers)) : forwardHeaders,
         onError: onUpstreamError,
+        // A component's 503 goes to the client as it is, as from nginx and the fast path
+        // (@fastify/reply-from would ask again up to ten times for a GET).
+        retryDelay: () => null,
       },
       ...(checked
         ? {

@@ -46,6 +46,10 @@ function component(seen: Seen[]): Server {
         res.writeHead(200, { connection: 'x-private', 'x-private': 'upstream only', 'keep-alive': 'timeout=5', 'x-public': 'yes' });
         return res.end('hop');
       }
+      if (url.includes('unavailable')) {
+        res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+        return res.end('{"error":"service_unavailable"}');
+      }
       if (url.includes('redirect')) {
         res.writeHead(302, { location: '/codeagent-bridge/elsewhere' });
         return res.end();
@@ -170,6 +174,16 @@ describe('gateway fast path', () => {
     seen.length = 0;
     await send(fastBase, 'GET', '/api/v1/objects?prefix=a+b%2Fc&x');
     expect(seen[0]?.url).toBe('/api/v1/objects?prefix=a+b%2Fc&x');
+  });
+
+  it("passes a component's 503 on at once, asked once, both ways (@fastify/reply-from asked again up to ten times)", async () => {
+    for (const base of [fastBase, frameworkBase]) {
+      seen.length = 0;
+      const answer = await send(base, 'GET', '/api/v1/unavailable');
+      expect(answer.status).toBe(503);
+      expect(answer.headers['retry-after']).toBe('1');
+      expect(seen).toHaveLength(1);
+    }
   });
 
   it('drops hop-by-hop headers both ways, and what the client claims to be', async () => {
