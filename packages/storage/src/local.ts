@@ -19,6 +19,13 @@ import {
 } from './store.js';
 
 /**
+ * What a file being written may buffer: while one write is in the thread pool the chunks that
+ * arrive meanwhile go to the next as one `writev`, instead of a write and a hand-off per chunk
+ * of the socket (about 32 KiB each). At most this much per upload in flight.
+ */
+const WRITE_BUFFER_BYTES = 1024 * 1024;
+
+/**
  * `local` backend: one directory per area under `baseDir`. A write goes to a temporary file in
  * `baseDir/.staging/<area>` (same file system), is fsynced, then renamed into place, so readers
  * see the old object or the new one, never a part. Leftover temporary files of an interrupted
@@ -63,7 +70,7 @@ export class LocalObjectStore implements ObjectStore {
     const counter = new HashingCounter(options.maxBytes);
     try {
       await mkdir(this.stagingDir(area), { recursive: true });
-      await pipeline(body, counter, createWriteStream(temp, { flags: 'wx' }));
+      await pipeline(body, counter, createWriteStream(temp, { flags: 'wx', highWaterMark: WRITE_BUFFER_BYTES }));
       const handle = await open(temp, 'r');
       try {
         await handle.sync();
