@@ -42,6 +42,22 @@ describe('what an idle component loads', () => {
     expect(clusterAdmin).not.toContain('@modelcontextprotocol/sdk');
     expect(clusterAdmin).not.toContain('zod');
   });
+
+  it('only the gateway loads undici at import; the outbound client of cluster-admin on its first request', () => {
+    for (const pkg of ['@codeagent/bridge', '@codeagent/runtime', '@codeagent/cluster-admin', '@codeagent/backend', '@codeagent/worker'])
+      expect(packagesLoadedBy(pkg), pkg).not.toContain('undici');
+    expect(packagesLoadedBy('@codeagent/gateway')).toContain('undici');
+    const made = packagesLoadedBy(
+      '@codeagent/safe-fetch',
+      `const c = mod.createOutboundClient(); await c.fetch('ftp://example.com/').catch(() => undefined); await c.close();`,
+    );
+    expect(made).not.toContain('undici');
+    const used = packagesLoadedBy(
+      '@codeagent/safe-fetch',
+      `const c = mod.createOutboundClient(); await c.fetch('http://localhost:9/').catch((e) => { if (e.code !== 'address_blocked') throw e; }); await c.close();`,
+    );
+    expect(used).toContain('undici');
+  });
 });
 
 describe('V8 settings of the components', () => {
