@@ -5,6 +5,7 @@ import { loadConfig, SECRETS_FILE, type Config } from '@codeagent/config';
 import { EmbeddedPostgres, embeddedMaxConnections, embeddedPaths, migrate, openPlatformDatabase } from '@codeagent/db';
 import { components, READY_MESSAGE, SUPERVISED_ENV, type ComponentName } from './components.js';
 import { acquireDataDirLock, checkPortsFree, StartError } from './preflight.js';
+import { settleOnceAfterStart } from './settle.js';
 
 const CLI = fileURLToPath(new URL('./index.js', import.meta.url));
 const STOP_GRACE_MS = 15_000;
@@ -234,6 +235,8 @@ export async function superviseAll(): Promise<number> {
     .then(async (res) => (await res.json()) as HealthBody)
     .catch(() => undefined);
   if (!stopping) printBanner(url, config, health);
+  // What the start left behind (migrations, the start-up allocations) is given back once.
+  if (!stopping) settleOnceAfterStart();
   return done;
 }
 
