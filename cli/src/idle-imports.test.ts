@@ -60,6 +60,14 @@ describe('what an idle component loads', () => {
   });
 });
 
+describe('what the supervisor keeps loaded', () => {
+  it('runs the embedded PostgreSQL and the migrations on pg alone: no Kysely, no component code', () => {
+    const supervisor = packagesLoadedBy(new URL('../dist/supervisor.js', import.meta.url).href);
+    expect(supervisor).toContain('pg');
+    for (const pkg of ['kysely', 'fastify', 'undici', '@codeagent/backend']) expect(supervisor, pkg).not.toContain(pkg);
+  });
+});
+
 describe('V8 settings of the components', () => {
   it('gives them 1 MiB semi-spaces, unless the operator set a size', () => {
     expect(componentExecArgv([], '')).toEqual(['--max-semi-space-size=1']);

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, SECRETS_FILE, type Config } from '@codeagent/config';
-import { EmbeddedPostgres, embeddedMaxConnections, embeddedPaths, migrate, openPlatformDatabase } from '@codeagent/db';
+import { EmbeddedPostgres, embeddedMaxConnections, embeddedPaths, migratePlatform } from '@codeagent/db/start';
 import { components, READY_MESSAGE, SUPERVISED_ENV, type ComponentName } from './components.js';
 import { acquireDataDirLock, checkPortsFree, StartError } from './preflight.js';
 import { settleOnceAfterStart } from './settle.js';
@@ -210,12 +210,7 @@ export async function superviseAll(): Promise<number> {
       await dbStarting;
     }
     // Migrations once, before any component touches the database.
-    const database = await openPlatformDatabase(config, 'migrate');
-    try {
-      await migrate(database);
-    } finally {
-      await database.close();
-    }
+    await migratePlatform(config);
     if (stopping) return done;
     // The gateway comes last, once every component serves, so that nobody meets a 502 at start.
     await Promise.all(supervised.filter((s) => s.name !== 'gateway').map(launch));
