@@ -2,7 +2,9 @@
 //  1. cold start to healthy (a fresh DATA_DIR: initdb, migrations, every component) and warm start
 //     (the same DATA_DIR again), from spawning the command to its "running" banner;
 //  2. idle memory of the whole process tree after the start settled: RSS and PSS (PSS shares the
-//     pages that several processes map, so the sum is what the tree really costs), per process.
+//     pages that several processes map, so the sum is what the tree really costs), per process,
+//     and PSS of anonymous memory (heaps: the part a component's code decides; the file-backed
+//     part, mostly the Node binary shared by all, moves with how many Node processes run).
 // Anchor: the PGlite version measured 1.5 GB RSS / 1.18 GB PSS for the same idle tree.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
@@ -47,7 +49,7 @@ function tree(root) {
       const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').filter(Boolean);
       const rollup = readFileSync(`/proc/${entry}/smaps_rollup`, 'utf8');
       const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(rollup)?.[1] ?? 0);
-      procs.push({ pid: Number(entry), ppid, cmd, rss: kb('Rss'), pss: kb('Pss') });
+      procs.push({ pid: Number(entry), ppid, cmd, rss: kb('Rss'), pss: kb('Pss'), anon: kb('Pss_Anon') });
     } catch {
       // gone or unreadable
     }
@@ -88,22 +90,24 @@ for (let i = 0; i < 3; i++) {
 warmRuns.sort((a, b) => a - b);
 await new Promise((r) => setTimeout(r, settleSeconds * 1000));
 const procs = tree(running.child.pid);
+const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 await stop(running.child);
 
 const groups = new Map();
 for (const p of procs) {
-  const g = groups.get(label(p)) ?? { process: label(p), count: 0, rss: 0, pss: 0 };
+  const g = groups.get(label(p)) ?? { process: label(p), count: 0, rss: 0, pss: 0, anon: 0 };
   g.count++;
   g.rss += p.rss;
   g.pss += p.pss;
+  g.anon += p.anon;
   groups.set(g.process, g);
 }
 const mb = (kb) => (kb / 1024).toFixed(1);
 const rows = [...groups.values()]
   .sort((a, b) => b.pss - a.pss)
-  .map((g) => ({ process: g.process, processes: g.count, 'RSS MB': mb(g.rss), 'PSS MB': mb(g.pss) }));
-const total = procs.reduce((a, p) => ({ rss: a.rss + p.rss, pss: a.pss + p.pss }), { rss: 0, pss: 0 });
-rows.push({ process: 'whole tree', processes: procs.length, 'RSS MB': mb(total.rss), 'PSS MB': mb(total.pss) });
+  .map((g) => ({ process: g.process, processes: g.count, 'RSS MB': mb(g.rss), 'PSS MB': mb(g.pss), 'anon PSS MB': mb(g.anon) }));
+const total = procs.reduce((a, p) => ({ rss: a.rss + p.rss, pss: a.pss + p.pss, anon: a.anon + p.anon }), { rss: 0, pss: 0, anon: 0 });
+rows.push({ process: 'whole tree', processes: procs.length, 'RSS MB': mb(total.rss), 'PSS MB': mb(total.pss), 'anon PSS MB': mb(total.anon) });
 
 console.log(`bench/startup on ${readFileSync('/proc/cpuinfo', 'utf8').match(/^processor/gm).length} cores, node ${process.versions.node}\n`);
 console.log(
@@ -112,6 +116,6 @@ console.log(
     { start: 'warm (median of 3)', 'seconds to running': warmRuns[1].toFixed(2) },
   ]),
 );
-console.log(`\nidle process tree after ${settleSeconds} s:\n`);
+console.log(`\nidle process tree after ${settleSeconds} s (load average ${load}):\n`);
 console.log(table(rows));
 console.log(`\nidle PSS ÷ the PGlite version's 1.18 GB: ${(total.pss / 1024 / 1208).toFixed(2)}×`);

@@ -3,6 +3,7 @@ import { loadConfig } from '@codeagent/config';
 import { COMMON_SETTINGS, components, READY_MESSAGE, STORAGE_SETTINGS, SUPERVISED_ENV, type ComponentName } from './components.js';
 import { healthcheck } from './healthcheck.js';
 import { NGINX_CONFIG_HELP, nginxConfig, type NginxConfigOptions } from './nginx-config.js';
+import { settleOnceAfterStart } from './settle.js';
 
 /** `--help` of a command ends with the settings it reads; nothing is read or started to print it. */
 function settingsHelp(settings: readonly string[]): string {
@@ -85,6 +86,8 @@ export function cliProgram(): { program: Command; exitCode: () => number } {
         const config = loadConfig();
         await components[name as ComponentName].start(config);
         process.send?.(READY_MESSAGE);
+        // Once serving, the heap of the start is given back (decision 0085).
+        settleOnceAfterStart();
         code = -1; // keeps running until a signal
       });
   }

@@ -42,6 +42,30 @@ describe('what an idle component loads', () => {
     expect(clusterAdmin).not.toContain('@modelcontextprotocol/sdk');
     expect(clusterAdmin).not.toContain('zod');
   });
+
+  it('only the gateway loads undici at import; the outbound client of cluster-admin on its first request', () => {
+    for (const pkg of ['@codeagent/bridge', '@codeagent/runtime', '@codeagent/cluster-admin', '@codeagent/backend', '@codeagent/worker'])
+      expect(packagesLoadedBy(pkg), pkg).not.toContain('undici');
+    expect(packagesLoadedBy('@codeagent/gateway')).toContain('undici');
+    const made = packagesLoadedBy(
+      '@codeagent/safe-fetch',
+      `const c = mod.createOutboundClient(); await c.fetch('ftp://example.com/').catch(() => undefined); await c.close();`,
+    );
+    expect(made).not.toContain('undici');
+    const used = packagesLoadedBy(
+      '@codeagent/safe-fetch',
+      `const c = mod.createOutboundClient(); await c.fetch('http://localhost:9/').catch((e) => { if (e.code !== 'address_blocked') throw e; }); await c.close();`,
+    );
+    expect(used).toContain('undici');
+  });
+});
+
+describe('what the supervisor keeps loaded', () => {
+  it('runs the embedded PostgreSQL and the migrations on pg alone: no Kysely, no component code', () => {
+    const supervisor = packagesLoadedBy(new URL('../dist/supervisor.js', import.meta.url).href);
+    expect(supervisor).toContain('pg');
+    for (const pkg of ['kysely', 'fastify', 'undici', '@codeagent/backend']) expect(supervisor, pkg).not.toContain(pkg);
+  });
 });
 
 describe('V8 settings of the components', () => {

@@ -2,9 +2,10 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, SECRETS_FILE, type Config } from '@codeagent/config';
-import { EmbeddedPostgres, embeddedMaxConnections, embeddedPaths, migrate, openPlatformDatabase } from '@codeagent/db';
+import { EmbeddedPostgres, embeddedMaxConnections, embeddedPaths, migratePlatform } from '@codeagent/db/start';
 import { components, READY_MESSAGE, SUPERVISED_ENV, type ComponentName } from './components.js';
 import { acquireDataDirLock, checkPortsFree, StartError } from './preflight.js';
+import { settleOnceAfterStart } from './settle.js';
 
 const CLI = fileURLToPath(new URL('./index.js', import.meta.url));
 const STOP_GRACE_MS = 15_000;
@@ -209,12 +210,7 @@ export async function superviseAll(): Promise<number> {
       await dbStarting;
     }
     // Migrations once, before any component touches the database.
-    const database = await openPlatformDatabase(config, 'migrate');
-    try {
-      await migrate(database);
-    } finally {
-      await database.close();
-    }
+    await migratePlatform(config);
     if (stopping) return done;
     // The gateway comes last, once every component serves, so that nobody meets a 502 at start.
     await Promise.all(supervised.filter((s) => s.name !== 'gateway').map(launch));
@@ -234,6 +230,8 @@ export async function superviseAll(): Promise<number> {
     .then(async (res) => (await res.json()) as HealthBody)
     .catch(() => undefined);
   if (!stopping) printBanner(url, config, health);
+  // What the start left behind (migrations, the start-up allocations) is given back once.
+  if (!stopping) settleOnceAfterStart();
   return done;
 }
 

@@ -24,7 +24,7 @@ export function listMigrations(dir = MIGRATIONS_DIR): Migration[] {
  * transaction. Safe to run from several processes at once (advisory lock) and
  * idempotent: a second run applies nothing. Returns the versions it applied.
  */
-export async function migrate(database: Database, migrations = listMigrations()): Promise<string[]> {
+export async function migrate(database: Pick<Database, 'withScriptSession'>, migrations = listMigrations()): Promise<string[]> {
   return database.withScriptSession(async (session) => {
     await session.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
     try {

@@ -1,5 +1,5 @@
 import dns, { type LookupAddress, type LookupOptions } from 'node:dns';
-import { Agent, buildConnector, request, type Dispatcher } from 'undici';
+import type { Agent, buildConnector, Dispatcher, request } from 'undici';
 import { isBlockedAddress, literalIp } from './addresses.js';
 import { canonicalHost, hostAllowed } from './allowlist.js';
 import { OutboundError } from './errors.js';
@@ -78,18 +78,27 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
     );
   };
 
-  const baseConnect = buildConnector({ lookup: checkingLookup, timeout: timeoutMs });
-  const connect: buildConnector.connector = (opts, callback) =>
-    baseConnect(opts, (err, socket) => {
-      if (err || !socket) return callback(err ?? new Error('no socket'), null);
-      const peer = socket.remoteAddress;
-      if (!peer || isBlockedAddress(peer, allowLoopback)) {
-        socket.destroy();
-        return callback(new OutboundError('address_blocked', 'the connection reached a blocked address'), null);
-      }
-      return callback(null, socket);
-    });
-  const agent = new Agent({ connect, connections: 32 });
+  /**
+   * The undici Agent, made on the first request that passed the checks: undici (~9 MB of an
+   * idle process) is imported then, not when the service starts (docs/decisions/0085).
+   */
+  let agent: Promise<{ agent: Agent; request: typeof request }> | undefined;
+  const undici = () =>
+    (agent ??= import('undici').then((u) => {
+      const baseConnect = u.buildConnector({ lookup: checkingLookup, timeout: timeoutMs });
+      const connect: buildConnector.connector = (opts, callback) =>
+        baseConnect(opts, (err, socket) => {
+          if (err || !socket) return callback(err ?? new Error('no socket'), null);
+          const peer = socket.remoteAddress;
+          if (!peer || isBlockedAddress(peer, allowLoopback)) {
+            socket.destroy();
+            return callback(new OutboundError('address_blocked', 'the connection reached a blocked address'), null);
+          }
+          return callback(null, socket);
+        });
+      return { agent: new u.Agent({ connect, connections: 32 }), request: u.request };
+    }));
+  let closed = false;
 
   /** Checks what can be checked before connecting; returns the URL to request. */
   function vet(raw: string | URL, auth: AuthAdapter | undefined): URL {
@@ -173,11 +182,13 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
         headers.authorization = `Basic ${Buffer.from(`${init.auth.username}:${init.auth.password ?? ''}`).toString('base64')}`;
       }
       let url = vet(raw, init.auth);
+      if (closed) throw new Error('the outbound client is closed');
+      const { agent: dispatcher, request } = await undici();
       for (let redirects = 0; ; redirects++) {
         let res: Dispatcher.ResponseData;
         try {
           const ms = left();
-          res = await request(url, { dispatcher: agent, method, headers, headersTimeout: ms, bodyTimeout: ms });
+          res = await request(url, { dispatcher, method, headers, headersTimeout: ms, bodyTimeout: ms });
         } catch (err) {
           throw mapError(err);
         }
@@ -200,6 +211,9 @@ export function createOutboundClient(options: OutboundOptions = {}): OutboundCli
         return { status: res.statusCode, headers: flat, body: read.text, truncated: read.truncated, finalUrl: url.toString(), redirects };
       }
     },
-    close: () => agent.close(),
+    async close() {
+      closed = true;
+      if (agent) await (await agent).agent.close();
+    },
   };
 }

@@ -1,4 +1,5 @@
-import { request, type Dispatcher } from 'undici';
+import type * as Undici from 'undici';
+import type { Dispatcher } from 'undici';
 import { AppError } from '@codeagent/service-kit';
 import type { ResolvedSettings } from './settings.js';
 
@@ -28,9 +29,13 @@ export interface PromptReply {
   modelID: string;
 }
 
+/** undici, imported on the first call to the code agent rather than by an idle bridge (decision 0085). */
+let undici: Promise<typeof Undici> | undefined;
+const loadUndici = () => (undici ??= import('undici'));
+
 const SESSION_ID = /^ses[A-Za-z0-9_-]{1,200}$/;
 
-/** A small typed client of the opencode server API (§9.4), over undici. */
+/** A small typed client of the opencode server API (§9.4), over undici (imported on the first call). */
 export class OpencodeClient {
   private readonly headers: Record<string, string>;
 
@@ -51,6 +56,7 @@ export class OpencodeClient {
     timeoutMs: number,
     signal?: AbortSignal,
   ): Promise<{ status: number; json: unknown }> {
+    const { request } = await loadUndici();
     let res: Dispatcher.ResponseData;
     try {
       res = await request(`${this.settings.url}${path}`, {
@@ -150,6 +156,7 @@ export class OpencodeClient {
 
   /** Health: reachable and how fast (any HTTP answer counts). */
   async ping(timeoutMs: number): Promise<number | undefined> {
+    const { request } = await loadUndici();
     const t = Date.now();
     try {
       const res = await request(`${this.settings.url}/global/health`, { headers: this.headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });

@@ -437,7 +437,7 @@ export class SandboxedServers implements JupyterPool {
       throw new KernelUnavailableError(`the sandbox did not start: ${(err as Error).message}`, false);
     }
     const socket = sandbox.hostPath(`${layout.run}/jupyter.sock`);
-    const transport = unixSocketSettings(socket, token, basePath);
+    const transport = await unixSocketSettings(socket, token, basePath);
     const server = new SandboxedServer(
       workspaceId,
       sandbox,

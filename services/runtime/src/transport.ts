@@ -1,13 +1,19 @@
 import { ServerConnection } from '@jupyterlab/services';
-import { Agent, Headers, Request, fetch } from 'undici';
 import WebSocket from 'ws';
 
 /**
  * @jupyterlab/services settings that reach a Jupyter server over its Unix socket: REST through
  * undici with `socketPath`, websockets through `ws`'s `ws+unix:` addresses. The URLs keep the
  * host `localhost` (Jupyter's host check accepts it); only the socket carries the traffic.
+ * undici is imported here, when the first Jupyter server starts, not by an idle runtime
+ * (decision 0085).
  */
-export function unixSocketSettings(socketPath: string, token: string, basePath = '/'): { settings: ServerConnection.ISettings; close(): Promise<void> } {
+export async function unixSocketSettings(
+  socketPath: string,
+  token: string,
+  basePath = '/',
+): Promise<{ settings: ServerConnection.ISettings; close(): Promise<void> }> {
+  const { Agent, Headers, Request, fetch } = await import('undici');
   const agent = new Agent({ connect: { socketPath }, keepAliveTimeout: 10_000, connections: 16 });
   class UnixWebSocket extends WebSocket {
     constructor(url: string | URL, protocols?: string | string[]) {
@@ -20,7 +26,7 @@ export function unixSocketSettings(socketPath: string, token: string, basePath =
     wsUrl: `ws://localhost${basePath}`,
     token,
     appendToken: true,
-    fetch: ((input: Request) => fetch(input, { dispatcher: agent })) as unknown as typeof globalThis.fetch,
+    fetch: ((input: InstanceType<typeof Request>) => fetch(input, { dispatcher: agent })) as unknown as typeof globalThis.fetch,
     Request: Request as unknown as typeof globalThis.Request,
     Headers: Headers as unknown as typeof globalThis.Headers,
     WebSocket: UnixWebSocket as unknown as typeof globalThis.WebSocket,
