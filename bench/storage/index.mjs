@@ -42,15 +42,17 @@ const cpSeconds = seconds(t);
 rmSync(join(dir, 'cp-copy.bin'));
 
 // Anchor 2: a bare Node server in a process of its own (as the platform's are) streaming the
-// body to a file, and a file back; with `?fsync` it also fsyncs the file before answering, as the
-// platform does (the same durability).
+// body to a new file named by the path, and a file back; with `?fsync` it also fsyncs the file
+// before answering, as the platform does (the same durability).
 const bareScript = `
 const { createServer } = require('node:http');
 const { createReadStream, createWriteStream, statSync } = require('node:fs');
 const { open } = require('node:fs/promises');
 const { pipeline } = require('node:stream/promises');
-const file = process.argv[1];
+const { join } = require('node:path');
+const dir = process.argv[1];
 createServer(async (req, res) => {
+  const file = join(dir, 'bare-' + req.url.split('?')[0].replace(/[^a-z0-9]/gi, ''));
   if (req.method === 'PUT') {
     await pipeline(req, createWriteStream(file));
     if (req.url.endsWith('?fsync')) { const h = await open(file, 'r'); await h.sync(); await h.close(); }
@@ -61,10 +63,10 @@ createServer(async (req, res) => {
   }
 }).listen(Number(process.argv[2]), '127.0.0.1');`;
 const barePort = await freePort();
-const bare = startProcess(process.execPath, ['-e', bareScript, join(dir, 'bare.bin'), String(barePort)], {});
+const bare = startProcess(process.execPath, ['-e', bareScript, dir, String(barePort)], {});
 for (let i = 0; ; i++) {
   try {
-    await fetch(`http://127.0.0.1:${barePort}/`, { method: 'PUT', body: '' });
+    await fetch(`http://127.0.0.1:${barePort}/ready`, { method: 'PUT', body: '' });
     break;
   } catch (err) {
     if (i > 100) throw err;
@@ -86,26 +88,32 @@ const auth = { authorization: `Bearer ${await adminToken(base, BENCH_ADMIN_PASSW
 const ws = await createWorkspace(base, auth, 'bench');
 
 // Rounds interleave the paths (each round in another order): the disk and what else the machine
-// does weigh on all of them alike. Each upload is timed until its answer; `sync` runs after it,
-// outside the timing, so that no path inherits another's dirty pages.
+// does weigh on all of them alike. Every upload creates a new file (no path pays for replacing
+// or truncating an old one). Each is timed until its answer; `sync` runs after it, outside the
+// timing, so that no path inherits another's dirty pages. Before the rounds each path takes one
+// 64 MiB upload, so that every process is warm (its code compiled), as in steady use.
 const paths = [
-  ['bare Node http server', `http://127.0.0.1:${barePort}/f`, {}],
-  ['bare Node http server + fsync', `http://127.0.0.1:${barePort}/f?fsync`, {}],
-  ['backend direct (no gateway) → local', `http://127.0.0.1:${backendPort}/api/v1/data-resources/${ws}/objects/big-direct.bin`, auth],
-  ['platform (gateway → backend → local)', `${base}/data-resources/${ws}/objects/big.bin`, auth],
+  ['bare Node http server', (n) => `http://127.0.0.1:${barePort}/${n}`, {}],
+  ['bare Node http server + fsync', (n) => `http://127.0.0.1:${barePort}/${n}-fsync?fsync`, {}],
+  ['backend direct (no gateway) → local', (n) => `http://127.0.0.1:${backendPort}/api/v1/data-resources/${ws}/objects/direct-${n}.bin`, auth],
+  ['platform (gateway → backend → local)', (n) => `${base}/data-resources/${ws}/objects/platform-${n}.bin`, auth],
 ];
+const warm = join(dir, 'warm.bin');
+execFileSync('dd', ['if=/dev/urandom', `of=${warm}`, 'bs=1M', 'count=64', 'status=none']);
+for (const [, url, headers] of paths) await streamUpload(url('warm'), warm, 64 * 1024 * 1024, headers);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const measured = Object.fromEntries(paths.map(([name]) => [name, { up: [], down: [] }]));
 for (let round = 0; round < ROUNDS; round++) {
   for (let i = 0; i < paths.length; i++) {
     const [name, url, headers] = paths[(i + round) % paths.length];
+    execFileSync('sync');
     t = process.hrtime.bigint();
-    await upload(url, headers);
+    await upload(url(`r${round}`), headers);
     measured[name].up.push(mbps(seconds(t)));
     execFileSync('sync');
-    if (name.endsWith('+ fsync')) continue; // the same file as without fsync
+    if (name.endsWith('+ fsync')) continue; // the same kind of file as without fsync
     t = process.hrtime.bigint();
-    await download(url.replace('?fsync', ''), headers);
+    await download(url(`r${round}`).replace('?fsync', ''), headers);
     measured[name].down.push(mbps(seconds(t)));
   }
 }

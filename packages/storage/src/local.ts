@@ -26,6 +26,13 @@ import {
 const WRITE_BUFFER_BYTES = 1024 * 1024;
 
 /**
+ * The chunk a download reads from its file: 256 KiB instead of Node's 64 KiB takes a quarter of
+ * the reads and socket writes (a bare server streaming a 1 GiB file: ≈ 1.5× the throughput,
+ * most of what 1 MiB gives). At most this much per download waiting for a slow client.
+ */
+const READ_BUFFER_BYTES = 256 * 1024;
+
+/**
  * `local` backend: one directory per area under `baseDir`. A write goes to a temporary file in
  * `baseDir/.staging/<area>` (same file system), is fsynced, then renamed into place, so readers
  * see the old object or the new one, never a part. Leftover temporary files of an interrupted
@@ -96,7 +103,7 @@ export class LocalObjectStore implements ObjectStore {
     } catch {
       return undefined;
     }
-    const body = createReadStream(file, range ? { start: range.start, end: range.end } : {});
+    const body = createReadStream(file, { highWaterMark: READ_BUFFER_BYTES, ...(range ? { start: range.start, end: range.end } : {}) });
     return { body, size };
   }
 
