@@ -30,6 +30,12 @@ export class Metrics {
     });
   }
 
+  /** One answered request, by route pattern (bounded series): what every HTTP path records. */
+  recordRequest(route: string, method: string, status: number, seconds: number): void {
+    this.httpRequests.inc({ route, method, status_code: String(status) });
+    this.httpDuration.observe({ route, method }, seconds);
+  }
+
   counter<L extends string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
     return new Counter({ name, help, labelNames, registers: [this.registry] });
   }
@@ -97,10 +103,7 @@ export const opsRoutes = fp<OpsOptions>(
     });
     if (opts.recordRequests !== false) {
       app.addHook('onResponse', (req, reply, done) => {
-        const route = req.routeOptions.url ?? 'unmatched';
-        const method = req.method;
-        metrics.httpRequests.inc({ route, method, status_code: String(reply.statusCode) });
-        metrics.httpDuration.observe({ route, method }, reply.elapsedTime / 1000);
+        metrics.recordRequest(req.routeOptions.url ?? 'unmatched', req.method, reply.statusCode, reply.elapsedTime / 1000);
         done();
       });
     }

@@ -32,6 +32,9 @@ const WRITE_BUFFER_BYTES = 1024 * 1024;
  */
 const READ_BUFFER_BYTES = 256 * 1024;
 
+/** Why a file system may refuse a hard link where a copy still works (another device, no support, too many links). */
+const NO_HARD_LINK = new Set(['EXDEV', 'EPERM', 'EMLINK', 'ENOTSUP', 'EOPNOTSUPP']);
+
 /**
  * `local` backend: one directory per area under `baseDir`. A write goes to a temporary file in
  * `baseDir/.staging/<area>` (same file system), is fsynced, then renamed into place, so readers
@@ -154,7 +157,7 @@ export class LocalObjectStore implements ObjectStore {
       // replaced 1 GiB object kept as a version was a 1 GiB copy before the answer). A file
       // system without hard links between the areas gets a real copy.
       await link(from, temp).catch(async (err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EXDEV' && err.code !== 'EPERM' && err.code !== 'EMLINK' && err.code !== 'ENOTSUP' && err.code !== 'EOPNOTSUPP') throw err;
+        if (!NO_HARD_LINK.has(err.code ?? '')) throw err;
         await copyFile(from, temp);
       });
       await mkdir(dirname(to), { recursive: true });

@@ -10,16 +10,7 @@ import Fastify, {
   type RouteGenericInterface,
 } from 'fastify';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
-import {
-  WEBDAV_EXTRA_METHODS,
-  hasRequestBody,
-  opsRoutes,
-  redactUrl,
-  requestBody,
-  requestIdOptions,
-  serviceKit,
-  type Metrics,
-} from '@codeagent/service-kit/http';
+import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
 import { registerWebApp } from './web-app.js';
 import { PAGES } from './landing.js';
 import {
@@ -32,11 +23,11 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
-import { MESSAGES, ROUTES, UPSTREAMS, workspaceBridgeUrl, type UpstreamName } from './routes.js';
+import { ROUTES, UPSTREAMS, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
-import { fastPath, type FastPathControl } from './fast-path.js';
+import { accessLogLine, fastPath, type FastPathControl } from './fast-path.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
 const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
@@ -115,12 +106,10 @@ export function fastPathTaken(app: FastifyInstance): number {
 /** Error body of a failed upstream: 504 for a time-out, 502 for anything else (down, reset, garbage). */
 function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBase>, { error }: { error: Error }): void {
   const { statusCode, code } = error as Error & { statusCode?: number; code?: string };
-  const timedOut = statusCode === 504;
   reply.request.log.warn({ code, upstream_error: error.message }, 'upstream failed');
   if (reply.sent) return;
-  void reply
-    .code(timedOut ? 504 : 502)
-    .send(timedOut ? { error: 'gateway_timeout', message: MESSAGES.gatewayTimeout } : { error: 'bad_gateway', message: MESSAGES.badGateway });
+  const failure = upstreamFailure(statusCode === 504);
+  void reply.code(failure.status).send(failure.body);
 }
 
 /**
@@ -167,7 +156,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   if (opts.accessLog) {
     // The request id followed through every component's logs starts here.
     app.addHook('onResponse', (req, reply, done) => {
-      req.log.info({ method: req.method, url: redactUrl(req.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request');
+      req.log.info(accessLogLine(req.method, req.url, reply.statusCode, reply.elapsedTime), 'request');
       done();
     });
   }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp, fastPathTaken } from './app.js';
 import { closeNow } from './ingress-testing.js';
-import { listenOn, stopServer } from './upstream-testing.js';
+import { listenOn, nodeRequest, stopServer, type NodeAnswer } from './upstream-testing.js';
 
 const WS = '0a1b2c3d-0000-4000-8000-00000000abcd';
 
@@ -60,33 +60,12 @@ function component(seen: Seen[]): Server {
   });
 }
 
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** One request with Node's client (no fetch: it adds headers of its own and cannot send PROPFIND bodies as given). */
-function send(base: string, method: string, path: string, headers: Record<string, string> = {}, body?: Buffer | Buffer[]): Promise<Answer> {
-  const url = new URL(base);
-  return new Promise((resolve, reject) => {
-    const req = request({ host: url.hostname, port: url.port, method, path, headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    if (Array.isArray(body)) {
-      // Chunked: no length announced.
-      for (const b of body) req.write(b);
-      req.end();
-    } else req.end(body);
-  });
-}
+/** One request through Node's client (upstream-testing.ts). */
+const send = (base: string, method: string, path: string, headers: Record<string, string> = {}, body?: Buffer | Buffer[]): Promise<NodeAnswer> =>
+  nodeRequest(base, path, { method, headers, ...(body !== undefined ? { body } : {}) });
 
 /** What must be the same on both ways (the date and a generated request id differ by nature). */
-function comparable(a: Answer): object {
+function comparable(a: NodeAnswer): object {
   // (An empty answer of unknown length may be framed either way.)
   const { date: _date, connection: _connection, 'keep-alive': _keepAlive, 'x-request-id': id, 'transfer-encoding': _te, ...headers } = a.headers;
   if (headers['content-length'] === '0') delete headers['content-length'];

@@ -13,8 +13,8 @@ import {
   type Metrics,
 } from '@codeagent/service-kit/http';
 import { connectionListed, upstreamHeaders } from './forwarding.js';
-import { MESSAGES, workspaceBridgeUrl, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
-import { DATA_CSP, REFERRER_POLICY } from './security-headers.js';
+import { upstreamFailure, workspaceBridgeUrl, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
+import { applySecurityHeaders } from './security-headers.js';
 import type { UpstreamPool } from './upstream-pool.js';
 
 /**
@@ -47,6 +47,11 @@ export interface FastPathOptions {
 
 /** Takes the request on (true) or leaves it to Fastify (false, nothing written). */
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/** The access log's line of one request (as nginx's): method, path (secrets redacted), status, time. */
+export function accessLogLine(method: string, url: string, status: number, ms: number): { method: string; url: string; status: number; ms: number } {
+  return { method, url: redactUrl(url), status, ms: Math.round(ms * 10) / 10 };
+}
 
 /** The fast path with its controls: stop taking requests (the gateway is closing), and how many it took (tests). */
 export type FastPathControl = FastPath & { close(): void; readonly taken: number };
@@ -129,10 +134,8 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
     if (opts.metrics !== undefined || opts.accessLog) {
       res.once('close', () => {
         const ms = performance.now() - started;
-        opts.metrics?.httpRequests.inc({ route: metricsRoute, method, status_code: String(res.statusCode) });
-        opts.metrics?.httpDuration.observe({ route: metricsRoute, method }, ms / 1000);
-        if (opts.accessLog)
-          opts.log.info({ reqId: id, method, url: redactUrl(req.url ?? '/'), status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+        opts.metrics?.recordRequest(metricsRoute, method, res.statusCode, ms / 1000);
+        if (opts.accessLog) opts.log.info({ reqId: id, ...accessLogLine(method, req.url ?? '/', res.statusCode, ms) }, 'request');
       });
     }
 
@@ -206,15 +209,13 @@ function answerHead(res: ServerResponse, id: string, data: Dispatcher.ResponseDa
   res.writeHead(data.statusCode);
 }
 
-/** docs/contract/spec.md §4.5 as security-headers.ts sets it on the framework's answers, and the request id. */
+/** docs/contract/spec.md §4.5 (security-headers.ts), and the request id unless the component gave it. */
 function securityHeaders(res: ServerResponse, id: string): void {
-  res.setHeader('x-content-type-options', 'nosniff');
-  if (!res.hasHeader('referrer-policy')) res.setHeader('referrer-policy', REFERRER_POLICY);
-  if (!res.hasHeader('content-security-policy')) res.setHeader('content-security-policy', DATA_CSP);
+  applySecurityHeaders(res);
   if (!res.hasHeader('x-request-id')) res.setHeader('x-request-id', id);
 }
 
-/** 504 when the component did not answer in time, 502 for anything else; as app.ts's onUpstreamError. */
+/** The ingress's failure answer (routes.ts `upstreamFailure`), as app.ts's onUpstreamError gives it. */
 function answerFailure(req: IncomingMessage, res: ServerResponse, id: string, err: Error, log: FastifyBaseLogger): void {
   const code = String((err as NodeJS.ErrnoException).code ?? '');
   log.warn({ reqId: id, code, upstream_error: err.message }, 'upstream failed');
@@ -222,15 +223,13 @@ function answerFailure(req: IncomingMessage, res: ServerResponse, id: string, er
     res.destroy();
     return;
   }
-  const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || err.name === 'TimeoutError';
-  const payload = JSON.stringify(
-    timedOut ? { error: 'gateway_timeout', message: MESSAGES.gatewayTimeout } : { error: 'bad_gateway', message: MESSAGES.badGateway },
-  );
+  const failure = upstreamFailure(code === 'UND_ERR_HEADERS_TIMEOUT' || err.name === 'TimeoutError');
+  const payload = JSON.stringify(failure.body);
   for (const name of res.getHeaderNames()) res.removeHeader(name);
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(payload));
   securityHeaders(res, id);
   lingerAfterAnswer(req, res);
-  res.writeHead(timedOut ? 504 : 502);
+  res.writeHead(failure.status);
   res.end(payload);
 }

@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request, type IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { serviceKit } from '@codeagent/service-kit/http';
 import { DATA_CSP } from './security-headers.js';
 import { closeNow, INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
+import { nodeRequest } from './upstream-testing.js';
 
 const run = promisify(execFile);
 const CURL = '/usr/bin/curl';
@@ -51,49 +52,6 @@ async function startService(): Promise<{ app: FastifyInstance; url: string }> {
   });
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, url };
-}
-
-interface NodeAnswer {
-  status: number;
-  body: string;
-  headers: IncomingHttpHeaders;
-  continued: boolean;
-}
-
-/** Node's http client; with `expect`, the body goes only after a `100 Continue`, as curl does it. */
-function nodeRequest(
-  base: string,
-  path: string,
-  opts: { method: string; body: Buffer; headers?: Record<string, string>; expectContinue?: boolean },
-): Promise<NodeAnswer> {
-  const url = new URL(path, base);
-  return new Promise((resolve, reject) => {
-    let continued = false;
-    const req = request(
-      {
-        host: url.hostname,
-        port: url.port,
-        path: url.pathname,
-        method: opts.method,
-        agent: false,
-        headers: { 'content-length': String(opts.body.length), ...(opts.expectContinue ? { expect: '100-continue' } : {}), ...opts.headers },
-      },
-      (res) => {
-        let text = '';
-        res.on('data', (c: Buffer) => (text += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers, continued }));
-      },
-    );
-    req.on('error', reject);
-    if (opts.expectContinue) {
-      req.on('continue', () => {
-        continued = true;
-        req.end(opts.body);
-      });
-    } else {
-      req.end(opts.body);
-    }
-  });
 }
 
 /** curl, as a user runs it; `-v` shows the Expect exchange. */

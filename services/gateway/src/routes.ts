@@ -131,3 +131,10 @@ export const REQUIRE_HEADER = 'x-codeagent-require';
 export const REFUSAL_HEADER = 'x-codeagent-refusal';
 /** Headers of the session check's answer: who the user is (the ingress keeps them on one Jupyter instance). */
 export const USER_ID_HEADER = 'x-codeagent-user-id';
+
+/** The ingress's answer when a component failed: 504 when it did not answer in time, 502 for anything else. */
+export function upstreamFailure(timedOut: boolean): { status: 502 | 504; body: { error: string; message: string } } {
+  return timedOut
+    ? { status: 504, body: { error: 'gateway_timeout', message: MESSAGES.gatewayTimeout } }
+    : { status: 502, body: { error: 'bad_gateway', message: MESSAGES.badGateway } };
+}

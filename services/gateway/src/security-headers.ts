@@ -53,12 +53,21 @@ export interface SecurityRouteConfig {
  */
 export function securityHeaders(app: FastifyInstance): void {
   app.addHook('onSend', (req, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff');
-    if (!reply.hasHeader('referrer-policy')) reply.header('referrer-policy', REFERRER_POLICY);
     const config = req.routeOptions.config as SecurityRouteConfig | undefined;
-    if (config?.upstreamCsp !== true && !reply.hasHeader('content-security-policy')) {
-      reply.header('content-security-policy', DATA_CSP);
-    }
+    applySecurityHeaders({ hasHeader: (name) => reply.hasHeader(name), setHeader: (name, value) => reply.header(name, value) }, config?.upstreamCsp === true);
     done(null, payload);
   });
+}
+
+/** Where the headers of an answer are set: a Fastify reply or Node's response (the fast path). */
+export interface HeaderTarget {
+  hasHeader(name: string): boolean;
+  setHeader(name: string, value: string): unknown;
+}
+
+/** The rule of `securityHeaders` for one answer, whoever writes it. */
+export function applySecurityHeaders(answer: HeaderTarget, upstreamCsp = false): void {
+  answer.setHeader('x-content-type-options', 'nosniff');
+  if (!answer.hasHeader('referrer-policy')) answer.setHeader('referrer-policy', REFERRER_POLICY);
+  if (!upstreamCsp && !answer.hasHeader('content-security-policy')) answer.setHeader('content-security-policy', DATA_CSP);
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { request, type IncomingMessage, type Server } from 'node:http';
+import { request, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 
@@ -54,5 +54,65 @@ export function upgrade(base: string, path: string, headers: Record<string, stri
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+export interface NodeAnswer {
+  status: number;
+  body: string;
+  headers: IncomingHttpHeaders;
+  /** The server sent `100 Continue` (with `expectContinue`). */
+  continued: boolean;
+}
+
+/**
+ * One request with Node's http client (no fetch: it adds headers of its own and sends only the
+ * standard methods' bodies as given), on a connection of its own. A Buffer body is sent with its
+ * length, an array of them chunked (no length announced); with `expectContinue` the body goes
+ * only after a `100 Continue`, as curl does it.
+ */
+export function nodeRequest(
+  base: string,
+  path: string,
+  opts: { method: string; body?: Buffer | Buffer[]; headers?: Record<string, string>; expectContinue?: boolean },
+): Promise<NodeAnswer> {
+  const url = new URL(path, base);
+  const body = opts.body;
+  return new Promise((resolve, reject) => {
+    let continued = false;
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        // As written: `new URL` would resolve dot segments (`%2e%2e` too) that a test means to send.
+        path,
+        method: opts.method,
+        agent: false,
+        headers: {
+          ...(Buffer.isBuffer(body) ? { 'content-length': String(body.length) } : {}),
+          ...(opts.expectContinue ? { expect: '100-continue' } : {}),
+          ...opts.headers,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers, continued }));
+      },
+    );
+    req.on('error', reject);
+    const send = () => {
+      if (Array.isArray(body)) {
+        for (const b of body) req.write(b);
+        req.end();
+      } else req.end(body);
+    };
+    if (opts.expectContinue) {
+      req.on('continue', () => {
+        continued = true;
+        send();
+      });
+    } else send();
   });
 }
