@@ -2,8 +2,8 @@
 // nginx when installed, and the upstream called directly, all in the same run, 50 connections:
 //  1. proxy capacity: every proxy in front of the same trivial backend (a fixed JSON answer),
 //     so that the proxies, not the backend, are measured;
-//  2. end to end: GET /api/v1/auth/me of the real backend (JWT check, the cached token check
-//     and one query for the workspaces; two queries before issue 17).
+//  2. end to end: GET /api/v1/auth/me of the real backend (JWT check; the token check and the
+//     user's workspaces cached, decisions 0082 and 0193: no query once warm; two before issue 17).
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';

@@ -44,12 +44,18 @@ export function isSystemAdmin(user: Pick<UserRow, 'platform_role_id'>): boolean 
 
 /**
  * The channel on which a change of a user's sessions is announced (logout, every session revoked,
- * disabled, deleted, role or name changed), the user id as payload: services that cache token
+ * disabled, deleted, role or name changed, a membership added, changed or removed), the user id as payload: services that cache token
  * checks (service-kit's userAuth) forget that user's entries (docs/decisions/0082-token-check-cache.md).
  */
 export const USERS_CHANNEL = 'codeagent_users';
 
-/** Announces a change of `userId`'s sessions or record; inside the writing transaction (sent at commit). */
+/** The payload of a change that concerns every user (a workspace renamed or deleted): listeners forget everything. */
+export const EVERY_USER = '';
+
+/**
+ * Announces a change of `userId`'s sessions, record or memberships (EVERY_USER: of everyone's);
+ * inside the writing transaction (sent at commit).
+ */
 export async function notifyUserChanged(db: Kysely<DB>, userId: string): Promise<void> {
   await sql`SELECT pg_notify(${USERS_CHANNEL}, ${userId})`.execute(db);
 }

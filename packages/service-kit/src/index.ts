@@ -5,7 +5,7 @@ export { TooManyRequestsError, QuotaExceededError, PreconditionFailedError, Unsu
 export { encodeCursor, decodeCursor, keysetPage, isUuid, ListQuery, listResponse } from './pagination.js';
 export type { ListQueryType, ListPage, CursorField, CursorKey } from './pagination.js';
 export { MAX_JSON_DEPTH, exceedsJsonDepth, ambiguousPathReason } from './request-guards.js';
-export { userAuth } from './user-auth.js';
+export { userAuth, type UserScopedCache } from './user-auth.js';
 export type { UserAuthOptions } from './user-auth.js';
 export { internalTokenHook, INTERNAL_TOKEN_HEADER } from './internal-token.js';
 export type { InternalTokenOptions } from './internal-token.js';

@@ -35,6 +35,11 @@ declare module 'fastify' {
      * notification has come back through the database, i.e. has reached every other instance.
      */
     userChanged: (userId: string) => Promise<void>;
+    /**
+     * A cache of answers derived from one user's rows, forgotten with the token checks when a
+     * change of the user (or of everyone: an empty id) is announced on the users' channel.
+     */
+    userScopedCache: <V>() => UserScopedCache<V>;
   }
 }
 
@@ -64,76 +69,111 @@ export interface UserAuthOptions {
   mountTokenKey?: Buffer | undefined;
 }
 
-/** Token checks by token id, trusted only while the listening connection is up. */
 /** How long a change waits, after its own notification is back, for the other instances to read theirs. */
 const SETTLE_MS = 25;
 
-class TokenCheckCache {
-  private readonly entries = new Map<string, { user: UserRow; until: number }>();
-  private readonly waiters = new Map<string, (() => void)[]>();
-  private listener: Listener | undefined;
+/**
+ * Answers derived from one user's rows (a token check, the user's workspaces), each kept for at
+ * most `ttlMs` and only while the LISTEN connection on the users' channel is up; every change
+ * announced for the user (or for everyone) drops them (decision 0082, 0193).
+ */
+export interface UserScopedCache<V> {
+  get(key: string): V | undefined;
+  /** Take before reading the database; `set` stores the answer only if nothing was forgotten since. */
+  stamp(): number;
+  set(key: string, userId: string, value: V, stamp: number): void;
+}
+
+class KeyedCache<V> implements UserScopedCache<V> {
+  private readonly entries = new Map<string, { userId: string; value: V; until: number }>();
   /**
-   * Bumped by every forgetting: a check that read the database before a change was announced
-   * must not be stored after it (it may have seen the user as it was before the change).
+   * Bumped by every forgetting: an answer read from the database before a change was announced
+   * must not be stored after it (it may have seen the rows as they were before the change).
    */
   private generation = 0;
+
+  constructor(
+    private readonly feed: UserChangeFeed,
+    private readonly ttlMs: number,
+    private readonly max: number,
+  ) {}
+
+  get(key: string): V | undefined {
+    if (!this.feed.connected) return undefined;
+    const e = this.entries.get(key);
+    if (!e) return undefined;
+    if (e.until <= Date.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return e.value;
+  }
+
+  stamp(): number {
+    return this.generation;
+  }
+
+  set(key: string, userId: string, value: V, stamp: number): void {
+    if (!this.feed.connected || stamp !== this.generation) return;
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { userId, value, until: Date.now() + this.ttlMs });
+  }
+
+  /** Drops the user's entries (every user's for an empty id). */
+  forget(userId: string): void {
+    this.generation++;
+    if (userId === '') this.entries.clear();
+    else for (const [key, e] of this.entries) if (e.userId === userId) this.entries.delete(key);
+  }
+}
+
+/** The users' channel, heard by every cache of this instance; trusted only while its connection is up. */
+class UserChangeFeed {
+  private readonly caches: KeyedCache<never>[] = [];
+  private readonly waiters = new Map<string, (() => void)[]>();
+  private listener: Listener | undefined;
 
   constructor(
     private readonly ttlMs: number,
     private readonly max: number,
   ) {}
 
+  get connected(): boolean {
+    return this.listener?.connected ?? false;
+  }
+
   start(listen: Database['listen']): void {
     this.listener = listen(USERS_CHANNEL, {
-      onNotify: (userId) => this.forget(userId),
+      onNotify: (userId) => this.heard(userId),
       // Changes announced while the connection was down were missed: start over.
-      onConnect: () => this.clear(),
-      onDisconnect: () => this.clear(),
+      onConnect: () => this.forget(''),
+      onDisconnect: () => this.forget(''),
     });
   }
 
-  get(jti: string): UserRow | undefined {
-    if (!this.listener?.connected) return undefined;
-    const e = this.entries.get(jti);
-    if (!e) return undefined;
-    if (e.until <= Date.now()) {
-      this.entries.delete(jti);
-      return undefined;
-    }
-    return e.user;
+  cache<V>(): UserScopedCache<V> {
+    const cache = new KeyedCache<V>(this, this.ttlMs, this.max);
+    this.caches.push(cache as KeyedCache<never>);
+    return cache;
   }
 
-  private clear(): void {
-    this.generation++;
-    this.entries.clear();
+  private forget(userId: string): void {
+    for (const cache of this.caches) cache.forget(userId);
   }
 
-  /** Take before reading the database; `set` stores the answer only if nothing was forgotten since. */
-  stamp(): number {
-    return this.generation;
-  }
-
-  set(jti: string, user: UserRow, stamp: number): void {
-    if (!this.listener?.connected || stamp !== this.generation) return;
-    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(jti, { user, until: Date.now() + this.ttlMs });
-  }
-
-  /** Drops the user's entries (every user's for an empty payload) and releases whoever waits for this notification. */
-  forget(userId: string): void {
-    this.generation++;
-    for (const [jti, e] of this.entries) if (userId === '' || e.user.id === userId) this.entries.delete(jti);
+  /** A notification: forget, and release whoever waits for it. */
+  private heard(userId: string): void {
+    this.forget(userId);
     for (const release of this.waiters.get(userId) ?? []) release();
     this.waiters.delete(userId);
   }
 
   async changed(userId: string): Promise<void> {
-    this.generation++;
-    for (const [jti, e] of this.entries) if (e.user.id === userId) this.entries.delete(jti);
-    if (!this.listener?.connected) return;
+    this.forget(userId);
+    if (!this.connected) return;
     // The NOTIFY went out at commit; once it is back here, PostgreSQL has handed it to every
     // listener. Each listener is its own server process, so the others' copies may trail ours by
-    // a moment: a short settle (a change of sessions or roles is rare) lets them be read too.
+    // a moment: a short settle (a change of sessions, roles or memberships is rare) lets them be read too.
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, 2000);
       const list = this.waiters.get(userId) ?? [];
@@ -146,12 +186,15 @@ class TokenCheckCache {
   }
 
   async close(): Promise<void> {
-    this.clear();
+    this.forget('');
     for (const list of this.waiters.values()) for (const release of list) release();
     this.waiters.clear();
     await this.listener?.close();
   }
 }
+
+/** What an instance without the users' channel (or with caching off) keeps: nothing. */
+const NO_CACHE: UserScopedCache<never> = { get: () => undefined, stamp: () => 0, set: () => undefined };
 
 /**
  * User authentication of every service that users call (backend, bridge): Bearer JWT, or the
@@ -167,14 +210,16 @@ export const userAuth = fp<UserAuthOptions>(
     app.decorateRequest('tokenClaims', null as unknown as UserTokenClaims);
     app.decorateRequest('mountWorkspace', undefined);
     const cacheMs = opts.cacheMs ?? 10_000;
-    const cache = opts.listen && cacheMs > 0 ? new TokenCheckCache(cacheMs, opts.cacheEntries ?? 10_000) : undefined;
-    if (cache) {
-      cache.start(opts.listen!);
-      app.addHook('onClose', () => cache.close());
+    const feed = opts.listen && cacheMs > 0 ? new UserChangeFeed(cacheMs, opts.cacheEntries ?? 10_000) : undefined;
+    if (feed) {
+      feed.start(opts.listen!);
+      app.addHook('onClose', () => feed.close());
     }
     app.decorate('userChanged', async (userId: string) => {
-      await cache?.changed(userId);
+      await feed?.changed(userId);
     });
+    app.decorate('userScopedCache', <V>(): UserScopedCache<V> => feed?.cache<V>() ?? NO_CACHE);
+    const tokenChecks = app.userScopedCache<UserRow>();
 
     const authenticate = async (req: FastifyRequest, allowBasic: boolean): Promise<void> => {
       const credential = requestCredential(req.headers, { basic: allowBasic });
@@ -192,12 +237,12 @@ export const userAuth = fp<UserAuthOptions>(
         if (err instanceof InvalidTokenError) throw new UnauthorizedError(`${err.message}; log in again`);
         throw err;
       }
-      let user = cache?.get(claims.jti);
+      let user = tokenChecks.get(claims.jti);
       if (!user) {
-        const stamp = cache?.stamp() ?? 0;
+        const stamp = tokenChecks.stamp();
         user = await findActiveTokenUser(opts.db, claims);
         if (!user) throw new UnauthorizedError('token is no longer valid; log in again');
-        cache?.set(claims.jti, user, stamp);
+        tokenChecks.set(claims.jti, user.id, user, stamp);
       }
       // Checked after the token so that a stale token says "log in again" first, as before.
       if (refusedCrossSite(credential.source, req.method, req.headers, addressedHost(req))) {

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { isForeignKeyViolation, isUniqueViolation, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
+import { EVERY_USER, isForeignKeyViolation, isUniqueViolation, notifyUserChanged, withRetry, type DB, type MemberRole, type WorkspaceRow } from '@codeagent/db';
 import { ConflictError, ForbiddenError, NotFoundError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import type { MemberDto, WorkspaceDto } from './schemas.js';
 
@@ -68,6 +68,7 @@ export async function createWorkspace(db: Kysely<DB>, input: { name: string; des
       .executeTakeFirstOrThrow();
     try {
       await trx.insertInto('workspace_members').values({ workspace_id: ws.id, user_id: admin.id, role: 'admin' }).execute();
+      await notifyUserChanged(trx, admin.id);
     } catch (err) {
       // The user was deleted meanwhile.
       if (isForeignKeyViolation(err)) throw new NotFoundError(`user ${input.adminUserId} not found`);
@@ -115,6 +116,8 @@ export async function updateWorkspace(
         .set({ ...changes, updated_at: new Date() })
         .where('id', '=', id)
         .execute();
+      // Its members' cached workspace lists hold the name.
+      if (changes.name !== undefined) await notifyUserChanged(trx, EVERY_USER);
     }
     return toWorkspaceDto(await workspaceQuery(trx).where('w.id', '=', id).executeTakeFirstOrThrow());
   });
@@ -132,6 +135,7 @@ export async function softDeleteWorkspace(db: Kysely<DB>, id: string): Promise<v
       .where('workspace_id', '=', id)
       .where('deleted_at', 'is', null)
       .execute();
+    await notifyUserChanged(trx, EVERY_USER);
   });
 }
 
@@ -171,6 +175,7 @@ export async function addMember(db: Kysely<DB>, workspaceId: string, userId: str
         .returning('user_id')
         .executeTakeFirst();
       if (!inserted) throw new ConflictError(`user ${userId} is already a member of workspace ${workspaceId}`);
+      await notifyUserChanged(trx, userId);
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`user ${userId} is already a member of workspace ${workspaceId}`);
       // The user was deleted meanwhile (DELETE /platform/users/{id} holds their row).
@@ -229,6 +234,8 @@ export async function changeMemberRole(db: Kysely<DB>, workspaceId: string, user
         .where('user_id', '=', userId)
         .execute();
     }
+    // Also when nothing changed: the caller waits for this announcement (app.userChanged).
+    await notifyUserChanged(trx, userId);
     return toMemberDto(await memberQuery(trx, workspaceId).where('m.user_id', '=', userId).executeTakeFirstOrThrow());
   });
 }
@@ -242,6 +249,7 @@ export async function removeMember(db: Kysely<DB>, workspaceId: string, userId: 
     }
     if (member.role === 'admin') await assertAnotherAdminRemains(trx, workspaceId);
     await trx.deleteFrom('workspace_members').where('workspace_id', '=', workspaceId).where('user_id', '=', userId).execute();
+    await notifyUserChanged(trx, userId);
   });
 }
 

@@ -27,6 +27,9 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   // always reports it in X-Forwarded-Proto, believing an outer proxy's header only from
   // TRUSTED_PROXIES; whoever reaches the backend without it can change only their own cookie.
   const secureCookie = (req: FastifyRequest) => req.protocol === 'https' || req.headers['x-forwarded-proto'] === 'https';
+  // Each user's workspaces for /auth/me, forgotten when a membership of theirs changes, or a
+  // workspace is renamed or deleted (announced on the users' channel, decision 0193).
+  const workspaceLists = app.userScopedCache<Awaited<ReturnType<typeof workspacesOfUser>>>();
 
   app.post(
     '/auth/login',
@@ -178,7 +181,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       },
     },
     async (req) => {
-      const workspaces = await workspacesOfUser(opts.db, req.user.id);
+      let workspaces = workspaceLists.get(req.user.id);
+      if (!workspaces) {
+        const stamp = workspaceLists.stamp();
+        workspaces = await workspacesOfUser(opts.db, req.user.id);
+        workspaceLists.set(req.user.id, req.user.id, workspaces, stamp);
+      }
       return { ...toUserDto(req.user), workspaces };
     },
   );

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
-import type { DB } from '@codeagent/db';
+import { EVERY_USER, type DB } from '@codeagent/db';
 import { ListQuery, listResponse } from '@codeagent/service-kit';
 import { createUser, deleteUser, listUsers, resetPassword, toUserDto, updateUser } from '../domain/users.js';
 import type { LoginThrottle } from '../domain/login-throttle.js';
@@ -137,10 +137,12 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
         response: { 201: Workspace, ...errors(400, 401, 403, 404) },
       },
     },
-    async (req, reply) =>
-      reply
-        .code(201)
-        .send(await createWorkspace(db, { name: req.body.name, description: req.body.description, adminUserId: req.body.admin_user_id ?? req.user.id })),
+    async (req, reply) => {
+      const adminUserId = req.body.admin_user_id ?? req.user.id;
+      const ws = await createWorkspace(db, { name: req.body.name, description: req.body.description, adminUserId });
+      await app.userChanged(adminUserId);
+      return reply.code(201).send(ws);
+    },
   );
 
   app.get(
@@ -178,7 +180,12 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
         response: { 200: Workspace, ...errors(400, 401, 403, 404) },
       },
     },
-    async (req) => updateWorkspace(db, req.params.id, req.body),
+    async (req) => {
+      const ws = await updateWorkspace(db, req.params.id, req.body);
+      // A new name is announced to every user (their workspace lists hold it).
+      if (req.body.name !== undefined) await app.userChanged(EVERY_USER);
+      return ws;
+    },
   );
 
   app.delete(
@@ -194,6 +201,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
     },
     async (req, reply) => {
       await softDeleteWorkspace(db, req.params.id);
+      await app.userChanged(EVERY_USER);
       return reply.code(204).send(null);
     },
   );
@@ -210,7 +218,11 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
         response: { 201: Member, ...errors(400, 401, 403, 404, 409) },
       },
     },
-    async (req, reply) => reply.code(201).send(await addMember(db, req.params.id, req.body.user_id, req.body.role)),
+    async (req, reply) => {
+      const member = await addMember(db, req.params.id, req.body.user_id, req.body.role);
+      await app.userChanged(member.user_id);
+      return reply.code(201).send(member);
+    },
   );
 
   app.get(
@@ -240,7 +252,11 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
         response: { 200: Member, ...errors(400, 401, 403, 404, 409) },
       },
     },
-    async (req) => changeMemberRole(db, req.params.id, req.params.user_id, req.body.role),
+    async (req) => {
+      const member = await changeMemberRole(db, req.params.id, req.params.user_id, req.body.role);
+      await app.userChanged(member.user_id);
+      return member;
+    },
   );
 
   app.delete(
@@ -256,6 +272,7 @@ export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = 
     },
     async (req, reply) => {
       await removeMember(db, req.params.id, req.params.user_id, { userId: req.user.id, isSystemAdmin: true });
+      await app.userChanged(req.params.user_id);
       return reply.code(204).send(null);
     },
   );

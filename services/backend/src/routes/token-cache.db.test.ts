@@ -7,6 +7,8 @@ import { bearer, createAndLogin, startTestBackend, type TestBackend, type UserDt
  * Token checks are cached per token and forgotten through LISTEN/NOTIFY (decision 0082): the
  * common authenticated request costs at most one database round trip, and a logout, a
  * revocation, a disabling or a role change holds on the very next request, on every instance.
+ * `/auth/me`'s workspaces are cached per user the same way (decision 0193): a membership added,
+ * changed or removed, a workspace created, renamed or deleted shows on the next request.
  */
 describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
@@ -44,17 +46,17 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
   async function warm(token: string): Promise<void> {
     for (let i = 0; i < 500; i++) {
       await me(other, token);
-      if ((await cost(() => me(other, token))) === 1) return;
+      if ((await cost(() => me(other, token))) === 0) return;
       await new Promise((r) => setTimeout(r, 10));
     }
     throw new Error('the token check was never cached');
   }
 
-  it('answers /auth/me with one round trip (its workspaces) and /auth/session with none once the token is checked', async () => {
+  it('answers /auth/me and /auth/session without a round trip once the token and the workspaces are read', async () => {
     const u = await createAndLogin(b, 'cost@example.com');
     expect(await cost(() => me(other, u.token))).toBe(2);
     await warm(u.token);
-    expect(await cost(() => me(other, u.token))).toBe(1);
+    expect(await cost(() => me(other, u.token))).toBe(0);
     expect(await cost(() => other.inject({ method: 'GET', url: '/api/v1/auth/session', headers: bearer(u.token) }))).toBe(0);
   });
 
@@ -132,5 +134,61 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
     });
     expect(cross.statusCode).toBe(403);
     expect((await me(other, u.token)).statusCode).toBe(200);
+  });
+
+  it("shows a change of the user's workspaces on the next /auth/me, on the other instance too", async () => {
+    const u = await createAndLogin(b, 'member@example.com');
+    const admin = (method: string, url: string, payload?: object) =>
+      b.app.inject({ method: method as 'POST', url: `/api/v1/platform${url}`, headers: bearer(b.adminToken), ...(payload ? { payload } : {}) });
+    const workspaces = async () => (await me(other, u.token)).json<{ workspaces: { id: string; name: string; role: string }[] }>().workspaces;
+    await warm(u.token);
+    expect(await workspaces()).toEqual([]);
+
+    const ws = (await admin('POST', '/workspaces', { name: 'cached-a' })).json<{ id: string }>();
+    expect((await admin('POST', `/workspaces/${ws.id}/members`, { user_id: u.id, role: 'viewer' })).statusCode).toBe(201);
+    expect(await workspaces()).toEqual([{ id: ws.id, name: 'cached-a', role: 'viewer' }]);
+    // Cached again from here: the next reads cost nothing.
+    await warm(u.token);
+    expect((await admin('PATCH', `/workspaces/${ws.id}/members/${u.id}`, { role: 'editor' })).statusCode).toBe(200);
+    expect(await workspaces()).toEqual([{ id: ws.id, name: 'cached-a', role: 'editor' }]);
+    await warm(u.token);
+    expect((await admin('PATCH', `/workspaces/${ws.id}`, { name: 'cached-b' })).statusCode).toBe(200);
+    expect(await workspaces()).toEqual([{ id: ws.id, name: 'cached-b', role: 'editor' }]);
+    await warm(u.token);
+    expect((await admin('DELETE', `/workspaces/${ws.id}/members/${u.id}`)).statusCode).toBe(204);
+    expect(await workspaces()).toEqual([]);
+
+    await warm(u.token);
+    const own = (await admin('POST', '/workspaces', { name: 'cached-own', admin_user_id: u.id })).json<{ id: string }>();
+    expect(await workspaces()).toEqual([{ id: own.id, name: 'cached-own', role: 'admin' }]);
+    await warm(u.token);
+    expect((await admin('DELETE', `/workspaces/${own.id}`)).statusCode).toBe(204);
+    expect(await workspaces()).toEqual([]);
+  });
+
+  it("keeps one user's cached workspaces from another's, and a failed change announces nothing that sticks", async () => {
+    const u = await createAndLogin(b, 'first@example.com');
+    const v = await createAndLogin(b, 'second@example.com');
+    const ws = (
+      await b.app.inject({
+        method: 'POST',
+        url: '/api/v1/platform/workspaces',
+        headers: bearer(b.adminToken),
+        payload: { name: 'only-first', admin_user_id: u.id },
+      })
+    ).json<{ id: string }>();
+    await warm(u.token);
+    await warm(v.token);
+    expect((await me(other, u.token)).json<{ workspaces: { id: string }[] }>().workspaces.map((w) => w.id)).toEqual([ws.id]);
+    expect((await me(other, v.token)).json<{ workspaces: unknown[] }>().workspaces).toEqual([]);
+    // Demoting the last admin is refused (409): nothing changed, the lists stay right.
+    const refused = await b.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/platform/workspaces/${ws.id}/members/${u.id}`,
+      headers: bearer(b.adminToken),
+      payload: { role: 'viewer' },
+    });
+    expect(refused.statusCode).toBe(409);
+    expect((await me(other, u.token)).json<{ workspaces: { role: string }[] }>().workspaces.map((w) => w.role)).toEqual(['admin']);
   });
 });
