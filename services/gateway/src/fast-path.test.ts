@@ -4,7 +4,9 @@
 // small bodies sent again to another instance).
 import { createHash } from 'node:crypto';
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '@codeagent/service-kit/http';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp, fastPathTaken } from './app.js';
 import { closeNow } from './ingress-testing.js';
@@ -49,6 +51,21 @@ function component(seen: Seen[]): Server {
       if (url.includes('unavailable')) {
         res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
         return res.end('{"error":"service_unavailable"}');
+      }
+      if (url.includes('repeated')) {
+        // Repeated headers stay separate lines; a Connection header naming none.
+        res.writeHead(200, [
+          ['set-cookie', 'a=1; Path=/'],
+          ['set-cookie', 'b=2; Path=/'],
+          ['x-many', 'one'],
+          ['x-many', 'two'],
+          ['connection', 'keep-alive'],
+        ] as unknown as Record<string, string>);
+        return res.end('repeated');
+      }
+      if (url.includes('download')) {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        return res.end(big);
       }
       if (url.includes('redirect')) {
         res.writeHead(302, { location: '/codeagent-bridge/elsewhere' });
@@ -109,6 +126,8 @@ const CORPUS: [string, string, Record<string, string>, (Buffer | Buffer[])?][] =
   ['GET', '/jupyter/lab', {}],
   ['POST', '/api/v1/too-big', { 'content-length': String(6 * MiB) }, undefined],
   ['GET', '/api/v1/slow', {}],
+  ['GET', '/api/v1/repeated', {}],
+  ['GET', '/api/v1/download', {}],
 ];
 
 describe('gateway fast path', () => {
@@ -200,6 +219,132 @@ describe('gateway fast path', () => {
     });
     expect(closed).toBe(true);
     expect(seen).toEqual([]);
+  });
+});
+
+describe('gateway access log', () => {
+  /** The JSON lines a gateway at `level` writes for one request, with and without the fast path. */
+  async function linesOf(level: string, fastPath: boolean): Promise<Record<string, unknown>[]> {
+    const upstream = component([]);
+    const url = await listenOn(upstream);
+    const out = new PassThrough();
+    const lines: Record<string, unknown>[] = [];
+    out.on('data', (c: Buffer) => {
+      for (const line of c.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+    });
+    const app = await buildGatewayApp({
+      upstreams: { backend: url, clusterAdmin: url, bridge: url },
+      loggerInstance: createLogger({ level, format: 'json' }, 'gateway', out),
+      accessLog: true,
+      fastPath,
+    });
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      expect((await send(base, 'GET', '/api/v1/objects?token=s3cr3t&limit=5')).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(fastPathTaken(app)).toBe(fastPath ? 1 : 0);
+      return lines.filter((l) => l.msg === 'request');
+    } finally {
+      await closeNow(app);
+      await stopServer(upstream);
+    }
+  }
+
+  it.each([true, false])('writes one line per request at info, the secret redacted, none at warn (fast path: %s)', async (fastPath) => {
+    const [line, ...more] = await linesOf('info', fastPath);
+    expect(more).toEqual([]);
+    expect(line).toMatchObject({ method: 'GET', status: 200 });
+    expect(line!.url).toMatch(/^\/api\/v1\/objects\?token=[^&]+&limit=5$/);
+    expect(JSON.stringify(line)).not.toContain('s3cr3t');
+    expect(typeof line!.ms).toBe('number');
+    expect(await linesOf('warn', fastPath)).toEqual([]);
+  });
+});
+
+describe('gateway fast path, a long answer', () => {
+  /** A component writing `total` bytes as fast as the gateway takes them; `written` counts what it got rid of. */
+  function streaming(total: number) {
+    const state = { written: 0, closedEarly: false, done: false };
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(total) });
+      const chunk = Buffer.alloc(64 * 1024, 1);
+      const more = () => {
+        while (state.written < total) {
+          state.written += chunk.length;
+          if (!res.write(chunk)) return res.once('drain', more);
+        }
+        state.done = true;
+        res.end();
+      };
+      res.on('close', () => {
+        if (!res.writableFinished) state.closedEarly = true;
+      });
+      more();
+    });
+    return { server, state };
+  }
+  const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('holds the component back while the client does not read (no buffering of the whole answer), then delivers every byte', async () => {
+    const total = 256 * MiB;
+    const { server, state } = streaming(total);
+    const url = await listenOn(server);
+    const app = await buildGatewayApp({ upstreams: { backend: url, clusterAdmin: url, bridge: url } });
+    const base = new URL(await app.listen({ host: '127.0.0.1', port: 0 }));
+    try {
+      const received = await new Promise<number>((resolve, reject) => {
+        const req = request({ host: base.hostname, port: base.port, path: '/api/v1/big', agent: false }, (res) => {
+          res.pause();
+          void (async () => {
+            await wait(1000);
+            // Socket buffers and stream marks on both hops: some MiB, far from the whole answer.
+            expect(state.written).toBeLessThan(64 * MiB);
+            expect(state.done).toBe(false);
+            let bytes = 0;
+            res.on('data', (c: Buffer) => (bytes += c.length));
+            res.on('end', () => resolve(bytes));
+            res.resume();
+          })().catch(reject);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(received).toBe(total);
+      expect(fastPathTaken(app)).toBe(1);
+    } finally {
+      await closeNow(app);
+      await stopServer(server);
+    }
+  });
+
+  it('stops the request upstream when the client goes away in the middle of the answer', async () => {
+    const { server, state } = streaming(1024 * MiB);
+    const url = await listenOn(server);
+    const app = await buildGatewayApp({ upstreams: { backend: url, clusterAdmin: url, bridge: url } });
+    const base = new URL(await app.listen({ host: '127.0.0.1', port: 0 }));
+    try {
+      await new Promise<void>((resolve) => {
+        const req = request({ host: base.hostname, port: base.port, path: '/api/v1/big', agent: false }, (res) => {
+          let bytes = 0;
+          res.on('data', (c: Buffer) => {
+            bytes += c.length;
+            if (bytes > 4 * MiB) {
+              req.destroy();
+              resolve();
+            }
+          });
+        });
+        req.on('error', () => undefined);
+        req.end();
+      });
+      for (let i = 0; i < 100 && !state.closedEarly; i++) await wait(20);
+      expect(state.closedEarly).toBe(true);
+      expect(state.done).toBe(false);
+      expect(fastPathTaken(app)).toBe(1);
+    } finally {
+      await closeNow(app);
+      await stopServer(server);
+    }
   });
 });
 

@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Dispatcher } from 'undici';
 import {
   WEBDAV_EXTRA_METHODS,
   ambiguousPathReason,
@@ -14,8 +13,8 @@ import {
 } from '@codeagent/service-kit/http';
 import { connectionListed, upstreamHeaders } from './forwarding.js';
 import { upstreamFailure, workspaceBridgeUrl, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
-import { applySecurityHeaders } from './security-headers.js';
-import type { UpstreamPool } from './upstream-pool.js';
+import { applySecurityHeaders, type HeaderTarget } from './security-headers.js';
+import type { UpstreamHandler, UpstreamPool } from './upstream-pool.js';
 
 /**
  * The gateway's fast path (docs/decisions/0192-gateway-fast-path.md): a request to a plain proxied
@@ -56,6 +55,8 @@ export function accessLogLine(method: string, url: string, status: number, ms: n
 /** The fast path with its controls: stop taking requests (the gateway is closing), and how many it took (tests). */
 export type FastPathControl = FastPath & { close(): void; readonly taken: number };
 
+/** Log levels at which the access log's lines (info) are written. */
+const WRITES_INFO = new Set(['trace', 'debug', 'info']);
 /** Bodies up to this size are read whole before they go upstream (and may be sent again). */
 const SMALL_BODY_BYTES = 64 * 1024;
 const PROXY_METHODS = new Set(['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']);
@@ -131,38 +132,21 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
       // The body is read from here on: now the client may send it.
       opts.sendContinue(req);
     }
-    if (opts.metrics !== undefined || opts.accessLog) {
+    // (The access log line is built only when it is written: LOG_LEVEL=warn writes none.)
+    const accessLog = opts.accessLog && WRITES_INFO.has(opts.log.level);
+    if (opts.metrics !== undefined || accessLog) {
       res.once('close', () => {
         const ms = performance.now() - started;
         opts.metrics?.recordRequest(metricsRoute, method, res.statusCode, ms / 1000);
-        if (opts.accessLog) opts.log.info({ reqId: id, ...accessLogLine(method, req.url ?? '/', res.statusCode, ms) }, 'request');
+        if (accessLog) opts.log.info({ reqId: id, ...accessLogLine(method, req.url ?? '/', res.statusCode, ms) }, 'request');
       });
     }
 
     const send = (body: Readable | Buffer | undefined): void =>
-      fast.pool.request({ method, path: upstreamPath, headers, body }, (err, data) => {
-        if (err !== null || data === undefined) return answerFailure(req, res, id, err ?? new Error('no answer'), opts.log);
-        if (res.destroyed) {
-          data.body.destroy();
-          return;
-        }
-        try {
-          answerHead(res, id, data, fast.rewrite === undefined ? undefined : [fast.rewrite, prefix]);
-        } catch (e) {
-          data.body.destroy();
-          return answerFailure(req, res, id, e as Error, opts.log);
-        }
-        lingerAfterAnswer(req, res);
-        const upstreamBody = data.body;
-        upstreamBody.on('error', (e) => {
-          opts.log.warn({ reqId: id, upstream_error: e.message }, 'upstream answer broke off');
-          res.destroy(e);
-        });
-        res.once('close', () => {
-          if (!res.writableFinished) upstreamBody.destroy();
-        });
-        upstreamBody.pipe(res);
-      });
+      fast.pool.dispatch(
+        { method, path: upstreamPath, headers, body },
+        relay(req, res, id, opts.log, fast.rewrite === undefined ? undefined : [fast.rewrite, prefix]),
+      );
     const length = Number(req.headers['content-length']);
     if (!withBody) send(undefined);
     else if (length <= SMALL_BODY_BYTES) {
@@ -192,21 +176,107 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
   }) as FastPathControl;
 }
 
-/** The component's status and headers, without hop-by-hop ones, with the ingress's own (§4.5). */
-function answerHead(res: ServerResponse, id: string, data: Dispatcher.ResponseData, rewrite: [from: string, to: string] | undefined): void {
-  const h = data.headers;
-  const listed = connectionListed(h.connection);
-  for (const name in h) {
-    const value = h[name];
-    if (value === undefined || ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) continue;
-    try {
-      res.setHeader(name, name === 'location' && rewrite !== undefined && typeof value === 'string' ? value.replace(rewrite[0], rewrite[1]) : value);
-    } catch {
-      // A header Node refuses to send (invalid characters) is left out, as the framework's proxy does.
-    }
+/**
+ * Relays the component's answer to the client as undici reports it: the head without hop-by-hop
+ * headers and with the ingress's own (§4.5), then each chunk as it comes, pausing the component's
+ * connection while the client's is full. A client that goes away aborts the request upstream.
+ */
+function relay(
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+  log: FastifyBaseLogger,
+  rewrite: [from: string, to: string] | undefined,
+): UpstreamHandler {
+  let abort: ((err?: Error) => void) | undefined;
+  /** The client went away, or the answer was replaced by the ingress's failure answer: nothing more goes to the client. */
+  let over = false;
+  res.once('close', () => {
+    if (res.writableFinished || over) return;
+    over = true;
+    abort?.(new Error('the client went away'));
+  });
+  return {
+    onConnect(abortRequest) {
+      abort = abortRequest;
+      if (over) abortRequest(new Error('the client went away'));
+    },
+    onHeaders(statusCode, rawHeaders, resume) {
+      if (over) return false;
+      try {
+        res.writeHead(statusCode, answerHead(rawHeaders, id, rewrite));
+      } catch (e) {
+        // A head Node cannot send (an invalid status): the ingress's 502 instead, as before any answer.
+        answerFailure(req, res, id, e as Error, log);
+        over = true;
+        abort?.(e as Error);
+        return false;
+      }
+      lingerAfterAnswer(req, res);
+      res.on('drain', resume);
+      return true;
+    },
+    onData(chunk) {
+      return over || res.write(chunk);
+    },
+    onComplete() {
+      if (!over) res.end();
+    },
+    onError(err, answered) {
+      if (over) return;
+      if (!answered) return answerFailure(req, res, id, err, log);
+      log.warn({ reqId: id, upstream_error: err.message }, 'upstream answer broke off');
+      res.destroy(err);
+    },
+  };
+}
+
+/** Header names and values Node sends (its own checks: an HTTP token; no control characters but tab). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+
+/**
+ * The head of the answer as name/value pairs for `writeHead`: the component's headers without
+ * hop-by-hop ones (and without any Node would refuse to send, as the framework's proxy does),
+ * `Location` rewritten for a rewritten prefix, plus docs/contract/spec.md §4.5 and the request id
+ * unless the component gave it.
+ */
+function answerHead(raw: readonly Buffer[], id: string, rewrite: [from: string, to: string] | undefined): string[] {
+  const all: string[] = [];
+  let connection: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1').toLowerCase();
+    const value = raw[i + 1]!.toString('latin1');
+    if (name === 'connection') (connection ??= []).push(value);
+    all.push(name, value);
   }
-  securityHeaders(res, id);
-  res.writeHead(data.statusCode);
+  const listed = connectionListed(connection?.length === 1 ? connection[0] : connection);
+  const pairs: string[] = [];
+  for (let i = 0; i < all.length; i += 2) {
+    const name = all[i]!;
+    const value = all[i + 1]!;
+    if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true || !HEADER_NAME.test(name) || INVALID_VALUE.test(value)) continue;
+    pairs.push(name, name === 'location' && rewrite !== undefined ? value.replace(rewrite[0], rewrite[1]) : value);
+  }
+  const target = headerPairs(pairs);
+  applySecurityHeaders(target);
+  if (!target.hasHeader('x-request-id')) target.setHeader('x-request-id', id);
+  return pairs;
+}
+
+/** `applySecurityHeaders`' view of a list of name/value pairs (lower-case names). */
+function headerPairs(pairs: string[]): HeaderTarget {
+  const at = (name: string) => {
+    for (let i = 0; i < pairs.length; i += 2) if (pairs[i] === name) return i;
+    return -1;
+  };
+  return {
+    hasHeader: (name) => at(name) !== -1,
+    setHeader(name, value) {
+      for (let i = at(name); i !== -1; i = at(name)) pairs.splice(i, 2);
+      pairs.push(name, value);
+    },
+  };
 }
 
 /** docs/contract/spec.md §4.5 (security-headers.ts), and the request id unless the component gave it. */

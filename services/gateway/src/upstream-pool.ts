@@ -36,6 +36,19 @@ export interface Instance {
 type RequestOptions = Dispatcher.RequestOptions & { origin?: string | URL };
 type Callback = (err: Error | null, data?: Dispatcher.ResponseData) => void;
 
+/** What `UpstreamPool.dispatch` reports to: undici's handler calls, once an instance is settled on. */
+export interface UpstreamHandler {
+  /** Called for each attempt: `abort` cancels the request (the client went away). */
+  onConnect(abort: (err?: Error) => void): void;
+  /** The answer's head (raw name/value pairs); false pauses the body until `resume`. */
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean;
+  /** A chunk of the body; false pauses until `resume`. */
+  onData(chunk: Buffer): boolean;
+  onComplete(): void;
+  /** The request failed (`answered`: after its head was reported), on the last instance tried. */
+  onError(err: Error, answered: boolean): void;
+}
+
 /** Nothing reached the instance: any request may go to another one. */
 const NOT_SENT = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 /** The connection broke: the instance is gone (killed, restarted) or going. */
@@ -153,15 +166,51 @@ export class UpstreamPool {
     const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
     instance.pool.request({ ...rest, headers }, (err, data) => {
       if (!err) return callback(null, data);
-      const code = errorCode(err);
-      if (BROKEN.has(code)) {
-        this.markDown(instance, code);
-        const again = replayable(opts.body) && (NOT_SENT.has(code) || IDEMPOTENT.has(String(opts.method).toUpperCase()));
-        const other = again ? this.pick(undefined, tried) : undefined;
-        if (other) return this.attempt(other, opts, callback, tried);
-      }
+      const other = this.failedOver(instance, opts, err, tried);
+      if (other) return this.attempt(other, opts, callback, tried);
       callback(err);
     });
+  }
+
+  /**
+   * The gateway's fast path: undici's handler interface (the answer's raw head and chunks, no
+   * stream in between), with the same choice of instance and the same fail-over as `request`:
+   * an error before the answer's head may send the request to another instance.
+   */
+  dispatch(opts: Omit<RequestOptions, 'origin'>, handler: UpstreamHandler): void {
+    this.dispatchTo(this.pick()!, opts, handler, new Set());
+  }
+
+  private dispatchTo(instance: Instance, opts: Omit<RequestOptions, 'origin'>, handler: UpstreamHandler, tried: Set<Instance>): void {
+    tried.add(instance);
+    const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
+    let answered = false;
+    instance.pool.dispatch(
+      { ...opts, headers },
+      {
+        onConnect: (abort) => handler.onConnect(abort),
+        onHeaders: (statusCode, rawHeaders, resume) => {
+          answered = true;
+          return handler.onHeaders(statusCode, rawHeaders, resume);
+        },
+        onData: (chunk) => handler.onData(chunk),
+        onComplete: () => handler.onComplete(),
+        onError: (err) => {
+          const other = answered ? undefined : this.failedOver(instance, opts, err, tried);
+          if (other) this.dispatchTo(other, opts, handler, tried);
+          else handler.onError(err, answered);
+        },
+      },
+    );
+  }
+
+  /** After `err` on `instance`: the instance to send the request to instead, if any (marks a broken one down). */
+  private failedOver(instance: Instance, opts: Omit<RequestOptions, 'origin'>, err: Error, tried: Set<Instance>): Instance | undefined {
+    const code = errorCode(err);
+    if (!BROKEN.has(code)) return undefined;
+    this.markDown(instance, code);
+    const again = replayable(opts.body) && (NOT_SENT.has(code) || IDEMPOTENT.has(String(opts.method).toUpperCase()));
+    return again ? this.pick(undefined, tried) : undefined;
   }
 
   private markDown(instance: Instance, reason: string): void {
