@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { SignJWT } from 'jose';
 import { parseBasicPassword, parseBearer } from './bearer.js';
 import { matchesAny, safeEqual, tokenFingerprint } from './compare.js';
 import { configurePasswordHashing, hashPassword, passwordHashingStats, verifyPassword } from './password.js';
@@ -92,6 +93,22 @@ describe('user tokens', () => {
     await expect(verifyUserToken(issued.token, 't'.repeat(40))).rejects.toBeInstanceOf(InvalidTokenError);
     await expect(verifyUserToken(`${issued.token}x`, secret)).rejects.toBeInstanceOf(InvalidTokenError);
     await expect(verifyUserToken('', secret)).rejects.toBeInstanceOf(InvalidTokenError);
+  });
+  it('refuses alg none, another HMAC algorithm, claims changed under the old signature, another issuer or audience', async () => {
+    const key = new TextEncoder().encode(secret);
+    const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const claims = { sub: 'u1', jti: 'j1', iss: 'codeagent', aud: 'codeagent-user', iat: Date.now() / 1000, exp: Math.floor(Date.now() / 1000) + 60 };
+    await expect(verifyUserToken(`${b64({ alg: 'none', typ: 'JWT' })}.${b64(claims)}.`, secret)).rejects.toBeInstanceOf(InvalidTokenError);
+    const hs512 = await new SignJWT(claims).setProtectedHeader({ alg: 'HS512' }).sign(key);
+    await expect(verifyUserToken(hs512, secret)).rejects.toBeInstanceOf(InvalidTokenError);
+    const [header, , signature] = (await issueUserToken('u1', secret, 60)).token.split('.');
+    await expect(verifyUserToken(`${header}.${b64({ ...claims, sub: 'admin' })}.${signature}`, secret)).rejects.toBeInstanceOf(InvalidTokenError);
+    for (const other of [{ iss: 'elsewhere' }, { aud: 'codeagent-admin' }]) {
+      const token = await new SignJWT({ ...claims, ...other }).setProtectedHeader({ alg: 'HS256' }).sign(key);
+      await expect(verifyUserToken(token, secret)).rejects.toBeInstanceOf(InvalidTokenError);
+    }
+    // The same claims, rightly signed, pass: the refusals above are about what was changed.
+    expect((await verifyUserToken(await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(key), secret)).sub).toBe('u1');
   });
 });
 
