@@ -253,7 +253,7 @@ export async function removeMember(db: Kysely<DB>, workspaceId: string, userId: 
   });
 }
 
-/** The live workspaces a user belongs to, for /auth/me. */
+/** The live workspaces a user belongs to (for /auth/me and the access rule, cached per user: routes/access.ts). */
 export async function workspacesOfUser(db: Kysely<DB>, userId: string) {
   return db
     .selectFrom('workspace_members as m')
@@ -269,11 +269,6 @@ export async function workspacesOfUser(db: Kysely<DB>, userId: string) {
 export type WorkspaceAccess = 'read' | 'write';
 
 /**
- * Membership rule of the workspace routes (docs/contract/spec.md §4.3, §4.4): a non-member, or a workspace that
- * does not exist or was deleted, is 404 (no existence leak); a `viewer` may only read (403 on
- * writes). Returns the caller's role.
- */
-/**
  * A workspace mount token (decision 0140) opens its own workspace, as an editor, while that
  * workspace exists: any other workspace, or a deleted one, is the 404 a non-member gets.
  */
@@ -284,18 +279,18 @@ export async function requireMountAccess(db: Kysely<DB>, workspaceId: string, to
   if (!row) throw notFound(workspaceId);
 }
 
-export async function requireWorkspaceAccess(db: Kysely<DB>, workspaceId: string, userId: string, access: WorkspaceAccess): Promise<MemberRole> {
-  const member = isUuid(workspaceId)
-    ? await db
-        .selectFrom('workspace_members as m')
-        .innerJoin('workspaces as w', 'w.id', 'm.workspace_id')
-        .select('m.role')
-        .where('m.workspace_id', '=', workspaceId)
-        .where('m.user_id', '=', userId)
-        .where('m.deleted_at', 'is', null)
-        .where('w.deleted_at', 'is', null)
-        .executeTakeFirst()
-    : undefined;
+/** A user's live workspaces and roles (`workspacesOfUser`), as the access rule reads them. */
+export type UserWorkspaces = readonly { id: string; name: string; role: MemberRole }[];
+
+/**
+ * The membership rule of the workspace routes (docs/contract/spec.md §4.3, §4.4) on the user's
+ * live workspaces: a non-member, or a workspace that does not exist or was deleted, is 404 (no
+ * existence leak); a `viewer` may only read (403 on writes). Returns the caller's role.
+ */
+export function roleIn(workspaces: UserWorkspaces, workspaceId: string, access: WorkspaceAccess): MemberRole {
+  // (The ids are PostgreSQL's text of a uuid: lower case; a request may write them in either.)
+  const id = workspaceId.toLowerCase();
+  const member = isUuid(id) ? workspaces.find((w) => w.id === id) : undefined;
   if (!member) throw notFound(workspaceId);
   if (access === 'write' && member.role === 'viewer') {
     throw new ForbiddenError('viewers of this workspace may read only; ask a workspace admin for the editor role');

@@ -113,7 +113,16 @@ describe(`every /api/v1 route declares who may call it (${process.env.CODEAGENT_
 
   it('refuses to start when a route below /api/v1 declares no access', async () => {
     const app = Fastify();
-    await app.register(fp(() => Promise.resolve(), { name: 'user-auth' }));
+    // (userAuth's decorators that routeAccess uses while it registers; a cache that keeps nothing.)
+    await app.register(
+      fp(
+        (stub) => {
+          stub.decorate('userScopedCache', () => ({ get: () => undefined, stamp: () => 0, set: () => undefined }));
+          return Promise.resolve();
+        },
+        { name: 'user-auth' },
+      ),
+    );
     await app.register(routeAccess, { db: b.t.database.db, prefix: '/api/v1/' });
     await expect(
       app.register(

@@ -3,7 +3,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { requireWorkspaceAccess } from '../domain/workspaces.js';
+import type { MemberRole } from '@codeagent/db';
+import { roleIn, workspacesOfUser, type UserWorkspaces, type WorkspaceAccess } from '../domain/workspaces.js';
 
 /**
  * Who may call a route, declared on the route as `config: { access }` (decision 0122):
@@ -24,6 +25,15 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Who may call the route; every route below the prefix of `routeAccess` must say. */
     access?: RouteAccess;
+  }
+  interface FastifyInstance {
+    /**
+     * The user's live workspaces and roles, cached per user while the users' channel announces
+     * every change of them (a membership, a workspace renamed, created or deleted: decision 0193).
+     */
+    workspacesOf(userId: string): Promise<UserWorkspaces>;
+    /** The membership rule of every workspace route (`roleIn`): the user's role, or 404 / 403. */
+    requireWorkspaceAccess(userId: string, workspaceId: string, access: WorkspaceAccess): Promise<MemberRole>;
   }
 }
 
@@ -89,12 +99,26 @@ export const routeAccess = fp<RouteAccessOptions>(
       }
     });
 
+    const lists = app.userScopedCache<UserWorkspaces>();
+    app.decorate('workspacesOf', async (userId: string) => {
+      let workspaces = lists.get(userId);
+      if (!workspaces) {
+        const stamp = lists.stamp();
+        workspaces = await workspacesOfUser(db, userId);
+        lists.set(userId, userId, workspaces, stamp);
+      }
+      return workspaces;
+    });
+    app.decorate('requireWorkspaceAccess', async (userId: string, workspaceId: string, access: WorkspaceAccess) =>
+      roleIn(await app.workspacesOf(userId), workspaceId, access),
+    );
+
     app.addHook('preHandler', async (req: FastifyRequest) => {
       const access = req.routeOptions.config.access;
       if (access !== 'workspace-viewer' && access !== 'workspace-editor') return;
       const { ws } = req.params as { ws?: string };
       if (ws === undefined) throw new Error(`route ${req.routeOptions.url ?? req.url} declares ${access} but has no :ws parameter`);
-      await requireWorkspaceAccess(db, ws, req.user.id, access === 'workspace-editor' ? 'write' : 'read');
+      await app.requireWorkspaceAccess(req.user.id, ws, access === 'workspace-editor' ? 'write' : 'read');
     });
   },
   { name: 'route-access', dependencies: ['user-auth'] },

@@ -7,7 +7,6 @@ import { SESSION_COOKIE, admitPasswordCheck, issueUserToken, sessionCookieOption
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
 import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
-import { requireWorkspaceAccess, workspacesOfUser } from '../domain/workspaces.js';
 import { MemberRole, Password, User, errors } from './schemas.js';
 
 export interface AuthRoutesOptions {
@@ -27,9 +26,6 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   // always reports it in X-Forwarded-Proto, believing an outer proxy's header only from
   // TRUSTED_PROXIES; whoever reaches the backend without it can change only their own cookie.
   const secureCookie = (req: FastifyRequest) => req.protocol === 'https' || req.headers['x-forwarded-proto'] === 'https';
-  // Each user's workspaces for /auth/me, forgotten when a membership of theirs changes, or a
-  // workspace is renamed or deleted (announced on the users' channel, decision 0193).
-  const workspaceLists = app.userScopedCache<Awaited<ReturnType<typeof workspacesOfUser>>>();
 
   app.post(
     '/auth/login',
@@ -123,7 +119,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       const workspace = req.headers[WORKSPACE_HEADER];
       if (typeof workspace === 'string') {
         const access = req.headers[ACCESS_HEADER] === 'read' ? 'read' : 'write';
-        const role = await requireWorkspaceAccess(opts.db, workspace, req.user.id, access).catch((err: unknown) => {
+        const role = await app.requireWorkspaceAccess(req.user.id, workspace, access).catch((err: unknown) => {
           // nginx's auth_request passes on only 401 and 403: a non-member is a 403 marked `not_found`.
           if (err instanceof NotFoundError && req.headers['x-codeagent-require'] === 'member') {
             reply.header('x-codeagent-refusal', 'not_found');
@@ -180,14 +176,6 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         },
       },
     },
-    async (req) => {
-      let workspaces = workspaceLists.get(req.user.id);
-      if (!workspaces) {
-        const stamp = workspaceLists.stamp();
-        workspaces = await workspacesOfUser(opts.db, req.user.id);
-        workspaceLists.set(req.user.id, req.user.id, workspaces, stamp);
-      }
-      return { ...toUserDto(req.user), workspaces };
-    },
+    async (req) => ({ ...toUserDto(req.user), workspaces: [...(await app.workspacesOf(req.user.id))] }),
   );
 };

@@ -16,7 +16,7 @@ import {
 } from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
-import { requireMountAccess, requireWorkspaceAccess } from '../domain/workspaces.js';
+import { requireMountAccess } from '../domain/workspaces.js';
 import {
   DAV_METHODS,
   DAV_REFUSED_METHODS,
@@ -306,7 +306,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     }
     const write = !['OPTIONS', 'PROPFIND', 'GET', 'HEAD'].includes(req.method);
     if (req.mountWorkspace !== undefined) await requireMountAccess(db, t.workspace, req.mountWorkspace);
-    else await requireWorkspaceAccess(db, t.workspace, req.user.id, write ? 'write' : 'read');
+    else await app.requireWorkspaceAccess(req.user.id, t.workspace, write ? 'write' : 'read');
     switch (req.method) {
       case 'OPTIONS':
         return options(req, reply);

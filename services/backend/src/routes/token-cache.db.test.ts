@@ -191,4 +191,42 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
     expect(refused.statusCode).toBe(409);
     expect((await me(other, u.token)).json<{ workspaces: { role: string }[] }>().workspaces.map((w) => w.role)).toEqual(['admin']);
   });
+
+  it('applies a membership change to the workspace routes on the next request, on the other instance too, with no query before it', async () => {
+    const u = await createAndLogin(b, 'routes@example.com');
+    const admin = (method: string, url: string, payload?: object) =>
+      b.app.inject({ method: method as 'POST', url: `/api/v1/platform${url}`, headers: bearer(b.adminToken), ...(payload ? { payload } : {}) });
+    const ws = (await admin('POST', '/workspaces', { name: 'routes-ws' })).json<{ id: string }>();
+    expect((await admin('POST', `/workspaces/${ws.id}/members`, { user_id: u.id, role: 'editor' })).statusCode).toBe(201);
+    const session = (id: string, access: 'read' | 'write') =>
+      other.inject({
+        method: 'GET',
+        url: '/api/v1/auth/session',
+        headers: { ...bearer(u.token), 'x-codeagent-workspace': id, 'x-codeagent-access': access },
+      });
+    const list = () => other.inject({ method: 'GET', url: `/api/v1/data-resources/${ws.id}/objects`, headers: bearer(u.token) });
+    await warm(u.token);
+    // The membership comes from the cached list: the gateway's check costs no query.
+    expect(await cost(() => session(ws.id, 'write'))).toBe(0);
+    expect((await session(ws.id.toUpperCase(), 'write')).headers['x-codeagent-workspace-role']).toBe('editor');
+    expect((await list()).statusCode).toBe(200);
+    // Another workspace, an unknown one and a malformed id stay 404, cached or not.
+    const foreign = (await admin('POST', '/workspaces', { name: 'routes-foreign' })).json<{ id: string }>();
+    for (const id of [foreign.id, '00000000-0000-4000-8000-000000000000', 'not-a-uuid']) expect((await session(id, 'read')).statusCode).toBe(404);
+
+    expect((await admin('PATCH', `/workspaces/${ws.id}/members/${u.id}`, { role: 'viewer' })).statusCode).toBe(200);
+    expect((await session(ws.id, 'write')).statusCode).toBe(403);
+    expect((await session(ws.id, 'read')).statusCode).toBe(200);
+    await warm(u.token);
+    expect((await admin('DELETE', `/workspaces/${ws.id}/members/${u.id}`)).statusCode).toBe(204);
+    expect((await list()).statusCode).toBe(404);
+    expect((await session(ws.id, 'read')).statusCode).toBe(404);
+
+    // A deleted workspace is gone for its members at once.
+    expect((await admin('POST', `/workspaces/${ws.id}/members`, { user_id: u.id, role: 'editor' })).statusCode).toBe(201);
+    expect((await list()).statusCode).toBe(200);
+    await warm(u.token);
+    expect((await admin('DELETE', `/workspaces/${ws.id}`)).statusCode).toBe(204);
+    expect((await list()).statusCode).toBe(404);
+  });
 });
