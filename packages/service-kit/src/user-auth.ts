@@ -61,9 +61,9 @@ export interface UserAuthOptions {
    * the listening connection is down) every request checks the database.
    */
   listen?: Database['listen'] | undefined;
-  /** How long a token check stays cached at most (default 10 s); 0 disables the cache. */
+  /** How long a cached answer (a token check, a user's workspaces) stays at most (default 10 s); 0 disables the caches. */
   cacheMs?: number;
-  /** Cached tokens at most (default 10 000; the oldest go first). */
+  /** Entries of each cache at most (default 10 000; the oldest go first). */
   cacheEntries?: number;
   /** The key of workspace mount tokens (`mountTokenKey(INTERNAL_SERVICE_TOKEN)`); without it none is accepted. */
   mountTokenKey?: Buffer | undefined;
