@@ -57,5 +57,7 @@ export const EVERY_USER = '';
  * inside the writing transaction (sent at commit).
  */
 export async function notifyUserChanged(db: Kysely<DB>, userId: string): Promise<void> {
-  await sql`SELECT pg_notify(${USERS_CHANNEL}, ${userId})`.execute(db);
+  // As PostgreSQL writes a uuid (lower case): listeners match the id exactly, and a request may
+  // have named the user in capitals.
+  await sql`SELECT pg_notify(${USERS_CHANNEL}, ${userId.toLowerCase()})`.execute(db);
 }

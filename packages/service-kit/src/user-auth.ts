@@ -168,7 +168,9 @@ class UserChangeFeed {
     this.waiters.delete(userId);
   }
 
-  async changed(userId: string): Promise<void> {
+  async changed(id: string): Promise<void> {
+    // (The announcement carries the id in lower case, as PostgreSQL writes a uuid.)
+    const userId = id.toLowerCase();
     this.forget(userId);
     if (!this.connected) return;
     // The NOTIFY went out at commit; once it is back here, PostgreSQL has handed it to every

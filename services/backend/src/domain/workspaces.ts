@@ -175,7 +175,7 @@ export async function addMember(db: Kysely<DB>, workspaceId: string, userId: str
         .returning('user_id')
         .executeTakeFirst();
       if (!inserted) throw new ConflictError(`user ${userId} is already a member of workspace ${workspaceId}`);
-      await notifyUserChanged(trx, userId);
+      await notifyUserChanged(trx, user.id);
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`user ${userId} is already a member of workspace ${workspaceId}`);
       // The user was deleted meanwhile (DELETE /platform/users/{id} holds their row).
@@ -235,7 +235,7 @@ export async function changeMemberRole(db: Kysely<DB>, workspaceId: string, user
         .execute();
     }
     // Also when nothing changed: the caller waits for this announcement (app.userChanged).
-    await notifyUserChanged(trx, userId);
+    await notifyUserChanged(trx, member.user_id);
     return toMemberDto(await memberQuery(trx, workspaceId).where('m.user_id', '=', userId).executeTakeFirstOrThrow());
   });
 }
@@ -249,7 +249,7 @@ export async function removeMember(db: Kysely<DB>, workspaceId: string, userId: 
     }
     if (member.role === 'admin') await assertAnotherAdminRemains(trx, workspaceId);
     await trx.deleteFrom('workspace_members').where('workspace_id', '=', workspaceId).where('user_id', '=', userId).execute();
-    await notifyUserChanged(trx, userId);
+    await notifyUserChanged(trx, member.user_id);
   });
 }
 

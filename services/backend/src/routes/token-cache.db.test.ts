@@ -83,6 +83,19 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
     expect((await me(other, u.token)).statusCode).toBe(401);
   });
 
+  it('ends the sessions of a user the administrator named in capitals at once too (the announcement carries the stored id)', async () => {
+    const u = await createAndLogin(b, 'capitals@example.com');
+    await warm(u.token);
+    const patched = await b.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/platform/users/${u.id.toUpperCase()}`,
+      headers: bearer(b.adminToken),
+      payload: { disabled: true },
+    });
+    expect(patched.statusCode).toBe(200);
+    expect((await me(other, u.token)).statusCode).toBe(401);
+  });
+
   it('shows a role change on the next request, and a deleted user is refused at once', async () => {
     const u = await createAndLogin(b, 'promoted@example.com');
     await warm(u.token);
@@ -218,12 +231,13 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
     expect((await session(ws.id, 'write')).statusCode).toBe(403);
     expect((await session(ws.id, 'read')).statusCode).toBe(200);
     await warm(u.token);
-    expect((await admin('DELETE', `/workspaces/${ws.id}/members/${u.id}`)).statusCode).toBe(204);
+    // The user id written in capitals is the same user: the removal holds at once all the same.
+    expect((await admin('DELETE', `/workspaces/${ws.id}/members/${u.id.toUpperCase()}`)).statusCode).toBe(204);
     expect((await list()).statusCode).toBe(404);
     expect((await session(ws.id, 'read')).statusCode).toBe(404);
 
     // A deleted workspace is gone for its members at once.
-    expect((await admin('POST', `/workspaces/${ws.id}/members`, { user_id: u.id, role: 'editor' })).statusCode).toBe(201);
+    expect((await admin('POST', `/workspaces/${ws.id}/members`, { user_id: u.id.toUpperCase(), role: 'editor' })).statusCode).toBe(201);
     expect((await list()).statusCode).toBe(200);
     await warm(u.token);
     expect((await admin('DELETE', `/workspaces/${ws.id}`)).statusCode).toBe(204);
