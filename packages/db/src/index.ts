@@ -23,5 +23,5 @@ export { advisoryXactLock, tryLease, releaseLease, withLease, LeaseBusyError } f
 export type { LeaseOptions } from './locks.js';
 export type { DB } from './schema.js';
 export * from './schema.js';
-export { findActiveTokenUser, tokenIssuedAt, isSystemAdmin, ADMIN_ROLE_ID, USERS_CHANNEL, EVERY_USER, notifyUserChanged } from './users.js';
+export { findActiveTokenUser, tokenIssuedAt, isSystemAdmin, ADMIN_ROLE_ID, USERS_CHANNEL, EVERY_USER, announcedUserId, notifyUserChanged } from './users.js';
 export type { TokenIdentity } from './users.js';

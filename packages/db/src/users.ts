@@ -52,12 +52,16 @@ export const USERS_CHANNEL = 'codeagent_users';
 /** The payload of a change that concerns every user (a workspace renamed or deleted): listeners forget everything. */
 export const EVERY_USER = '';
 
+/** A user id as the users' channel carries it: as PostgreSQL writes a uuid (lower case), whatever case a request used. */
+export function announcedUserId(userId: string): string {
+  return userId.toLowerCase();
+}
+
 /**
  * Announces a change of `userId`'s sessions, record or memberships (EVERY_USER: of everyone's);
  * inside the writing transaction (sent at commit).
  */
 export async function notifyUserChanged(db: Kysely<DB>, userId: string): Promise<void> {
-  // As PostgreSQL writes a uuid (lower case): listeners match the id exactly, and a request may
-  // have named the user in capitals.
-  await sql`SELECT pg_notify(${USERS_CHANNEL}, ${userId.toLowerCase()})`.execute(db);
+  // Listeners match the id exactly.
+  await sql`SELECT pg_notify(${USERS_CHANNEL}, ${announcedUserId(userId)})`.execute(db);
 }

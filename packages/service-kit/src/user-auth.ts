@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
-import { USERS_CHANNEL, findActiveTokenUser, isSystemAdmin, type DB, type Database, type Listener, type UserRow } from '@codeagent/db';
+import { USERS_CHANNEL, announcedUserId, findActiveTokenUser, isSystemAdmin, type DB, type Database, type Listener, type UserRow } from '@codeagent/db';
 import { isMountToken, refusedCrossSite, requestCredential, verifyMountToken, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
 import { ForbiddenError, UnauthorizedError } from './errors.js';
 
@@ -169,8 +169,7 @@ class UserChangeFeed {
   }
 
   async changed(id: string): Promise<void> {
-    // (The announcement carries the id in lower case, as PostgreSQL writes a uuid.)
-    const userId = id.toLowerCase();
+    const userId = announcedUserId(id);
     this.forget(userId);
     if (!this.connected) return;
     // The NOTIFY went out at commit; once it is back here, PostgreSQL has handed it to every

@@ -258,9 +258,7 @@ function answerHead(raw: readonly Buffer[], id: string, rewrite: [from: string, 
     if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true || !HEADER_NAME.test(name) || INVALID_VALUE.test(value)) continue;
     pairs.push(name, name === 'location' && rewrite !== undefined ? value.replace(rewrite[0], rewrite[1]) : value);
   }
-  const target = headerPairs(pairs);
-  applySecurityHeaders(target);
-  if (!target.hasHeader('x-request-id')) target.setHeader('x-request-id', id);
+  securityHeaders(headerPairs(pairs), id);
   return pairs;
 }
 
@@ -280,9 +278,9 @@ function headerPairs(pairs: string[]): HeaderTarget {
 }
 
 /** docs/contract/spec.md §4.5 (security-headers.ts), and the request id unless the component gave it. */
-function securityHeaders(res: ServerResponse, id: string): void {
-  applySecurityHeaders(res);
-  if (!res.hasHeader('x-request-id')) res.setHeader('x-request-id', id);
+function securityHeaders(answer: HeaderTarget, id: string): void {
+  applySecurityHeaders(answer);
+  if (!answer.hasHeader('x-request-id')) answer.setHeader('x-request-id', id);
 }
 
 /** The ingress's failure answer (routes.ts `upstreamFailure`), as app.ts's onUpstreamError gives it. */
