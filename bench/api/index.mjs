@@ -84,19 +84,30 @@ function ticks(match) {
 const token = await adminToken(`http://127.0.0.1:${backendPort}/api/v1`, BENCH_ADMIN_PASSWORD);
 const headers = { authorization: `Bearer ${token}` };
 
-async function scenario(title, upstreamPort, path, headers) {
+/** A failed run names its target. */
+const named = (name, run) =>
+  run.catch((err) => {
+    throw new Error(`${name}: ${err.message}`);
+  });
+
+/**
+ * `extra`: more targets measured in the same rounds, as [name, port, pid]; their CPU per request
+ * is their whole process's (the gateway with the backend in it: both).
+ */
+async function scenario(title, upstreamPort, path, headers, extra = []) {
   const proxies = await startProxies(upstreamPort);
   const targets = [
     ['upstream direct', upstreamPort],
     ['gateway', gatewayPort],
     ['configurable-http-proxy', chpPort],
     ...(proxies.length === 3 ? [['nginx', nginxPort]] : []),
+    ...extra.map(([name, port]) => [name, port]),
   ];
   // Rounds interleave the targets (each round in another order), so that what else the machine
   // does at one moment weighs on all of them alike; the median of the rounds is reported.
   const rounds = {};
   for (const [name, port] of targets) {
-    await load(`http://127.0.0.1:${port}${path}`, { connections, duration: 2, headers }); // warm-up
+    await named(name, load(`http://127.0.0.1:${port}${path}`, { connections, duration: 2, headers })); // warm-up
     rounds[name] = [];
   }
   // CPU per request of each process on the way, from /proc (user + system time): what a
@@ -108,6 +119,7 @@ async function scenario(title, upstreamPort, path, headers) {
       gateway: ticks((p) => p === gatewayProcess.pid),
       'configurable-http-proxy': ticks((p) => p === chpProcess.pid),
       nginx: ticks((_p, comm) => comm === 'nginx'),
+      ...Object.fromEntries(extra.map(([name, , pid]) => [name, ticks((p) => p === pid)])),
     },
     backend: ticks((p) => p === backend.pid),
     postgres: ticks((_p, comm) => comm === 'postgres'),
@@ -116,7 +128,7 @@ async function scenario(title, upstreamPort, path, headers) {
     const order = targets.map((_, i) => targets[(i + round) % targets.length]);
     for (const [name, port] of order) {
       const before = cpu();
-      const r = await load(`http://127.0.0.1:${port}${path}`, { connections, duration, headers });
+      const r = await named(name, load(`http://127.0.0.1:${port}${path}`, { connections, duration, headers }));
       const after = cpu();
       const perRequest = (a, b) => Math.round(((b - a) * 1e6) / CLOCK_TICKS / r.requests);
       rounds[name].push({
@@ -164,12 +176,13 @@ async function scenario(title, upstreamPort, path, headers) {
   const ratio = gw.rps / results['configurable-http-proxy'].rps;
   console.log(`gateway vs configurable-http-proxy: ${ratio.toFixed(2)}× throughput (target ≥ 1.5×); gateway p99 ${gw.p99} ms (target < 20 ms)`);
   const direct = results['upstream direct'].rps;
-  console.log(
-    `gateway ÷ direct ${(gw.rps / direct).toFixed(2)}× (issue 17 target ≥ 0.9× for /auth/me)` +
-      (results.nginx
-        ? `; gateway ÷ nginx ${(gw.rps / results.nginx.rps).toFixed(2)}× (target ≥ 1.0×); nginx ÷ direct ${(results.nginx.rps / direct).toFixed(2)}×`
-        : ''),
-  );
+  for (const [name, r] of [['gateway', gw], ...extra.map(([name]) => [name, results[name]])]) {
+    console.log(
+      `${name} ÷ direct ${(r.rps / direct).toFixed(2)}× (issue 17 target ≥ 0.9× for /auth/me)` +
+        (results.nginx ? `; ${name} ÷ nginx ${(r.rps / results.nginx.rps).toFixed(2)}× (target ≥ 1.0×)` : ''),
+    );
+  }
+  if (results.nginx) console.log(`nginx ÷ direct ${(results.nginx.rps / direct).toFixed(2)}×`);
   return results;
 }
 
@@ -182,7 +195,20 @@ const trivialPort = await freePort();
 await new Promise((r) => trivial.listen(trivialPort, '127.0.0.1', r));
 const proxyCapacity = await scenario('1. proxy capacity (trivial backend)', trivialPort, '/api/v1/health', {});
 trivial.close();
-const endToEnd = await scenario('2. end to end (real backend)', backendPort, '/api/v1/auth/me', headers);
+// The gateway with the backend in its own process (BACKEND_IN_GATEWAY, decision 0194), on ports
+// of its own and the same database: the API requests cross no network hop.
+const [inProcessGatewayPort, inProcessBackendPort] = await Promise.all([freePort(), freePort()]);
+const IN_PROCESS = 'gateway, backend in its process';
+const inProcess = startProcess(process.execPath, [cli, 'gateway'], {
+  ...env,
+  PORT: String(inProcessGatewayPort),
+  BACKEND_PORT: String(inProcessBackendPort),
+  BACKEND_URL: `http://127.0.0.1:${inProcessBackendPort}`,
+  BACKEND_IN_GATEWAY: 'true',
+});
+await waitFor(`http://127.0.0.1:${inProcessGatewayPort}/api/v1/health`);
+const endToEnd = await scenario('2. end to end (real backend)', backendPort, '/api/v1/auth/me', headers, [[IN_PROCESS, inProcessGatewayPort, inProcess.pid]]);
+await stopProcess(inProcess);
 
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(

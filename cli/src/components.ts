@@ -166,9 +166,17 @@ export const components = {
       'GATEWAY_METRICS_PORT',
       'TRUSTED_PROXIES',
       'MAX_UPLOAD_BYTES',
+      'BACKEND_IN_GATEWAY',
     ],
     inStart: true,
-    start: async (config: Config) => (await import('@codeagent/gateway')).startGateway(config),
+    start: async (config: Config) => {
+      const { startGateway } = await import('@codeagent/gateway');
+      if (!config.backendInGateway) return startGateway(config);
+      // BACKEND_IN_GATEWAY (decision 0194): the backend in this process, on its own port for
+      // the other components, and handed the gateway's API requests without a network hop.
+      const backend = await (await import('@codeagent/backend')).startBackend(config, { signals: false });
+      return startGateway(config, { backend: { handle: (req, res) => backend.routing(req, res), close: () => backend.close() } });
+    },
   },
 } satisfies Record<string, Component>;
 

@@ -5,6 +5,22 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI, startPlatform, type Platform } from './testing.js';
 
+/** The command lines of the supervisor's components. */
+function componentArgv(platform: Platform): string[][] {
+  return readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e))
+    .flatMap((e) => {
+      try {
+        const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+        if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== platform.child.pid) return [];
+        return [readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0')];
+      } catch {
+        return [];
+      }
+    })
+    .filter((argv) => argv.some((a) => a.endsWith('index.js')));
+}
+
 describe('codeagent start (the whole platform on embedded defaults)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-start-'));
   let platform: Platform | undefined;
@@ -27,18 +43,7 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
     expect(await health.json()).toMatchObject({ status: 'ok', checks: { database: 'ok', storage: 'ok' } });
 
     // The components run with the small young generation of decision 0085 (idle memory).
-    const components = readdirSync('/proc')
-      .filter((e) => /^\d+$/.test(e))
-      .flatMap((e) => {
-        try {
-          const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
-          if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== platform!.child.pid) return [];
-          return [readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0')];
-        } catch {
-          return [];
-        }
-      })
-      .filter((argv) => argv.some((a) => a.endsWith('index.js')));
+    const components = componentArgv(platform);
     expect(components.map((argv) => argv.at(-2)).sort()).toEqual(['backend', 'bridge', 'cluster-admin', 'gateway', 'runtime', 'worker']);
     for (const argv of components) expect(argv, argv.join(' ')).toContain('--max-semi-space-size=1');
 
@@ -95,8 +100,15 @@ describe('codeagent start (the whole platform on embedded defaults)', () => {
     expect(await platform!.exited).toBe(0);
   });
 
-  it('starts again on the same data directory with the same secrets and data', async () => {
-    platform = await startPlatform(dataDir);
+  it('starts again on the same data directory with the same secrets and data, this time with the backend in the gateway (BACKEND_IN_GATEWAY)', async () => {
+    platform = await startPlatform(dataDir, { BACKEND_IN_GATEWAY: 'true' });
+    // Five processes: the backend runs in the gateway's (decision 0194), and still serves the other components on its port.
+    expect(
+      componentArgv(platform)
+        .map((argv) => argv.at(-2))
+        .sort(),
+    ).toEqual(['bridge', 'cluster-admin', 'gateway', 'runtime', 'worker']);
+    expect((await fetch(`http://127.0.0.1:${platform.ports.BACKEND_PORT}/api/v1/health`)).status).toBe(200);
     const secrets = JSON.parse(readFileSync(join(dataDir, 'secrets.json'), 'utf8')) as { BOOTSTRAP_ADMIN_PASSWORD: string };
     const login = await fetch(`${platform.url}/api/v1/auth/login`, {
       method: 'POST',

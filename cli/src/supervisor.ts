@@ -72,7 +72,8 @@ export async function superviseAll(): Promise<number> {
   const releaseLock = acquireDataDirLock(config.dataDir);
 
   const supervised: Supervised[] = (Object.keys(components) as ComponentName[])
-    .filter((n) => components[n].inStart)
+    // With BACKEND_IN_GATEWAY the backend runs in the gateway's process (decision 0194).
+    .filter((n) => components[n].inStart && !(n === 'backend' && config.backendInGateway))
     .map((name) => ({ name, child: undefined, restarts: [] }));
   let db: EmbeddedPostgres | undefined;
   /** A start of PostgreSQL in progress: stopping waits for it, so no server is left behind. */

@@ -103,6 +103,13 @@ describe('settings', () => {
     expect(many.bridgeUrls).toEqual(['http://a:1', 'http://b:2']);
     expect(many.jupyterlab.urls).toEqual(['http://j1:8095', 'http://j2:8095']);
     expect(problemsOf({ BACKEND_URL: 'http://ok:1,ftp://bad' })).toEqual([expect.stringMatching(/^BACKEND_URL="ftp:\/\/bad" is not an http\(s\) URL/)]);
+    // The backend in the gateway's process is the one backend: not one of several.
+    expect(loadConfig({ env: {}, cwd: tmp() }).backendInGateway).toBe(false);
+    expect(loadConfig({ env: { BACKEND_IN_GATEWAY: 'true' }, cwd: tmp() }).backendInGateway).toBe(true);
+    expect(problemsOf({ BACKEND_IN_GATEWAY: 'true', BACKEND_URL: 'http://a:1,http://b:2' })).toEqual([
+      expect.stringMatching(/^BACKEND_IN_GATEWAY runs the one backend .* BACKEND_URL lists 2 instances/),
+    ]);
+    expect(problemsOf({ BACKEND_IN_GATEWAY: 'sometimes' })).toEqual([expect.stringMatching(/^BACKEND_IN_GATEWAY="sometimes" is not a boolean/)]);
     // The runtime keeps its kernels in memory: one instance, one address.
     expect(problemsOf({ RUNTIME_URL: 'http://r1:8092,http://r2:8092' })).toEqual([
       expect.stringMatching(/^RUNTIME_URL=.* names several addresses; this component runs as one instance/),

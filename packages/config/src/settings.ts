@@ -55,6 +55,12 @@ export interface Config {
    * CLUSTER_ADMIN_URL, BRIDGE_URL): the gateway balances over them, the worker fails over.
    */
   backendUrls: string[];
+  /**
+   * BACKEND_IN_GATEWAY: the gateway's process also runs the backend (still listening on
+   * BACKEND_PORT for the other components) and hands it the API requests without a network hop
+   * (docs/decisions/0194). `codeagent start` then starts no backend process of its own.
+   */
+  backendInGateway: boolean;
   clusterAdminUrls: string[];
   bridgeUrls: string[];
   /** Metrics, liveness and readiness of the two components without an internal port of their own; undefined = none. */
@@ -431,6 +437,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
   }
 
   const backendUrls = urls('BACKEND_URL', `http://127.0.0.1:${backendPort}`);
+  const backendInGateway = bool('BACKEND_IN_GATEWAY', false);
+  if (backendInGateway && backendUrls.length > 1) {
+    problems.push(
+      `BACKEND_IN_GATEWAY runs the one backend of this machine inside the gateway, but BACKEND_URL lists ${backendUrls.length} instances; unset BACKEND_IN_GATEWAY to balance over them, or list one`,
+    );
+  }
   const clusterAdminUrls = urls('CLUSTER_ADMIN_URL', `http://127.0.0.1:${clusterAdminPort}`);
   const bridgeUrls = urls('BRIDGE_URL', `http://127.0.0.1:${bridgePort}`);
   // Without JUPYTERLAB_URL the gateway sends /jupyter/<workspace id>/ to the runtime, which runs
@@ -481,6 +493,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     clusterAdminUrl: clusterAdminUrls[0]!,
     bridgeUrl: bridgeUrls[0]!,
     backendUrls,
+    backendInGateway,
     clusterAdminUrls,
     bridgeUrls,
     gatewayMetricsPort: optionalPort('GATEWAY_METRICS_PORT'),

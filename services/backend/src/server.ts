@@ -1,14 +1,26 @@
 import type { Config } from '@codeagent/config';
 import { migrate, openPlatformDatabase } from '@codeagent/db';
 import { createObjectStore } from '@codeagent/storage';
+import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { Metrics, createLogger, listen, opsRoutes } from '@codeagent/service-kit';
 import { buildBackendApp } from './app.js';
 import { ensureBootstrapAdmin } from './domain/users.js';
 import { runtimeProbe } from './probes.js';
 
-/** Starts the backend alone (`codeagent backend`): database, migrations, bootstrap admin, listen on loopback. */
-export async function startBackend(config: Config): Promise<void> {
+export interface StartBackendOptions {
+  /**
+   * Installs the process's graceful shutdown on SIGTERM/SIGINT (default). Off when another app of
+   * the same process owns the shutdown and closes this one (the gateway with BACKEND_IN_GATEWAY).
+   */
+  signals?: boolean;
+}
+
+/**
+ * Starts the backend (`codeagent backend`, or inside the gateway with BACKEND_IN_GATEWAY):
+ * database, migrations, bootstrap admin, listen on loopback. Resolves with the app once it serves.
+ */
+export async function startBackend(config: Config, opts: StartBackendOptions = {}): Promise<FastifyInstance> {
   const database = await openPlatformDatabase(config, 'backend');
   await migrate(database);
   const store = await createObjectStore(config);
@@ -52,5 +64,7 @@ export async function startBackend(config: Config): Promise<void> {
   const admin = await ensureBootstrapAdmin(database.db, config.bootstrapAdminEmail, config.bootstrapAdminPassword);
   if (admin) app.log.info({ email: admin.email }, 'created the bootstrap administrator');
   // Loopback by default: the gateway is the only ingress (containers set COMPONENT_HOST=0.0.0.0).
-  await listen(app, config.componentHost, config.backendPort);
+  if (opts.signals === false) await app.listen({ host: config.componentHost, port: config.backendPort });
+  else await listen(app, config.componentHost, config.backendPort);
+  return app;
 }

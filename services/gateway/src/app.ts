@@ -27,7 +27,7 @@ import { ROUTES, UPSTREAMS, upstreamFailure, workspaceBridgeUrl, type UpstreamNa
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
-import { accessLogLine, fastPath, type FastPathControl } from './fast-path.js';
+import { accessLogLine, fastPath, type FastPathControl, type InProcessHandlers } from './fast-path.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
 const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
@@ -94,6 +94,12 @@ export interface GatewayOptions {
    * on. Off, every request goes through the framework's proxies (the tests compare the two).
    */
   fastPath?: boolean;
+  /**
+   * Components served in the gateway's own process (BACKEND_IN_GATEWAY, decision 0194): the
+   * fast path hands their plain proxied requests to these handlers; the pools still reach
+   * them over the network for everything else (session checks, the framework's proxies).
+   */
+  inProcess?: InProcessHandlers;
 }
 
 const fastPaths = new WeakMap<FastifyInstance, FastPathControl>();
@@ -325,6 +331,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
       accessLog: opts.accessLog === true,
       timeoutMs: timeout,
       sendContinue,
+      ...(opts.inProcess ? { inProcess: opts.inProcess } : {}),
     });
     app.addHook('preClose', (done) => {
       taken.close();

@@ -7,8 +7,9 @@ import { createServer, request, type IncomingHttpHeaders, type Server } from 'no
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '@codeagent/service-kit/http';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { buildGatewayApp, fastPathTaken } from './app.js';
+import type { InProcessHandler } from './fast-path.js';
 import { closeNow } from './ingress-testing.js';
 import { listenOn, nodeRequest, stopServer, type NodeAnswer } from './upstream-testing.js';
 
@@ -130,6 +131,9 @@ const CORPUS: [string, string, Record<string, string>, (Buffer | Buffer[])?][] =
   ['GET', '/api/v1/download', {}],
 ];
 
+/** Paths of the corpus the fast path takes on (the others go to Fastify). */
+const plainPath = (path: string) => !/%2e|^\/internal|^\/api\/v1x|^\/jupyter\/lab|too-big|not-dav/.test(path);
+
 describe('gateway fast path', () => {
   const seen: Seen[] = [];
   let upstream: Server;
@@ -164,8 +168,7 @@ describe('gateway fast path', () => {
     expect(fastSeen.map(comparableSeen)).toEqual(frameworkSeen.map(comparableSeen));
     expect(fastPathTaken(framework)).toBe(0);
     // Every request the fast path is for went through it; the others went to Fastify.
-    const plain = !/%2e|^\/internal|^\/api\/v1x|^\/jupyter\/lab|too-big|not-dav/.test(path);
-    expect(fastPathTaken(fast) - takenBefore, 'taken by the fast path').toBe(plain ? 1 : 0);
+    expect(fastPathTaken(fast) - takenBefore, 'taken by the fast path').toBe(plainPath(path) ? 1 : 0);
   });
 
   it('passes the query string on as the client wrote it (the framework proxy re-encodes it)', async () => {
@@ -219,6 +222,119 @@ describe('gateway fast path', () => {
     });
     expect(closed).toBe(true);
     expect(seen).toEqual([]);
+  });
+});
+
+describe('gateway fast path, the backend in its process (BACKEND_IN_GATEWAY, decision 0194)', () => {
+  const seen: Seen[] = [];
+  let upstream: Server;
+  let network: FastifyInstance;
+  let inProcess: FastifyInstance;
+  let networkBase: string;
+  let inProcessBase: string;
+  let handedOver = 0;
+
+  beforeAll(async () => {
+    upstream = component(seen);
+    const url = await listenOn(upstream);
+    // The same component's request handler, called in the gateway's process.
+    const handle = upstream.listeners('request')[0] as InProcessHandler;
+    const opts = { upstreams: { backend: url, clusterAdmin: url, bridge: url }, maxUploadBytes: 5 * MiB, timeoutMs: 500 };
+    network = await buildGatewayApp(opts);
+    inProcess = await buildGatewayApp({
+      ...opts,
+      inProcess: {
+        backend: (req, res) => {
+          handedOver++;
+          handle(req, res);
+        },
+      },
+    });
+    networkBase = await network.listen({ host: '127.0.0.1', port: 0 });
+    inProcessBase = await inProcess.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await closeNow(network);
+    await closeNow(inProcess);
+    await stopServer(upstream);
+  });
+
+  // (`slow`: in the process there is no network hop whose answer could be late; the backend's own limits apply.)
+  it.each(CORPUS.filter(([, path]) => !path.includes('slow')))(
+    '%s %s: the same answer, and the same request reaching the component, as over the network',
+    async (method, path, headers, body) => {
+      seen.length = 0;
+      const before = handedOver;
+      const viaNetwork = await send(networkBase, method, path, headers, body);
+      const networkSeen = seen.splice(0);
+      expect(handedOver).toBe(before);
+      const viaProcess = await send(inProcessBase, method, path, headers, body);
+      const processSeen = seen.splice(0);
+      expect(comparable(viaProcess)).toEqual(comparable(viaNetwork));
+      expect(processSeen.map(comparableSeen)).toEqual(networkSeen.map(comparableSeen));
+      // The backend's plain requests were handed over; the other components' went over the network.
+      expect(handedOver - before, 'handed over in the process').toBe(plainPath(path) && path.startsWith('/api/v1') ? 1 : 0);
+    },
+  );
+
+  it("replaces what the client claims to be, and keeps hop-by-hop headers from the component's answer", async () => {
+    seen.length = 0;
+    const answer = await send(inProcessBase, 'GET', '/api/v1/hop', {
+      connection: 'keep-alive, x-hop',
+      'x-hop': 'for the gateway only',
+      'x-forwarded-for': '10.9.9.9',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-host': 'evil.example',
+      forwarded: 'for=10.9.9.9',
+      'x-real-ip': '10.9.9.9',
+    });
+    const got = seen[0]!.headers;
+    expect(got['x-hop']).toBeUndefined();
+    expect(got.forwarded).toBeUndefined();
+    expect(got['x-real-ip']).toBeUndefined();
+    expect(got['x-forwarded-for']).toBe('127.0.0.1');
+    expect(got['x-forwarded-proto']).toBe('http');
+    expect(got['x-forwarded-host']).toBe(new URL(inProcessBase).host);
+    expect(answer.headers['x-private']).toBeUndefined();
+    expect(answer.headers['keep-alive']).not.toBe('timeout=5');
+    expect(answer.headers['x-public']).toBe('yes');
+    expect(answer.headers['x-content-type-options']).toBe('nosniff');
+    expect(answer.headers['content-security-policy']).toBe("default-src 'none'; frame-ancestors 'none'; sandbox");
+  });
+
+  it('a Fastify app in the process (as the backend) sees the client as over the network, and reads a chunked body', async () => {
+    // The backend's trust: X-Forwarded-* from loopback only (services/backend/src/app.ts).
+    const backend = Fastify({ trustProxy: ['127.0.0.1', '::1'] });
+    backend.get('/api/v1/who', (req, reply) => reply.send({ ip: req.ip, host: req.host, protocol: req.protocol }));
+    backend.post('/api/v1/echo', (req, reply) => reply.send({ body: req.body }));
+    backend.put('/api/v1/count', (req, reply) => reply.send({ bytes: req.body }));
+    backend.removeAllContentTypeParsers();
+    backend.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => done(null, JSON.parse(body as string) as unknown));
+    // Any other body (or one without a type): its length.
+    backend.addContentTypeParser('*', (_req, payload, done) => {
+      let bytes = 0;
+      payload.on('data', (c: Buffer) => (bytes += c.length));
+      payload.on('end', () => done(null, bytes));
+    });
+    await backend.ready();
+    const gateway = await buildGatewayApp({
+      upstreams: { backend: 'http://127.0.0.1:1', clusterAdmin: 'http://127.0.0.1:1', bridge: 'http://127.0.0.1:1' },
+      inProcess: { backend: (req, res) => backend.routing(req, res) },
+    });
+    const base = await gateway.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const who = await send(base, 'GET', '/api/v1/who', { 'x-forwarded-for': '10.9.9.9', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' });
+      expect(JSON.parse(who.body)).toEqual({ ip: '127.0.0.1', host: new URL(base).host, protocol: 'http' });
+      expect(who.headers['x-content-type-options']).toBe('nosniff');
+      const echo = await send(base, 'POST', '/api/v1/echo', { 'content-type': 'application/json' }, [Buffer.from('{"a":'), Buffer.from('[1,2]}')]);
+      expect(JSON.parse(echo.body)).toEqual({ body: { a: [1, 2] } });
+      // A chunked body without a type is still a body (Fastify looks at Transfer-Encoding).
+      const counted = await send(base, 'PUT', '/api/v1/count', {}, [Buffer.alloc(70_000, 1), Buffer.alloc(30_000, 2)]);
+      expect(JSON.parse(counted.body)).toEqual({ bytes: 100_000 });
+    } finally {
+      await closeNow(gateway);
+      await backend.close();
+    }
   });
 });
 

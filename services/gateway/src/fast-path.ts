@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import {
@@ -42,7 +42,16 @@ export interface FastPathOptions {
   timeoutMs: number;
   /** Sends `100 Continue` to a client waiting for it (forwarding.ts). */
   sendContinue: (raw: IncomingMessage) => void;
+  /**
+   * Components served in the gateway's own process (BACKEND_IN_GATEWAY, decision 0194): their
+   * requests are handed to this handler instead of going through the pool.
+   */
+  inProcess?: InProcessHandlers;
 }
+
+/** A component's request handler in the gateway's process (a Fastify app's `routing`). */
+export type InProcessHandler = (req: IncomingMessage, res: ServerResponse) => void;
+export type InProcessHandlers = Partial<Record<UpstreamName, InProcessHandler>>;
 
 /** Takes the request on (true) or leaves it to Fastify (false, nothing written). */
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -67,7 +76,7 @@ const ANSWER_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection
 interface Entry {
   prefix: string;
   /** Undefined when the route is not taken on here (denied, checked, not configured). */
-  fast?: { route: ProxyRoute; pool: UpstreamPool; methods: ReadonlySet<string>; rewrite: string | undefined };
+  fast?: { route: ProxyRoute; pool: UpstreamPool; methods: ReadonlySet<string>; rewrite: string | undefined; local: InProcessHandler | undefined };
 }
 
 /** Builds the fast path from the same route table and pools as the framework's proxies. */
@@ -78,6 +87,7 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
     if (route.kind === 'page') continue;
     const pool = route.kind === 'proxy' ? opts.pools.get(route.upstream) : undefined;
     const plain = route.kind === 'proxy' && route.sessionCheck !== true && pool !== undefined;
+    const rewrite = route.kind === 'proxy' && route.rewritePrefix !== undefined && route.rewritePrefix !== route.prefix ? route.rewritePrefix : undefined;
     entries.push({
       prefix: route.prefix,
       ...(plain
@@ -86,7 +96,9 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
               route,
               pool,
               methods: route.webdav === true ? DAV_METHODS : PROXY_METHODS,
-              rewrite: route.rewritePrefix !== undefined && route.rewritePrefix !== route.prefix ? route.rewritePrefix : undefined,
+              rewrite,
+              // (In the process only where the path stays as it is: the backend's routes.)
+              local: rewrite === undefined ? opts.inProcess?.[route.upstream] : undefined,
             },
           }
         : {}),
@@ -142,6 +154,10 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
       });
     }
 
+    if (fast.local !== undefined) {
+      handOver(req, res, fast.local, upstreamPath, headers, id);
+      return true;
+    }
     const send = (body: Readable | Buffer | undefined): void =>
       fast.pool.dispatch(
         { method, path: upstreamPath, headers, body },
@@ -174,6 +190,57 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
     },
     taken: { get: () => taken },
   }) as FastPathControl;
+}
+
+/**
+ * Hands a request to a component served in this process (decision 0194): the component gets the
+ * request it would get over the network (the path, the headers `upstreamHeaders` gives it) plus
+ * what belongs to this hop (the client's Host, the body's framing: its parser reads the same
+ * stream), and writes its answer to the client's connection itself, under the rules the relay
+ * applies to a head from the network: no hop-by-hop headers, docs/contract/spec.md §4.5 and the
+ * request id, the rest of an unread body discarded without closing the connection.
+ */
+function handOver(req: IncomingMessage, res: ServerResponse, handle: InProcessHandler, path: string, headers: IncomingHttpHeaders, id: string): void {
+  if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = req.headers['transfer-encoding'];
+  if (req.headers.host !== undefined) headers.host = req.headers.host;
+  req.url = path;
+  req.headers = headers;
+  const writeHead = res.writeHead.bind(res) as (status: number, message?: string, headers?: OutgoingHttpHeaders) => ServerResponse;
+  // (Node's own implicit head, on a first write without one, comes through here too.)
+  res.writeHead = function (this: ServerResponse, status: number, ...rest: unknown[]): ServerResponse {
+    const message = typeof rest[0] === 'string' ? rest[0] : undefined;
+    const given = message === undefined ? rest[0] : rest[1];
+    lingerAfterAnswer(req, this);
+    if (isHeaderObject(given) && this.getHeaderNames().length === 0) {
+      // Fastify's way (every header in one object, none set before): one new object, no setHeader per header.
+      const head: OutgoingHttpHeaders = {};
+      for (const name in given) if (given[name] !== undefined) head[name.toLowerCase()] = given[name];
+      const listed = connectionListed(head.connection);
+      for (const name in head) if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) delete head[name];
+      securityHeaders({ hasHeader: (name) => head[name] !== undefined, setHeader: (name, value) => (head[name] = value) }, id);
+      return writeHead(status, message, head);
+    }
+    mergeHead(this, given);
+    const listed = connectionListed(this.getHeader('connection') as string | string[] | undefined);
+    for (const name of this.getHeaderNames()) if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) this.removeHeader(name);
+    securityHeaders(this, id);
+    return writeHead(status, message);
+  };
+  handle(req, res);
+}
+
+const isHeaderObject = (given: unknown): given is OutgoingHttpHeaders => typeof given === 'object' && given !== null && !Array.isArray(given);
+
+/** The headers given to `writeHead` (an object, name/value pairs, or a list of pairs), merged over those set before, as Node merges them. */
+function mergeHead(res: ServerResponse, given: unknown): void {
+  if (given === undefined || given === null) return;
+  if (Array.isArray(given)) {
+    const pairs = (given.length > 0 && Array.isArray(given[0]) ? (given as unknown[][]).flat() : given) as (string | number | string[])[];
+    for (let i = 0; i < pairs.length; i += 2) res.removeHeader(String(pairs[i]));
+    for (let i = 0; i < pairs.length; i += 2) res.appendHeader(String(pairs[i]), pairs[i + 1] as string | string[]);
+    return;
+  }
+  for (const [name, value] of Object.entries(given as OutgoingHttpHeaders)) if (value !== undefined) res.setHeader(name, value);
 }
 
 /**

@@ -1,6 +1,8 @@
 export { buildGatewayApp, FORM_OVERHEAD_BYTES } from './app.js';
 export type { Addresses, GatewayOptions, JupyterUpstream, Upstreams } from './app.js';
 export { startGateway } from './server.js';
+export type { InProcessComponent } from './server.js';
+export type { InProcessHandler, InProcessHandlers } from './fast-path.js';
 export { renderNginxConfig } from './nginx.js';
 export type { NginxOptions } from './nginx.js';
 export { ROUTES, UPSTREAMS } from './routes.js';
