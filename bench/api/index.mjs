@@ -52,7 +52,7 @@ async function startProxies(upstreamPort) {
       `worker_processes 1; daemon off; pid ${dir}/nginx.pid; error_log ${dir}/error.log;
 events { worker_connections 1024; }
 http { access_log off; upstream b { server 127.0.0.1:${upstreamPort}; keepalive 64; }
-  server { listen 127.0.0.1:${nginxPort}; location / { proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection ""; } } }`,
+  server { listen 127.0.0.1:${nginxPort}; keepalive_requests 1000000; location / { proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection ""; } } }`,
     );
     nginx = startProcess('/usr/sbin/nginx', ['-c', join(dir, 'nginx.conf'), '-p', dir]);
   }

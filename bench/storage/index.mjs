@@ -18,6 +18,8 @@ import {
   startPlatform,
   startProcess,
   stopProcess,
+  waitFor,
+  cli,
   streamDownload,
   streamUpload,
   table,
@@ -86,6 +88,17 @@ const { backend, gateway } = await startPlatform(env);
 const base = `http://127.0.0.1:${gatewayPort}/api/v1`;
 const auth = { authorization: `Bearer ${await adminToken(base, BENCH_ADMIN_PASSWORD)}` };
 const ws = await createWorkspace(base, auth, 'bench');
+// The gateway with the backend in its process (BACKEND_IN_GATEWAY, decision 0194): the same
+// database and storage directory, ports of its own.
+const [inProcessBackendPort, inProcessGatewayPort] = await Promise.all([freePort(), freePort()]);
+const inProcess = startProcess(process.execPath, [cli, 'gateway'], {
+  ...env,
+  BACKEND_PORT: String(inProcessBackendPort),
+  BACKEND_URL: `http://127.0.0.1:${inProcessBackendPort}`,
+  PORT: String(inProcessGatewayPort),
+  BACKEND_IN_GATEWAY: 'true',
+});
+await waitFor(`http://127.0.0.1:${inProcessGatewayPort}/api/v1/health`);
 
 // Rounds interleave the paths (each round in another order): the disk and what else the machine
 // does weigh on all of them alike. Every upload creates a new file (no path pays for replacing
@@ -97,6 +110,11 @@ const paths = [
   ['bare Node http server + fsync', (n) => `http://127.0.0.1:${barePort}/${n}-fsync?fsync`, {}],
   ['backend direct (no gateway) → local', (n) => `http://127.0.0.1:${backendPort}/api/v1/data-resources/${ws}/objects/direct-${n}.bin`, auth],
   ['platform (gateway → backend → local)', (n) => `${base}/data-resources/${ws}/objects/platform-${n}.bin`, auth],
+  [
+    'platform, backend in the gateway (BACKEND_IN_GATEWAY)',
+    (n) => `http://127.0.0.1:${inProcessGatewayPort}/api/v1/data-resources/${ws}/objects/in-process-${n}.bin`,
+    auth,
+  ],
 ];
 const warm = join(dir, 'warm.bin');
 execFileSync('dd', ['if=/dev/urandom', `of=${warm}`, 'bs=1M', 'count=64', 'status=none']);
@@ -121,7 +139,8 @@ const median = (xs) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Ma
 const up = (name) => median(measured[name].up);
 const down = (name) => median(measured[name].down);
 const peak = (pid) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
-const rss = { backend: peak(backend.pid), gateway: peak(gateway.pid) };
+const rss = { backend: peak(backend.pid), gateway: peak(gateway.pid), inProcess: peak(inProcess.pid) };
+await stopProcess(inProcess);
 await stopProcess(gateway);
 await stopProcess(backend);
 await stopProcess(bare);
@@ -183,6 +202,7 @@ const BARE = paths[0][0];
 const FSYNC = paths[1][0];
 const DIRECT = paths[2][0];
 const PLATFORM = paths[3][0];
+const IN_PROCESS = paths[4][0];
 console.log(
   `\nbench/storage: ${SIZE_MB} MiB, local backend, database PostgreSQL, ${ROUNDS} interleaved rounds, medians (load average ${os.loadavg()[0].toFixed(1)})\n`,
 );
@@ -193,9 +213,10 @@ console.log(
 console.log(
   `platform ÷ bare Node + fsync: upload ${(up(PLATFORM) / up(FSYNC)).toFixed(2)}×; backend direct ÷ bare Node: upload ${(up(DIRECT) / up(BARE)).toFixed(2)}×, download ${(down(DIRECT) / down(BARE)).toFixed(2)}×`,
 );
+console.log(`backend in the gateway ÷ bare Node: upload ${(up(IN_PROCESS) / up(BARE)).toFixed(2)}×, download ${(down(IN_PROCESS) / down(BARE)).toFixed(2)}×`);
 console.log(`platform ÷ cp: upload ${(up(PLATFORM) / mbps(cpSeconds)).toFixed(2)}×`);
 console.log(
-  `peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each); backend with s3: ${rssS3.toFixed(0)} MB`,
+  `peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each), gateway with the backend in it ${rss.inProcess.toFixed(0)} MB; backend with s3: ${rssS3.toFixed(0)} MB`,
 );
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(

@@ -1,4 +1,4 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
 import Fastify, {
   LogController,
   type FastifyInstance,
@@ -27,7 +27,7 @@ import { ROUTES, UPSTREAMS, upstreamFailure, workspaceBridgeUrl, type UpstreamNa
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
-import { accessLogLine, fastPath, type FastPathControl, type InProcessHandlers } from './fast-path.js';
+import { accessLogLine, fastPath, GatewayResponse, type FastPathControl, type InProcessHandlers } from './fast-path.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
 const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
@@ -142,9 +142,10 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     // Fastify sets up its own: keep-alive from clients longer than undici's idle timeout towards
     // them, and no overall request time limit (an upload may take long; the body has its own).
     serverFactory: (handler) => {
-      const server = createServer((req, res) => {
+      // (Its responses are GatewayResponse: the answer rules for a component in the process, fast-path.ts.)
+      const server = createServer({ ServerResponse: GatewayResponse }, (req, res) => {
         if (fast === undefined || !fast(req, res)) handler(req, res);
-      });
+      }) as unknown as Server;
       server.keepAliveTimeout = 72_000;
       server.requestTimeout = 0;
       server.setTimeout(0);

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import {
@@ -154,7 +154,7 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
       });
     }
 
-    if (fast.local !== undefined) {
+    if (fast.local !== undefined && res instanceof GatewayResponse) {
       handOver(req, res, fast.local, upstreamPath, headers, id);
       return true;
     }
@@ -200,17 +200,33 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
  * applies to a head from the network: no hop-by-hop headers, docs/contract/spec.md §4.5 and the
  * request id, the rest of an unread body discarded without closing the connection.
  */
-function handOver(req: IncomingMessage, res: ServerResponse, handle: InProcessHandler, path: string, headers: IncomingHttpHeaders, id: string): void {
+function handOver(req: IncomingMessage, res: GatewayResponse, handle: InProcessHandler, path: string, headers: IncomingHttpHeaders, id: string): void {
   if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = req.headers['transfer-encoding'];
   if (req.headers.host !== undefined) headers.host = req.headers.host;
   req.url = path;
   req.headers = headers;
-  const writeHead = res.writeHead.bind(res) as (status: number, message?: string, headers?: OutgoingHttpHeaders) => ServerResponse;
+  res.handedOverId = id;
+  handle(req, res);
+}
+
+/**
+ * The responses of the gateway's HTTP server (`ServerResponse` option of `createServer`): when
+ * its request was handed to a component in the process (`handedOverId` set by `handOver`), the
+ * component's head meets the relay's answer rules on its way out. A subclass rather than a
+ * `writeHead` patched onto each response: every response keeps one shape, which Node's own code
+ * is optimised for.
+ */
+export class GatewayResponse extends ServerResponse {
+  /** The request id of a request handed over in the process; undefined otherwise. */
+  handedOverId: string | undefined = undefined;
+
   // (Node's own implicit head, on a first write without one, comes through here too.)
-  res.writeHead = function (this: ServerResponse, status: number, ...rest: unknown[]): ServerResponse {
+  override writeHead(status: number, ...rest: unknown[]): this {
+    const id = this.handedOverId;
     const message = typeof rest[0] === 'string' ? rest[0] : undefined;
     const given = message === undefined ? rest[0] : rest[1];
-    lingerAfterAnswer(req, this);
+    if (id === undefined) return super.writeHead(status, message, given as OutgoingHttpHeaders | undefined);
+    lingerAfterAnswer(this.req, this);
     if (isHeaderObject(given) && this.getHeaderNames().length === 0) {
       // Fastify's way (every header in one object, none set before): one new object, no setHeader per header.
       const head: OutgoingHttpHeaders = {};
@@ -218,15 +234,14 @@ function handOver(req: IncomingMessage, res: ServerResponse, handle: InProcessHa
       const listed = connectionListed(head.connection);
       for (const name in head) if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) delete head[name];
       securityHeaders({ hasHeader: (name) => head[name] !== undefined, setHeader: (name, value) => (head[name] = value) }, id);
-      return writeHead(status, message, head);
+      return super.writeHead(status, message, head);
     }
     mergeHead(this, given);
     const listed = connectionListed(this.getHeader('connection') as string | string[] | undefined);
     for (const name of this.getHeaderNames()) if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) this.removeHeader(name);
     securityHeaders(this, id);
-    return writeHead(status, message);
-  };
-  handle(req, res);
+    return super.writeHead(status, message);
+  }
 }
 
 const isHeaderObject = (given: unknown): given is OutgoingHttpHeaders => typeof given === 'object' && given !== null && !Array.isArray(given);
