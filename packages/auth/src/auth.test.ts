@@ -1,10 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SignJWT } from 'jose';
 import { parseBasicPassword, parseBearer } from './bearer.js';
 import { matchesAny, safeEqual, tokenFingerprint } from './compare.js';
 import { configurePasswordHashing, hashPassword, passwordHashingStats, verifyPassword } from './password.js';
 import { HashingBusyError, HashingGate, defaultHashingLimits } from './hashing-gate.js';
-import { InvalidTokenError, issueUserToken, verifyUserToken } from './jwt.js';
+import { InvalidTokenError, issueUserToken, verifiedTokensKept, verifyUserToken } from './jwt.js';
 
 describe('parseBearer (docs/contract/spec.md §8.1)', () => {
   const cases: [string | undefined, string][] = [
@@ -109,6 +109,59 @@ describe('user tokens', () => {
     }
     // The same claims, rightly signed, pass: the refusals above are about what was changed.
     expect((await verifyUserToken(await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(key), secret)).sub).toBe('u1');
+  });
+});
+
+describe('verified tokens remembered (decision 0195)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('checks a token once: the same claims again, one entry per token', async () => {
+    const secret = 'a'.repeat(40);
+    const issued = await issueUserToken('u1', secret, 60);
+    const first = await verifyUserToken(issued.token, secret);
+    expect(verifiedTokensKept(secret)).toBe(1);
+    expect(await verifyUserToken(issued.token, secret)).toEqual(first);
+    expect(verifiedTokensKept(secret)).toBe(1);
+  });
+
+  it('a remembered token changes nothing for its tampered copies, nor for another secret', async () => {
+    const secret = 'b'.repeat(40);
+    const issued = await issueUserToken('u1', secret, 60);
+    await verifyUserToken(issued.token, secret);
+    const [header, payload, signature] = issued.token.split('.') as [string, string, string];
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString()) as Record<string, unknown>;
+    const forged = Buffer.from(JSON.stringify({ ...claims, sub: 'admin' })).toString('base64url');
+    for (const token of [`${header}.${forged}.${signature}`, `${header}.${payload}.${signature.slice(0, -2)}AA`, `${issued.token}x`, ` ${issued.token}`]) {
+      await expect(verifyUserToken(token, secret), token).rejects.toBeInstanceOf(InvalidTokenError);
+    }
+    await expect(verifyUserToken(issued.token, 'c'.repeat(40))).rejects.toBeInstanceOf(InvalidTokenError);
+    expect(verifiedTokensKept(secret)).toBe(1);
+  });
+
+  it('a remembered token still expires', async () => {
+    const secret = 'd'.repeat(40);
+    const issued = await issueUserToken('u1', secret, 60);
+    await verifyUserToken(issued.token, secret);
+    vi.useFakeTimers({ toFake: ['Date'], now: issued.expiresAt.getTime() - 1000 });
+    expect((await verifyUserToken(issued.token, secret)).sub).toBe('u1');
+    vi.setSystemTime(issued.expiresAt.getTime());
+    await expect(verifyUserToken(issued.token, secret)).rejects.toThrow('token expired');
+    // And it is gone: jose itself says so again.
+    expect(verifiedTokensKept(secret)).toBe(0);
+    await expect(verifyUserToken(issued.token, secret)).rejects.toThrow('token expired');
+  });
+
+  it('remembers at most 4096 tokens per secret, the oldest making room', async () => {
+    const secret = 'e'.repeat(40);
+    const tokens: string[] = [];
+    for (let i = 0; i < 4100; i++) tokens.push((await issueUserToken(`u${i}`, secret, 60)).token);
+    for (const token of tokens) await verifyUserToken(token, secret);
+    expect(verifiedTokensKept(secret)).toBe(4096);
+    // The oldest is checked again (and comes back), the newest is still known.
+    expect((await verifyUserToken(tokens[0]!, secret)).sub).toBe('u0');
+    expect(verifiedTokensKept(secret)).toBe(4096);
   });
 });
 

@@ -1,4 +1,4 @@
-import { createSecretKey, randomUUID, type webcrypto } from 'node:crypto';
+import { createHash, createSecretKey, randomUUID, type webcrypto } from 'node:crypto';
 import { SignJWT, jwtVerify, errors } from 'jose';
 
 export interface UserTokenClaims {
@@ -28,20 +28,37 @@ export class InvalidTokenError extends Error {
 const ISSUER = 'codeagent';
 const AUDIENCE = 'codeagent-user';
 
-const keys = new Map<string, webcrypto.CryptoKey>();
+/**
+ * How many verified tokens a process remembers per secret. A token's signature and claims checked
+ * once by jose stay checked for those exact bytes; only its expiry moves (checked on every use).
+ * jose verifies HS256 through Web Crypto, whose job goes through libuv's thread pool: 26–29 % of
+ * a busy backend's main thread under `/auth/me` load (issue 17, decision 0195); a hit costs a
+ * SHA-256 of the token and a map lookup. Revocation (logout, sessions revoked, a disabled user)
+ * is not this cache's business: every request still passes the token check after it.
+ */
+const VERIFIED_MAX = 4096;
+
+interface SecretState {
+  key: webcrypto.CryptoKey;
+  /** SHA-256 of a token (so that no lookup compares a stored token byte by byte with a presented one) → its claims. */
+  verified: Map<string, Readonly<UserTokenClaims>>;
+}
+
+const secrets = new Map<string, SecretState>();
 
 /**
  * The HMAC key of a secret, made once, as the Web Crypto key jose works with: jose turns a
  * KeyObject (or raw bytes) into one on every call, which cost more than the verification itself
  * (a `/auth/me` spent 110–160 µs in `jwtVerify` with a KeyObject, 75 µs with this; issue 17).
  */
-function keyOf(secret: string): webcrypto.CryptoKey {
-  let key = keys.get(secret);
-  if (!key) {
-    key = createSecretKey(Buffer.from(secret, 'utf8')).toCryptoKey({ name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
-    keys.set(secret, key);
+function stateOf(secret: string): SecretState {
+  let state = secrets.get(secret);
+  if (!state) {
+    const key = createSecretKey(Buffer.from(secret, 'utf8')).toCryptoKey({ name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+    state = { key, verified: new Map() };
+    secrets.set(secret, state);
   }
-  return key;
+  return state;
 }
 
 export async function issueUserToken(userId: string, secret: string, ttlSeconds: number): Promise<IssuedToken> {
@@ -59,15 +76,29 @@ export async function issueUserToken(userId: string, secret: string, ttlSeconds:
     .setAudience(AUDIENCE)
     .setIssuedAt(issuedAtMs / 1000)
     .setExpirationTime(exp)
-    .sign(keyOf(secret));
+    .sign(stateOf(secret).key);
   return { token, jti, issuedAt: new Date(issuedAtMs), expiresAt: new Date(exp * 1000) };
 }
 
-/** Verifies signature (HS256 only), issuer, audience and expiry; throws InvalidTokenError otherwise. */
+/**
+ * Verifies signature (HS256 only), issuer, audience and expiry; throws InvalidTokenError
+ * otherwise. A token verified before is recognised by its SHA-256 and only its expiry checked
+ * again (`VERIFIED_MAX`).
+ */
 export async function verifyUserToken(token: string, secret: string): Promise<UserTokenClaims> {
   if (token === '') throw new InvalidTokenError('missing token');
+  const state = stateOf(secret);
+  const digest = createHash('sha256').update(token).digest('base64');
+  const known = state.verified.get(digest);
+  if (known !== undefined) {
+    // jose's rule: expired once `exp` is not after the current second.
+    if (known.exp > Math.floor(Date.now() / 1000)) return known;
+    state.verified.delete(digest);
+    throw new InvalidTokenError('token expired');
+  }
+  let claims: Readonly<UserTokenClaims>;
   try {
-    const { payload } = await jwtVerify(token, keyOf(secret), {
+    const { payload } = await jwtVerify(token, state.key, {
       algorithms: ['HS256'],
       issuer: ISSUER,
       audience: AUDIENCE,
@@ -75,10 +106,19 @@ export async function verifyUserToken(token: string, secret: string): Promise<Us
     if (typeof payload.sub !== 'string' || typeof payload.jti !== 'string' || typeof payload.exp !== 'number' || typeof payload.iat !== 'number') {
       throw new InvalidTokenError('incomplete claims');
     }
-    return { sub: payload.sub, jti: payload.jti, iat: payload.iat, exp: payload.exp };
+    claims = Object.freeze({ sub: payload.sub, jti: payload.jti, iat: payload.iat, exp: payload.exp });
   } catch (err) {
     if (err instanceof InvalidTokenError) throw err;
     if (err instanceof errors.JWTExpired) throw new InvalidTokenError('token expired');
     throw new InvalidTokenError('invalid token');
   }
+  // The oldest entry makes room (a Map keeps insertion order).
+  if (state.verified.size >= VERIFIED_MAX) state.verified.delete(state.verified.keys().next().value!);
+  state.verified.set(digest, claims);
+  return claims;
+}
+
+/** How many verified tokens the process remembers for `secret` (tests). */
+export function verifiedTokensKept(secret: string): number {
+  return secrets.get(secret)?.verified.size ?? 0;
 }
