@@ -151,7 +151,7 @@ export const components = {
     start: async (config: Config) => (await import('./jupyterlab.js')).startJupyterlab(config),
   },
   gateway: {
-    description: 'the single ingress (HOST:PORT)',
+    description: "the single ingress (HOST:PORT); with BACKEND_IN_GATEWAY=true the backend runs in its process too, reading the backend's settings",
     settings: [
       'HOST',
       'PORT',
