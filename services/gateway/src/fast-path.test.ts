@@ -99,6 +99,9 @@ function comparableSeen(s: Seen): object {
 const MiB = 1024 * 1024;
 const big = Buffer.alloc(3 * MiB, 7);
 
+/** The gateways the corpus goes through: every component at `url`, small limits. */
+const corpusOptions = (url: string) => ({ upstreams: { backend: url, clusterAdmin: url, bridge: url }, maxUploadBytes: 5 * MiB, timeoutMs: 500 });
+
 /** The corpus: [method, path, headers, body]. */
 const CORPUS: [string, string, Record<string, string>, (Buffer | Buffer[])?][] = [
   ['GET', '/api/v1/auth/me', { authorization: 'Bearer t' }],
@@ -145,7 +148,7 @@ describe('gateway fast path', () => {
   beforeAll(async () => {
     upstream = component(seen);
     const url = await listenOn(upstream);
-    const opts = { upstreams: { backend: url, clusterAdmin: url, bridge: url }, maxUploadBytes: 5 * MiB, timeoutMs: 500 };
+    const opts = corpusOptions(url);
     fast = await buildGatewayApp(opts);
     framework = await buildGatewayApp({ ...opts, fastPath: false });
     fastBase = await fast.listen({ host: '127.0.0.1', port: 0 });
@@ -239,7 +242,7 @@ describe('gateway fast path, the backend in its process (BACKEND_IN_GATEWAY, dec
     const url = await listenOn(upstream);
     // The same component's request handler, called in the gateway's process.
     const handle = upstream.listeners('request')[0] as InProcessHandler;
-    const opts = { upstreams: { backend: url, clusterAdmin: url, bridge: url }, maxUploadBytes: 5 * MiB, timeoutMs: 500 };
+    const opts = corpusOptions(url);
     network = await buildGatewayApp(opts);
     inProcess = await buildGatewayApp({
       ...opts,

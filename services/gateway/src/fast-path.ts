@@ -73,6 +73,9 @@ const DAV_METHODS = new Set([...PROXY_METHODS, ...WEBDAV_EXTRA_METHODS]);
 /** Hop-by-hop headers of an answer (RFC 9110 §7.6.1); Node writes its own. */
 const ANSWER_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 
+/** Whether an answer's header (lower-case name) stays on this hop: hop-by-hop, or named by its `Connection` header. */
+const hopByHop = (name: string, listed: ReadonlySet<string> | undefined): boolean => ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true;
+
 interface Entry {
   prefix: string;
   /** Undefined when the route is not taken on here (denied, checked, not configured). */
@@ -232,13 +235,13 @@ export class GatewayResponse extends ServerResponse {
       const head: OutgoingHttpHeaders = {};
       for (const name in given) if (given[name] !== undefined) head[name.toLowerCase()] = given[name];
       const listed = connectionListed(head.connection);
-      for (const name in head) if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) delete head[name];
+      for (const name in head) if (hopByHop(name, listed)) delete head[name];
       securityHeaders({ hasHeader: (name) => head[name] !== undefined, setHeader: (name, value) => (head[name] = value) }, id);
       return super.writeHead(status, message, head);
     }
     mergeHead(this, given);
     const listed = connectionListed(this.getHeader('connection') as string | string[] | undefined);
-    for (const name of this.getHeaderNames()) if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true) this.removeHeader(name);
+    for (const name of this.getHeaderNames()) if (hopByHop(name, listed)) this.removeHeader(name);
     securityHeaders(this, id);
     return super.writeHead(status, message);
   }
@@ -337,7 +340,7 @@ function answerHead(raw: readonly Buffer[], id: string, rewrite: [from: string, 
   for (let i = 0; i < all.length; i += 2) {
     const name = all[i]!;
     const value = all[i + 1]!;
-    if (ANSWER_HOP_BY_HOP.has(name) || listed?.has(name) === true || !HEADER_NAME.test(name) || INVALID_VALUE.test(value)) continue;
+    if (hopByHop(name, listed) || !HEADER_NAME.test(name) || INVALID_VALUE.test(value)) continue;
     pairs.push(name, name === 'location' && rewrite !== undefined ? value.replace(rewrite[0], rewrite[1]) : value);
   }
   securityHeaders(headerPairs(pairs), id);
