@@ -1,9 +1,13 @@
 // bench/storage: a 1 GiB upload and download through the gateway (local backend), beside
 // `cp` of the same file on the same disk (the physical limit) and a bare Node http server that
 // streams the request body to a file (the runtime's limit), all in one run; plus the platform's
-// peak RSS (VmHWM of the backend and gateway processes). BENCH_SIZE_MB changes the size;
-// BENCH_S3=0 skips the s3rver part.
+// peak RSS (VmHWM of the backend and gateway processes: since their start, and during the
+// measured transfers alone). BENCH_SIZE_MB changes the size; BENCH_ROUNDS the rounds (default:
+// one per path); BENCH_S3=0 skips the s3rver part; BENCH_DIR puts every file (the source, the
+// bare server's, the platform's DATA_DIR) elsewhere, e.g. on a tmpfs (/dev/shm) to compare the
+// software without the disk.
 import { execFileSync } from 'node:child_process';
+import { SETTLE_DELAY_MS } from '../../cli/dist/settle.js';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,9 +49,12 @@ rmSync(join(dir, 'cp-copy.bin'));
 
 // Anchor 2: a bare Node server in a process of its own (as the platform's are) streaming the
 // body to a new file named by the path, and a file back; with `?fsync` it also fsyncs the file
-// before answering, as the platform does (the same durability).
+// before answering, as the platform does (the same durability); with `?fsync&sha256` it also
+// hashes the body (SHA-256) while it streams, which the contract asks of every upload (the
+// object's `sha256`, docs/contract/spec.md §4.3): what a server that owes the same answer can do.
 const bareScript = `
 const { createServer } = require('node:http');
+const { createHash } = require('node:crypto');
 const { createReadStream, createWriteStream, statSync } = require('node:fs');
 const { open } = require('node:fs/promises');
 const { pipeline } = require('node:stream/promises');
@@ -56,9 +63,12 @@ const dir = process.argv[1];
 createServer(async (req, res) => {
   const file = join(dir, 'bare-' + req.url.split('?')[0].replace(/[^a-z0-9]/gi, ''));
   if (req.method === 'PUT') {
+    const query = new URLSearchParams(req.url.split('?')[1] ?? '');
+    const hash = query.has('sha256') ? createHash('sha256') : undefined;
+    if (hash) req.on('data', (c) => hash.update(c));
     await pipeline(req, createWriteStream(file));
-    if (req.url.endsWith('?fsync')) { const h = await open(file, 'r'); await h.sync(); await h.close(); }
-    res.end('{}');
+    if (query.has('fsync')) { const h = await open(file, 'r'); await h.sync(); await h.close(); }
+    res.end(JSON.stringify({ sha256: hash?.digest('hex') }));
   } else {
     res.writeHead(200, { 'content-length': statSync(file).size });
     await pipeline(createReadStream(file), res);
@@ -99,47 +109,84 @@ const inProcess = startProcess(process.execPath, [cli, 'gateway'], {
   BACKEND_IN_GATEWAY: 'true',
 });
 await waitFor(`http://127.0.0.1:${inProcessGatewayPort}/api/v1/health`);
+const lastReady = Date.now();
 
 // Rounds interleave the paths (each round in another order): the disk and what else the machine
 // does weigh on all of them alike. Every upload creates a new file (no path pays for replacing
 // or truncating an old one). Each is timed until its answer; `sync` runs after it, outside the
 // timing, so that no path inherits another's dirty pages. Before the rounds each path takes one
 // 64 MiB upload, so that every process is warm (its code compiled), as in steady use.
+// Each path: its name, the URL of upload `n`, the headers, and how its file `n` is removed once
+// measured (outside the timing), so that a run holds one uploaded file at a time.
+const bareFile = (n) => async () => rmSync(join(dir, `bare-${n.replace(/[^a-z0-9]/gi, '')}`), { force: true });
+const platformFile = (object) => async () => {
+  const res = await fetch(`${base}/data-resources/${ws}/objects/${object}`, { method: 'DELETE', headers: auth });
+  if (res.status !== 204) throw new Error(`deleting ${object} answered ${res.status}`);
+  // (A list answer: `items`, docs/contract/spec.md §3; one bench run trashes a handful.)
+  const { items } = await (await fetch(`${base}/data-resources/${ws}/trash?limit=100`, { headers: auth })).json();
+  for (const item of items.filter((i) => i.path === object)) {
+    const purged = await fetch(`${base}/data-resources/${ws}/trash/${item.id}`, { method: 'DELETE', headers: auth });
+    if (purged.status !== 204) throw new Error(`purging ${object} answered ${purged.status}`);
+  }
+};
 const paths = [
-  ['bare Node http server', (n) => `http://127.0.0.1:${barePort}/${n}`, {}],
-  ['bare Node http server + fsync', (n) => `http://127.0.0.1:${barePort}/${n}-fsync?fsync`, {}],
-  ['backend direct (no gateway) → local', (n) => `http://127.0.0.1:${backendPort}/api/v1/data-resources/${ws}/objects/direct-${n}.bin`, auth],
-  ['platform (gateway → backend → local)', (n) => `${base}/data-resources/${ws}/objects/platform-${n}.bin`, auth],
+  ['bare Node http server', (n) => `http://127.0.0.1:${barePort}/${n}`, {}, (n) => bareFile(n)],
+  ['bare Node http server + fsync', (n) => `http://127.0.0.1:${barePort}/${n}-fsync?fsync`, {}, (n) => bareFile(`${n}-fsync`)],
+  ['bare Node http server + fsync + SHA-256', (n) => `http://127.0.0.1:${barePort}/${n}-sha?fsync&sha256`, {}, (n) => bareFile(`${n}-sha`)],
+  [
+    'backend direct (no gateway) → local',
+    (n) => `http://127.0.0.1:${backendPort}/api/v1/data-resources/${ws}/objects/direct-${n}.bin`,
+    auth,
+    (n) => platformFile(`direct-${n}.bin`),
+  ],
+  ['platform (gateway → backend → local)', (n) => `${base}/data-resources/${ws}/objects/platform-${n}.bin`, auth, (n) => platformFile(`platform-${n}.bin`)],
   [
     'platform, backend in the gateway (BACKEND_IN_GATEWAY)',
     (n) => `http://127.0.0.1:${inProcessGatewayPort}/api/v1/data-resources/${ws}/objects/in-process-${n}.bin`,
     auth,
+    (n) => platformFile(`in-process-${n}.bin`),
   ],
 ];
 const warm = join(dir, 'warm.bin');
 execFileSync('dd', ['if=/dev/urandom', `of=${warm}`, 'bs=1M', 'count=64', 'status=none']);
 for (const [, url, headers] of paths) await streamUpload(url('warm'), warm, 64 * 1024 * 1024, headers);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+// One round per path by default: each path then takes each place in the order once (the first
+// upload after the test file was written meets the emptiest page cache; on this machine's disk
+// it can run at twice the speed of the next, whichever path it is).
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? paths.length);
+// Peak RSS during the transfers alone: every component has given back its start-up heap by
+// now (it settles SETTLE_DELAY_MS after it is ready, decision 0085), and the kernel's high-water
+// mark is reset ("5" to clear_refs), so that what a start-up left is not counted as the upload's.
+// The peak since the start is reported too.
+const peak = (pid) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+const settled = lastReady + SETTLE_DELAY_MS + 1000 - Date.now();
+if (settled > 0) await new Promise((r) => setTimeout(r, settled));
+const components = { backend, gateway, inProcess };
+const rssSinceStart = Object.fromEntries(Object.entries(components).map(([name, child]) => [name, peak(child.pid)]));
+for (const child of Object.values(components)) writeFileSync(`/proc/${child.pid}/clear_refs`, '5');
 const measured = Object.fromEntries(paths.map(([name]) => [name, { up: [], down: [] }]));
 for (let round = 0; round < ROUNDS; round++) {
   for (let i = 0; i < paths.length; i++) {
-    const [name, url, headers] = paths[(i + round) % paths.length];
+    const [name, url, headers, remove] = paths[(i + round) % paths.length];
     execFileSync('sync');
     t = process.hrtime.bigint();
     await upload(url(`r${round}`), headers);
     measured[name].up.push(mbps(seconds(t)));
     execFileSync('sync');
-    if (name.endsWith('+ fsync')) continue; // the same kind of file as without fsync
-    t = process.hrtime.bigint();
-    await download(url(`r${round}`).replace('?fsync', ''), headers);
-    measured[name].down.push(mbps(seconds(t)));
+    if (!name.startsWith('bare Node http server +')) {
+      // (Not downloaded: the same kind of file as the bare server's first.)
+      t = process.hrtime.bigint();
+      await download(url(`r${round}`), headers);
+      measured[name].down.push(mbps(seconds(t)));
+    }
+    await remove(`r${round}`)();
   }
 }
 const median = (xs) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
 const up = (name) => median(measured[name].up);
 const down = (name) => median(measured[name].down);
-const peak = (pid) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
-const rss = { backend: peak(backend.pid), gateway: peak(gateway.pid), inProcess: peak(inProcess.pid) };
+const rss = Object.fromEntries(Object.entries(components).map(([name, child]) => [name, peak(child.pid)]));
+for (const name of Object.keys(rss)) rssSinceStart[name] = Math.max(rssSinceStart[name], rss[name]);
 await stopProcess(inProcess);
 await stopProcess(gateway);
 await stopProcess(backend);
@@ -198,11 +245,7 @@ const rows = [
     'download rounds': '',
   },
 ];
-const BARE = paths[0][0];
-const FSYNC = paths[1][0];
-const DIRECT = paths[2][0];
-const PLATFORM = paths[3][0];
-const IN_PROCESS = paths[4][0];
+const [BARE, FSYNC, HASHED, DIRECT, PLATFORM, IN_PROCESS] = paths.map(([name]) => name);
 console.log(
   `\nbench/storage: ${SIZE_MB} MiB, local backend, database PostgreSQL, ${ROUNDS} interleaved rounds, medians (load average ${os.loadavg()[0].toFixed(1)})\n`,
 );
@@ -214,10 +257,13 @@ console.log(
   `platform ÷ bare Node + fsync: upload ${(up(PLATFORM) / up(FSYNC)).toFixed(2)}×; backend direct ÷ bare Node: upload ${(up(DIRECT) / up(BARE)).toFixed(2)}×, download ${(down(DIRECT) / down(BARE)).toFixed(2)}×`,
 );
 console.log(`backend in the gateway ÷ bare Node: upload ${(up(IN_PROCESS) / up(BARE)).toFixed(2)}×, download ${(down(IN_PROCESS) / down(BARE)).toFixed(2)}×`);
-console.log(`platform ÷ cp: upload ${(up(PLATFORM) / mbps(cpSeconds)).toFixed(2)}×`);
 console.log(
-  `peak RSS: backend ${rss.backend.toFixed(0)} MB, gateway ${rss.gateway.toFixed(0)} MB (target < 200 MB each), gateway with the backend in it ${rss.inProcess.toFixed(0)} MB; backend with s3: ${rssS3.toFixed(0)} MB`,
+  `÷ bare Node + fsync + SHA-256 (the same work as the contract's upload): upload platform ${(up(PLATFORM) / up(HASHED)).toFixed(2)}×, backend in the gateway ${(up(IN_PROCESS) / up(HASHED)).toFixed(2)}×, backend direct ${(up(DIRECT) / up(HASHED)).toFixed(2)}×; the bare server with its SHA-256 ÷ without: ${(up(HASHED) / up(FSYNC)).toFixed(2)}×`,
 );
+console.log(`platform ÷ cp: upload ${(up(PLATFORM) / mbps(cpSeconds)).toFixed(2)}×`);
+const mb = (r) => `backend ${r.backend.toFixed(0)} MB, gateway ${r.gateway.toFixed(0)} MB, gateway with the backend in it ${r.inProcess.toFixed(0)} MB`;
+console.log(`peak RSS during the transfers: ${mb(rss)} (issue 3 target < 200 MB each)`);
+console.log(`peak RSS since each process started: ${mb(rssSinceStart)}; backend with s3 (its upload right after its start): ${rssS3.toFixed(0)} MB`);
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/storage.json'),
@@ -228,6 +274,7 @@ writeFileSync(
       cpSeconds,
       measured,
       rss,
+      rssSinceStart,
       s3Up,
       s3Down,
       rssS3,
