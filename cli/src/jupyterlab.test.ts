@@ -1,23 +1,10 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readlinkSync } from 'node:fs';
 import { commandLine, descendants } from '@codeagent/sandbox';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-
-const CLI = fileURLToPath(new URL('../dist/index.js', import.meta.url));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+import { CLI, freePort } from './testing.js';
 
 // Needs the built host (`node extensions/build.mjs`, run by `npm test`) and Debian's Jupyter
 // packages; without them it fails with the reason.

@@ -26,16 +26,44 @@ export interface Platform {
   exited: Promise<number | null>;
 }
 
+const PLATFORM_PORTS = ['PORT', 'BACKEND_PORT', 'RUNTIME_PORT', 'CLUSTER_ADMIN_PORT', 'BRIDGE_PORT'];
+
 /** Every port of the platform, free and distinct, so that tests never meet another platform. */
 export async function platformPorts(): Promise<Record<string, number>> {
-  const names = ['PORT', 'BACKEND_PORT', 'RUNTIME_PORT', 'CLUSTER_ADMIN_PORT', 'BRIDGE_PORT'];
   const ports: Record<string, number> = {};
-  for (const n of names) ports[n] = await freePort();
+  for (const n of PLATFORM_PORTS) ports[n] = await freePort();
   return ports;
 }
 
-/** Spawns `codeagent start`; with `waitUntilRunning` resolves once it printed its banner. */
+/**
+ * Spawns `codeagent start`; with `waitUntilRunning` resolves once it printed its banner. A start
+ * that failed only because a port this helper picked was taken before the component listened on
+ * it is tried again with other ports (at most three starts): `freePort`'s port is free when it is
+ * picked, but until the component binds it (seconds later, after the embedded database), any
+ * outgoing connection on the machine, the platform's own to its database included, may get it
+ * as its local port from the kernel's ephemeral range.
+ */
 export async function startPlatform(dataDir: string, env: NodeJS.ProcessEnv = {}, waitUntilRunning = true): Promise<Platform> {
+  const picked = PLATFORM_PORTS.every((name) => env[name] === undefined);
+  for (let attempt = 1; ; attempt++) {
+    const platform = await spawnPlatform(dataDir, env);
+    if (!waitUntilRunning || (await running(platform))) return platform;
+    const portTaken = platform.child.exitCode !== null && /EADDRINUSE|is already in use/.test(platform.output());
+    if (!(picked && portTaken && attempt < 3)) throw new Error(`platform did not start:\n${platform.output()}`);
+  }
+}
+
+/** Whether the platform printed its banner (false once it exited, or after two minutes). */
+async function running(platform: Platform): Promise<boolean> {
+  const deadline = Date.now() + 120_000;
+  while (!platform.output().includes('codeagent is running at')) {
+    if (Date.now() > deadline || platform.child.exitCode !== null) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return true;
+}
+
+async function spawnPlatform(dataDir: string, env: NodeJS.ProcessEnv): Promise<Platform> {
   const ports = await platformPorts();
   const child = spawn(process.execPath, [CLI, 'start'], {
     env: {
@@ -53,14 +81,7 @@ export async function startPlatform(dataDir: string, env: NodeJS.ProcessEnv = {}
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const platform: Platform = { child, url: `http://127.0.0.1:${env.PORT ?? ports.PORT}`, ports, output: () => out, exited };
-  if (!waitUntilRunning) return platform;
-  const deadline = Date.now() + 120_000;
-  while (!out.includes('codeagent is running at')) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`platform did not start:\n${out}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return platform;
+  return { child, url: `http://127.0.0.1:${env.PORT ?? ports.PORT}`, ports, output: () => out, exited };
 }
 
 /** Pids of the processes whose environment names this DATA_DIR (the supervisor's components). */
