@@ -46,9 +46,15 @@ export async function platformPorts(): Promise<Record<string, number>> {
 export async function startPlatform(dataDir: string, env: NodeJS.ProcessEnv = {}, waitUntilRunning = true): Promise<Platform> {
   const picked = PLATFORM_PORTS.every((name) => env[name] === undefined);
   for (let attempt = 1; ; attempt++) {
-    const platform = await spawnPlatform(dataDir, env);
+    const [platform, closed] = await spawnPlatform(dataDir, env);
     if (!waitUntilRunning || (await running(platform))) return platform;
-    const portTaken = platform.child.exitCode !== null && /EADDRINUSE|is already in use/.test(platform.output());
+    let portTaken = false;
+    if (platform.child.exitCode !== null) {
+      // (Its last words may still be in the pipe when it has exited; a component left holding
+      // the pipe does not hold the test beyond a few seconds.)
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 5000))]);
+      portTaken = /EADDRINUSE|is already in use/.test(platform.output());
+    }
     if (!(picked && portTaken && attempt < 3)) throw new Error(`platform did not start:\n${platform.output()}`);
   }
 }
@@ -63,7 +69,8 @@ async function running(platform: Platform): Promise<boolean> {
   return true;
 }
 
-async function spawnPlatform(dataDir: string, env: NodeJS.ProcessEnv): Promise<Platform> {
+/** The platform, and a promise of its output's end. */
+async function spawnPlatform(dataDir: string, env: NodeJS.ProcessEnv): Promise<[Platform, Promise<void>]> {
   const ports = await platformPorts();
   const child = spawn(process.execPath, [CLI, 'start'], {
     env: {
@@ -81,7 +88,8 @@ async function spawnPlatform(dataDir: string, env: NodeJS.ProcessEnv): Promise<P
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, url: `http://127.0.0.1:${env.PORT ?? ports.PORT}`, ports, output: () => out, exited };
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  return [{ child, url: `http://127.0.0.1:${env.PORT ?? ports.PORT}`, ports, output: () => out, exited }, closed];
 }
 
 /** Pids of the processes whose environment names this DATA_DIR (the supervisor's components). */
