@@ -168,7 +168,7 @@ export function streamUpload(url, file, size, headers = {}) {
       {
         host: u.hostname,
         port: u.port,
-        path: u.pathname,
+        path: u.pathname + u.search,
         method: 'PUT',
         headers: { 'content-length': size, 'content-type': 'application/octet-stream', ...headers },
       },
@@ -187,7 +187,7 @@ export function streamUpload(url, file, size, headers = {}) {
 export function streamDownload(url, size, headers = {}) {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
-    request({ host: u.hostname, port: u.port, path: u.pathname, headers }, (res) => {
+    request({ host: u.hostname, port: u.port, path: u.pathname + u.search, headers }, (res) => {
       let n = 0;
       res.on('data', (c) => (n += c.length));
       res.on('end', () => (n === size ? resolve(n) : reject(new Error(`${url}: got ${n} bytes`))));
