@@ -118,8 +118,8 @@ const lastReady = Date.now();
 // 64 MiB upload, so that every process is warm (its code compiled), as in steady use.
 // Each path: its name, the URL of upload `n`, the headers, and how its file `n` is removed once
 // measured (outside the timing), so that a run holds one uploaded file at a time.
-const bareFile = (n) => async () => rmSync(join(dir, `bare-${n.replace(/[^a-z0-9]/gi, '')}`), { force: true });
-const platformFile = (object) => async () => {
+const bareFile = async (n) => rmSync(join(dir, `bare-${n.replace(/[^a-z0-9]/gi, '')}`), { force: true });
+const platformFile = async (object) => {
   const res = await fetch(`${base}/data-resources/${ws}/objects/${object}`, { method: 'DELETE', headers: auth });
   if (res.status !== 204) throw new Error(`deleting ${object} answered ${res.status}`);
   // (A list answer: `items`, docs/contract/spec.md §3; one bench run trashes a handful.)
@@ -130,7 +130,7 @@ const platformFile = (object) => async () => {
   }
 };
 const paths = [
-  ['bare Node http server', (n) => `http://127.0.0.1:${barePort}/${n}`, {}, (n) => bareFile(n)],
+  ['bare Node http server', (n) => `http://127.0.0.1:${barePort}/${n}`, {}, bareFile],
   ['bare Node http server + fsync', (n) => `http://127.0.0.1:${barePort}/${n}-fsync?fsync`, {}, (n) => bareFile(`${n}-fsync`)],
   ['bare Node http server + fsync + SHA-256', (n) => `http://127.0.0.1:${barePort}/${n}-sha?fsync&sha256`, {}, (n) => bareFile(`${n}-sha`)],
   [
@@ -179,7 +179,7 @@ for (let round = 0; round < ROUNDS; round++) {
       await download(url(`r${round}`), headers);
       measured[name].down.push(mbps(seconds(t)));
     }
-    await remove(`r${round}`)();
+    await remove(`r${round}`);
   }
 }
 const median = (xs) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
