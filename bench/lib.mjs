@@ -3,23 +3,16 @@
 import { spawn } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { freePort } from '@codeagent/service-kit/http';
 
 export const root = fileURLToPath(new URL('..', import.meta.url));
 export const cli = `${root}cli/dist/index.js`;
 
-export function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
+/** A free port for a component a benchmark starts (decision 0196: below the kernel's ephemeral range). */
+export { freePort };
 
 const children = new Set();
 process.on('exit', () => {

@@ -1,22 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '@codeagent/service-kit/http';
 
 /** Test helpers: the platform started exactly as `npm start` starts it (`codeagent start`). */
 
 export const CLI = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+/** A free port for a component a test starts (decision 0196: below the kernel's ephemeral range). */
+export { freePort };
 
 export interface Platform {
   child: ChildProcess;

@@ -2,9 +2,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '@codeagent/service-kit/http';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 export const root = resolve(here, '../../..');
@@ -24,15 +24,8 @@ export function assertLabPrerequisites(): void {
   if (missing.length > 0) throw new Error(missing.map(([, why]) => why).join('\n'));
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
+/** A free port for a component a test starts (decision 0196: below the kernel's ephemeral range). */
+export { freePort };
 
 /** A one-code-cell notebook with a Python 3 kernelspec. */
 export function notebook(source: string): string {

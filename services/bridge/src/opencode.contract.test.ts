@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { issueUserToken } from '@codeagent/auth';
-import type { ErrorBody } from '@codeagent/service-kit';
+import { freePort, type ErrorBody } from '@codeagent/service-kit';
 import { buildBridgeApp } from './app.js';
 
 const require = createRequire(import.meta.url);
@@ -46,14 +46,6 @@ function fakeLlm(): Promise<{ server: Server; url: string; calls: () => number }
   return new Promise((resolve) =>
     server.listen(0, '127.0.0.1', () => resolve({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, calls: () => calls })),
   );
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 /** Contract tests against the real `opencode serve` from npm (opencode-ai), fully offline. */

@@ -1,11 +1,11 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { freePort } from '@codeagent/service-kit';
 import { NODELAY_MODULE, nodelayExtension } from './nodelay.js';
 import { startTestKernels } from './testing.js';
 
@@ -29,15 +29,6 @@ if got < 0:
     raise OSError(ctypes.get_errno(), "pidfd_getfd")
 print(socket.socket(fileno=got).getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
 `;
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 
 /** A Jupyter server on TCP, as a developer would run one (KERNEL_SANDBOX=off, JUPYTER_URL). */
 async function tcpServer(withExtension: boolean, dir: string): Promise<{ child: ChildProcess; url: string }> {
