@@ -35,6 +35,7 @@ export function exceedsJsonDepth(value: unknown, max = MAX_JSON_DEPTH): boolean 
 // treat it as `/`) and their percent-encodings.
 const SEPARATORS = /\/|\\|%2f|%5c/i;
 const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
+const MAY_BE_AMBIGUOUS = /[.%\\]/;
 
 /**
  * Why the path of a request target is refused, or undefined when it is fine: a `.` or `..`
@@ -46,6 +47,8 @@ const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
 export function ambiguousPathReason(url: string): string | undefined {
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
+  // (Every spelling of a dot segment or a backslash has a `.`, a `%` or a `\`: most paths have none.)
+  if (!MAY_BE_AMBIGUOUS.test(path)) return undefined;
   if (path.includes('\\')) return 'must not contain a backslash; use / between segments';
   const dot = path.split(SEPARATORS).find((segment) => DOT_SEGMENT.test(segment));
   if (dot !== undefined) return `must not contain a ${dot.replace(/%2e/gi, '.')} segment (in any encoding)`;
