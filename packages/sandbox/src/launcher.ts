@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Cgroup, CgroupTree, Limits } from './cgroups.js';
 import { etcFiles } from './identity.js';
-import { descendants, findDescendant } from './proc.js';
+import { descendants, findDescendant, snapshot, waitEnded, type ProcessRef } from './proc.js';
 
 /**
  * How user code is confined on this machine:
@@ -86,6 +86,11 @@ export interface LauncherOptions {
 }
 
 const SANDBOX_LAYOUT: Layout = { home: '/workspace', tmp: '/tmp', run: '/run' };
+/**
+ * How long `stop()` waits, once the cgroup is empty, for the processes it saw to finish exiting
+ * (milliseconds are the rule; short, so that a stop's bounds in the runtime stay as they were).
+ */
+const STOP_SETTLE_MS = 2000;
 const PATH = '/usr/local/bin:/usr/bin:/bin';
 
 /** Read-only system directories shown in every sandbox (beside /usr), when they exist. */
@@ -328,8 +333,10 @@ export class Sandbox {
   /** Stops every process of the sandbox: SIGTERM, then SIGKILL after `graceMs`, then whatever is left in its cgroup. */
   async stop(graceMs = 3000): Promise<void> {
     const pid = this.child.pid;
+    let seen: ProcessRef[] = [];
     if (this.running && pid !== undefined) {
       const rest = descendants(pid);
+      seen = snapshot([pid, ...rest, ...(this.cgroup?.processes() ?? [])]);
       this.child.kill('SIGTERM');
       const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
       await this.exited;
@@ -344,6 +351,11 @@ export class Sandbox {
       }
     }
     await this.cgroup?.destroy();
+    // The cgroup can look empty while a process of it has not finished exiting (the PID
+    // namespace's init still reaping the namespace: CI saw the sandbox's bwrap running after
+    // stop()). Return once every process seen before the stop has ended; bounded, as a process
+    // stuck on a file mount ends only when the runtime kills the mount (SANDBOX_STOP_WAIT_MS).
+    await waitEnded(seen, STOP_SETTLE_MS);
     if (this.offDir) rmSync(this.offDir, { recursive: true, force: true });
     // Only an empty mount point on the host (the mount lived in the sandbox's own namespace).
     // rmdir, never a recursive removal: should it still be a mount point, nothing below is touched.

@@ -52,3 +52,47 @@ export function findDescendant(root: number, suffix: string): number | undefined
   }
   return undefined;
 }
+
+/** A process as seen at one moment: its pid and its start time (a later process may get the same pid). */
+export interface ProcessRef {
+  pid: number;
+  /** Clock ticks after boot (field 22 of /proc/<pid>/stat). */
+  started: string;
+}
+
+/** State (field 3) and start time (field 22) of a process, or undefined when it is gone. */
+function stateOf(pid: number): { state: string; started: string } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0]!, started: fields[19]! };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The processes `pids` as they are now (those already gone are left out). */
+export function snapshot(pids: Iterable<number>): ProcessRef[] {
+  const refs = new Map<number, ProcessRef>();
+  for (const pid of pids) {
+    const now = stateOf(pid);
+    if (now !== undefined) refs.set(pid, { pid, started: now.started });
+  }
+  return [...refs.values()];
+}
+
+/** Whether the process still runs: not gone, not a zombie (it only waits for its reaper), its pid not taken by a later one. */
+export function stillRunning(ref: ProcessRef): boolean {
+  const now = stateOf(ref.pid);
+  return now !== undefined && now.started === ref.started && now.state !== 'Z' && now.state !== 'X';
+}
+
+/** Resolves once every process of `refs` has ended, or after `ms`: with those still running then. */
+export async function waitEnded(refs: readonly ProcessRef[], ms: number): Promise<ProcessRef[]> {
+  const deadline = Date.now() + ms;
+  for (let round = 0; ; round++) {
+    const running = refs.filter(stillRunning);
+    if (running.length === 0 || Date.now() >= deadline) return running;
+    await new Promise((r) => setTimeout(r, round < 10 ? 10 : 50));
+  }
+}
