@@ -32,9 +32,8 @@ export async function platformPorts(): Promise<Record<string, number>> {
  * Spawns `codeagent start`; with `waitUntilRunning` resolves once it printed its banner. A start
  * that failed only because a port this helper picked was taken before the component listened on
  * it is tried again with other ports (at most three starts): `freePort`'s port is free when it is
- * picked, but until the component binds it (seconds later, after the embedded database), any
- * outgoing connection on the machine, the platform's own to its database included, may get it
- * as its local port from the kernel's ephemeral range.
+ * picked and outside the range outgoing connections take theirs from (decision 0196), but
+ * another test file may pick the same one before the component binds it, seconds later.
  */
 export async function startPlatform(dataDir: string, env: NodeJS.ProcessEnv = {}, waitUntilRunning = true): Promise<Platform> {
   const picked = PLATFORM_PORTS.every((name) => env[name] === undefined);

@@ -1,14 +1,22 @@
 import { readFileSync, readdirSync } from 'node:fs';
 
-/** Parent pid of a process (from /proc/<pid>/stat; the command name may hold spaces and parentheses). */
-export function parentPid(pid: number): number | undefined {
+/**
+ * The fields of /proc/<pid>/stat after the command name (which may hold spaces and
+ * parentheses): index 0 is field 3 (the state), or undefined when the process is gone.
+ */
+function statFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(fields[1]);
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return undefined;
   }
+}
+
+/** Parent pid of a process (field 4 of /proc/<pid>/stat). */
+export function parentPid(pid: number): number | undefined {
+  const fields = statFields(pid);
+  return fields === undefined ? undefined : Number(fields[1]);
 }
 
 /** Every live process below `root` (not `root` itself). */
@@ -62,13 +70,8 @@ export interface ProcessRef {
 
 /** State (field 3) and start time (field 22) of a process, or undefined when it is gone. */
 function stateOf(pid: number): { state: string; started: string } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0]!, started: fields[19]! };
-  } catch {
-    return undefined;
-  }
+  const fields = statFields(pid);
+  return fields === undefined ? undefined : { state: fields[0]!, started: fields[19]! };
 }
 
 /** The processes `pids` as they are now (those already gone are left out). */
