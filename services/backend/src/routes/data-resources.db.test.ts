@@ -105,8 +105,17 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     const bad = await get('objects/r.bin', editor.token, { range: 'bytes=50-60' });
     expect(bad.status).toBe(416);
     expect(bad.headers.get('content-range')).toBe('bytes */10');
-    const cached = await get('objects/r.bin', editor.token, { 'if-none-match': `"${sha('0123456789')}"` });
+    const etag = `"${sha('0123456789')}"`;
+    const cached = await get('objects/r.bin', editor.token, { 'if-none-match': etag });
     expect(cached.status).toBe(304);
+    expect(cached.headers.get('etag')).toBe(etag);
+    // RFC 9110 §13.1.2: a list, weak comparison, `*`; another tag is no match.
+    for (const header of [`"other", ${etag}`, `W/${etag}`, '*'])
+      expect((await get('objects/r.bin', editor.token, { 'if-none-match': header })).status).toBe(304);
+    expect((await get('objects/r.bin', editor.token, { 'if-none-match': '"other"' })).status).toBe(200);
+    // §13.2.2: If-None-Match before Range (a cached copy needs no range), HEAD too.
+    expect((await get('objects/r.bin', editor.token, { 'if-none-match': etag, range: 'bytes=50-60' })).status).toBe(304);
+    expect((await fetch(url('objects/r.bin'), { method: 'HEAD', headers: { ...bearer(viewer.token), 'if-none-match': etag } })).status).toBe(304);
     const head = await fetch(url('objects/r.bin'), { method: 'HEAD', headers: bearer(viewer.token) });
     expect(head.status).toBe(200);
     expect(head.headers.get('content-length')).toBe('10');

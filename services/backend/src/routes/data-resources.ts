@@ -51,6 +51,40 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   return { start, end };
 }
 
+/**
+ * Whether an `If-None-Match` header names the object's entity tag (RFC 9110 §13.1.2: a list,
+ * `*` for any current object, weak comparison, so `W/"…"` matches too).
+ */
+export function noneMatchHits(header: string | undefined, sha256: string): boolean {
+  if (header === undefined) return false;
+  if (header.trim() === '*') return true;
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === `"${sha256}"`);
+}
+
+/**
+ * An object's answer to GET and HEAD (docs/contract/spec.md §4.3), the same for the API and
+ * WebDAV: its headers, then the checks in the order RFC 9110 §13.2.2 gives them:
+ * `If-None-Match` (304) before `Range` (206, or 416 when the range lies outside the object).
+ * HEAD answers the whole object's headers (a `Range` is for the body).
+ */
+export async function sendObject(req: FastifyRequest, reply: FastifyReply, files: WorkspaceFiles, workspace: string, path: string, object: ObjectDto) {
+  objectHeaders(reply, object);
+  if (noneMatchHits(req.headers['if-none-match'], object.sha256)) return reply.code(304).send();
+  if (req.method === 'HEAD') return reply.header('content-length', object.size).send();
+  const range = parseRange(req.headers.range, object.size);
+  if (range === 'unsatisfiable') throw new RangeNotSatisfiableError(object.size);
+  const opened = await files.open(workspace, path, range);
+  if (range) {
+    reply
+      .code(206)
+      .header('content-range', `bytes ${range.start}-${range.end}/${object.size}`)
+      .header('content-length', range.end - range.start + 1);
+  } else {
+    reply.header('content-length', object.size);
+  }
+  return reply.send(opened.body);
+}
+
 export function objectHeaders(reply: FastifyReply, object: ObjectDto): void {
   reply.header('etag', `"${object.sha256}"`);
   reply.header('last-modified', new Date(object.updated_at).toUTCString());
@@ -162,23 +196,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
     async (req, reply) => {
       const path = pathOf(req.params);
-      const object = await files.stat(req.params.ws, path);
-      const range = parseRange(req.headers.range, object.size);
-      if (range === 'unsatisfiable') {
-        throw new RangeNotSatisfiableError(object.size);
-      }
-      objectHeaders(reply, object);
-      if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
-      const opened = await files.open(req.params.ws, path, range);
-      if (range) {
-        reply
-          .code(206)
-          .header('content-range', `bytes ${range.start}-${range.end}/${object.size}`)
-          .header('content-length', range.end - range.start + 1);
-      } else {
-        reply.header('content-length', object.size);
-      }
-      return reply.send(opened.body);
+      return sendObject(req, reply, files, req.params.ws, path, await files.stat(req.params.ws, path));
     },
   );
 
@@ -187,9 +205,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     { config: { access: 'workspace-viewer' }, schema: { tags, summary: 'Headers of an object', params: WsPath } },
     async (req, reply) => {
       const path = pathOf(req.params);
-      const object = await files.stat(req.params.ws, path);
-      objectHeaders(reply, object);
-      return reply.header('content-length', object.size).send();
+      return sendObject(req, reply, files, req.params.ws, path, await files.stat(req.params.ws, path));
     },
   );
 

@@ -165,7 +165,7 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect((await dav('odd/', { method: 'DELETE' })).status).toBe(204);
   });
 
-  it('reads with GET and Range (206), and HEAD', async () => {
+  it('reads with GET and Range (206), If-None-Match (304), and HEAD: the rules of the API (one implementation)', async () => {
     const whole = await dav('top.csv', { method: 'GET' });
     expect(whole.status).toBe(200);
     expect(whole.headers.get('x-content-type-options')).toBe('nosniff');
@@ -177,6 +177,10 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     const head = await dav('top.csv', { method: 'HEAD' });
     expect(head.status).toBe(200);
     expect(head.headers.get('content-length')).toBe('8');
+    const etag = whole.headers.get('etag')!;
+    expect((await dav('top.csv', { method: 'GET', headers: { 'if-none-match': etag } })).status).toBe(304);
+    expect((await dav('top.csv', { method: 'GET', headers: { 'if-none-match': etag, range: 'bytes=40-' } })).status).toBe(304);
+    expect((await dav('top.csv', { method: 'GET', headers: { range: 'bytes=40-' } })).status).toBe(416);
   });
 
   it('makes folders with MKCOL that PROPFIND shows while empty; refuses an existing one and one below a file', async () => {

@@ -10,7 +10,6 @@ import {
   NotFoundError,
   PayloadTooLargeError,
   PreconditionFailedError,
-  RangeNotSatisfiableError,
   UnsupportedMediaTypeError,
   requestBody,
 } from '@codeagent/service-kit';
@@ -30,7 +29,7 @@ import {
   type DavEntry,
   type DavTarget,
 } from '../domain/dav.js';
-import { checkDeclaredLength, objectHeaders, parseRange } from './data-resources.js';
+import { checkDeclaredLength, sendObject } from './data-resources.js';
 
 export interface DavOptions {
   db: Kysely<DB>;
@@ -167,23 +166,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
         .send(req.method === 'HEAD' ? undefined : `${names.join('\n')}\n`);
     }
     const object = await files.stat(t.workspace, t.path);
-    objectHeaders(reply, object);
-    if (req.method === 'HEAD') return reply.header('content-length', object.size).send();
-    const range = parseRange(req.headers.range, object.size);
-    if (range === 'unsatisfiable') {
-      throw new RangeNotSatisfiableError(object.size);
-    }
-    if (req.headers['if-none-match'] === `"${object.sha256}"`) return reply.code(304).send();
-    const opened = await files.open(t.workspace, t.path, range);
-    if (range) {
-      reply
-        .code(206)
-        .header('content-range', `bytes ${range.start}-${range.end}/${object.size}`)
-        .header('content-length', range.end - range.start + 1);
-    } else {
-      reply.header('content-length', object.size);
-    }
-    return reply.send(opened.body);
+    return sendObject(req, reply, files, t.workspace, t.path, object);
   };
 
   /** A file cannot also be a folder: refuse a target below an object (RFC 4918: 409). */
