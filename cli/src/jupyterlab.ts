@@ -2,12 +2,11 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, lchownSync, mkdirSync, readdirSync, lstatSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@codeagent/config';
-import { safeEqual } from '@codeagent/auth';
+import { carriesToken, relayRequest, relayUpgrade } from '@codeagent/runtime/relay';
 import { prepareSandbox, type Sandbox } from '@codeagent/sandbox';
 
 const HOST_DIR = fileURLToPath(new URL('../../extensions/lab-host/', import.meta.url));
@@ -151,49 +150,22 @@ async function waitReady(sandbox: Sandbox, socketPath: string, token: string): P
  * header replaced by the inner server's token; anything else gets 403, like Jupyter itself.
  */
 function tokenSwappingProxy(socketPath: string, outer: string, inner: string): Server {
-  const authorized = (req: IncomingMessage) => {
-    const header = req.headers.authorization ?? '';
-    return header.startsWith('token ') && safeEqual(header.slice(6).trim(), outer);
-  };
-  const headersFor = (req: IncomingMessage) => {
-    const headers = { ...req.headers, authorization: `token ${inner}`, host: 'localhost' };
-    return headers;
-  };
+  const target = { path: socketPath, token: inner };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    if (!authorized(req)) {
+    if (!carriesToken(req, outer)) {
       res.writeHead(403, { 'content-type': 'application/json' }).end('{"message":"Forbidden"}');
       return;
     }
-    const upstream = request({ socketPath, method: req.method, path: req.url, headers: headersFor(req) }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    });
-    upstream.on('error', () => {
-      if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' }).end('{"message":"the sandboxed JupyterLab server does not answer"}');
-      else res.destroy();
-    });
-    req.pipe(upstream);
+    relayRequest(req, res, target, () =>
+      res.writeHead(502, { 'content-type': 'application/json' }).end('{"message":"the sandboxed JupyterLab server does not answer"}'),
+    );
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (!authorized(req)) {
+    if (!carriesToken(req, outer)) {
       socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
-    const up = connect(socketPath);
-    up.on('error', () => socket.destroy());
-    socket.on('error', () => up.destroy());
-    up.once('connect', () => {
-      const headers = headersFor(req);
-      const lines = [`${req.method} ${req.url} HTTP/1.1`];
-      for (const [k, v] of Object.entries(headers)) {
-        if (v === undefined) continue;
-        for (const value of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${value}`);
-      }
-      up.write(`${lines.join('\r\n')}\r\n\r\n`);
-      if (head.length > 0) up.write(head);
-      up.pipe(socket);
-      socket.pipe(up);
-    });
+    relayUpgrade(req, socket, head, target);
   });
   return server;
 }

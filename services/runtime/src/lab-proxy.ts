@@ -1,10 +1,9 @@
-import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
-import { safeEqual } from '@codeagent/auth';
 import { isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
+import { carriesToken, relayRequest, relayUpgrade } from './relay.js';
 
 /** The path the gateway routes to a workspace's JupyterLab: `/jupyter/<workspace id>/…`. */
 const LAB_PATH = /^\/jupyter\/([^/?#]+)(\/[^]*)?$/;
@@ -59,13 +58,6 @@ function isNavigation(req: IncomingMessage, rest: string): boolean {
   return !path.startsWith('/api/') && !path.startsWith('/static/') && !path.startsWith('/files/');
 }
 
-/** Headers for the workspace's server: its own token instead of the gateway's, host `localhost`. */
-function innerHeaders(headers: IncomingHttpHeaders, token: string): IncomingHttpHeaders {
-  const out: IncomingHttpHeaders = { ...headers, authorization: `token ${token}`, host: 'localhost' };
-  delete out['x-internal-service-token'];
-  return out;
-}
-
 /**
  * `/jupyter/<workspace id>/…` on the runtime's port: HTTP and websockets proxied to that
  * workspace's sandboxed Jupyter server over its Unix socket (started on demand). Only the
@@ -74,10 +66,7 @@ function innerHeaders(headers: IncomingHttpHeaders, token: string): IncomingHttp
 export function labProxy(opts: LabProxyOptions): LabProxy {
   const { pool, log } = opts;
   const upgraded = new Set<Duplex>();
-  const authorized = (req: IncomingMessage) => {
-    const header = req.headers.authorization ?? '';
-    return opts.token !== '' && header.startsWith('token ') && safeEqual(header.slice(6).trim(), opts.token);
-  };
+  const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */
   const parse = (url: string): { workspaceId: string; rest: string } | undefined => {
     const m = LAB_PATH.exec(url);
@@ -122,21 +111,11 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
         return;
       }
       serverFor(target.workspaceId).then(
-        (server) => {
-          const upstream = request(
-            { socketPath: server.socket.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.socket.token) },
-            (up) => {
-              res.writeHead(up.statusCode ?? 502, up.headers);
-              up.pipe(res);
-            },
-          );
-          upstream.on('error', (err) => {
+        (server) =>
+          relayRequest(req, res, server.socket, (err) => {
             log.warn({ workspace_id: target.workspaceId, reason: err.message }, "a workspace's Jupyter server did not answer");
-            if (!res.headersSent) json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
-            else res.destroy();
-          });
-          req.pipe(upstream);
-        },
+            json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
+          }),
         (err: unknown) => json(res, 503, { error: 'kernel_unavailable', message: (err as Error).message }),
       );
     },
@@ -160,22 +139,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
         return;
       }
       serverFor(target.workspaceId).then(
-        (server) => {
-          const up = connect(server.socket.path);
-          up.on('error', () => socket.destroy());
-          socket.on('close', () => up.destroy());
-          up.once('connect', () => {
-            const lines = [`${req.method} ${req.url} HTTP/1.1`];
-            for (const [k, v] of Object.entries(innerHeaders(req.headers, server.socket.token))) {
-              if (v === undefined) continue;
-              for (const value of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${value}`);
-            }
-            up.write(`${lines.join('\r\n')}\r\n\r\n`);
-            if (head.length > 0) up.write(head);
-            up.pipe(socket);
-            socket.pipe(up);
-          });
-        },
+        (server) => relayUpgrade(req, socket, head, server.socket),
         () => socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n'),
       );
     },

@@ -1,0 +1,64 @@
+/**
+ * Relaying to a Jupyter server on its Unix socket with the server's own token: the runtime's
+ * per-workspace servers (lab-proxy.ts) and `codeagent jupyterlab`'s one server use it alike.
+ * Node's own modules and the token comparison only (`@codeagent/runtime/relay`): the CLI's
+ * JupyterLab process loads this, not the runtime.
+ */
+import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { INTERNAL_TOKEN_HEADER, safeEqual } from '@codeagent/auth';
+
+/** Headers for a server on its Unix socket: its own token instead of the caller's, host `localhost`. */
+function innerHeaders(headers: IncomingHttpHeaders, token: string): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = { ...headers, authorization: `token ${token}`, host: 'localhost' };
+  delete out[INTERNAL_TOKEN_HEADER];
+  return out;
+}
+
+/** Whether a request carries `Authorization: token <token>` (compared in constant time; an empty token admits nobody). */
+export function carriesToken(req: IncomingMessage, token: string): boolean {
+  const header = req.headers.authorization ?? '';
+  return token !== '' && header.startsWith('token ') && safeEqual(header.slice(6).trim(), token);
+}
+
+/** A Jupyter server listening on a Unix socket, and the token it asks for. */
+export interface SocketServer {
+  path: string;
+  token: string;
+}
+
+/**
+ * An HTTP request relayed to a Jupyter server on its Unix socket with the server's own token
+ * (the caller checked the caller's); `failed` answers when the server does not.
+ */
+export function relayRequest(req: IncomingMessage, res: ServerResponse, server: SocketServer, failed: (err: Error) => void): void {
+  const upstream = request({ socketPath: server.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) }, (up) => {
+    res.writeHead(up.statusCode ?? 502, up.headers);
+    up.pipe(res);
+  });
+  upstream.on('error', (err) => {
+    if (!res.headersSent) failed(err);
+    else res.destroy();
+  });
+  req.pipe(upstream);
+}
+
+/** A websocket upgrade relayed the same way: the request's head written again, then bytes both ways. */
+export function relayUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, server: SocketServer): void {
+  const up = connect(server.path);
+  up.on('error', () => socket.destroy());
+  socket.on('error', () => up.destroy());
+  socket.on('close', () => up.destroy());
+  up.once('connect', () => {
+    const lines = [`${req.method} ${req.url} HTTP/1.1`];
+    for (const [k, v] of Object.entries(innerHeaders(req.headers, server.token))) {
+      if (v === undefined) continue;
+      for (const value of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${value}`);
+    }
+    up.write(`${lines.join('\r\n')}\r\n\r\n`);
+    if (head.length > 0) up.write(head);
+    up.pipe(socket);
+    socket.pipe(up);
+  });
+}
