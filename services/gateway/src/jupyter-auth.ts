@@ -109,12 +109,31 @@ export async function checkJupyterAccess(
   requestId: string,
   sessions: SessionChecker,
 ): Promise<JupyterAccess> {
+  const answer = await checkSession(method, headers, host, requestId, sessions);
+  if (!('kind' in answer)) return answer;
+  if (answer.kind === 'refused' || !answer.isSystemAdmin) return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterAdminsOnly };
+  return { ok: true, userId: answer.userId };
+}
+
+/**
+ * What both JupyterLab routes ask first: a credential (401), our own origin for cookie-only
+ * writes and upgrades (403), a session the backend accepts now (401; 502/504 when it cannot
+ * say). What is left (a user, or the backend's refusal) each route answers in its own words.
+ */
+async function checkSession(
+  method: string,
+  headers: IncomingHttpHeaders,
+  host: string,
+  requestId: string,
+  sessions: SessionChecker,
+  workspace?: WorkspaceQuestion,
+): Promise<Extract<JupyterAccess, { ok: false }> | Extract<SessionAnswer, { kind: 'user' | 'refused' }>> {
   const credential = requestCredential(headers);
   if (!credential) return { ok: false, status: 401, error: 'unauthorized', message: LOG_IN };
   if (refusedCrossSite(credential.source, method, headers, host)) {
     return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterCrossSite };
   }
-  const answer = await sessions.check(credential.token, requestId);
+  const answer = await sessions.check(credential.token, requestId, workspace);
   switch (answer.kind) {
     case 'invalid':
       return { ok: false, status: 401, error: 'unauthorized', message: answer.message };
@@ -122,13 +141,8 @@ export async function checkJupyterAccess(
       return answer.timedOut
         ? { ok: false, status: 504, error: 'gateway_timeout', message: MESSAGES.sessionTimeout }
         : { ok: false, status: 502, error: 'bad_gateway', message: MESSAGES.sessionUnavailable };
-    case 'refused':
-      return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterAdminsOnly };
-    case 'user':
-      if (!answer.isSystemAdmin) {
-        return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterAdminsOnly };
-      }
-      return { ok: true, userId: answer.userId };
+    default:
+      return answer;
   }
 }
 
@@ -155,29 +169,15 @@ export async function checkWorkspaceLabAccess(
 ): Promise<JupyterAccess> {
   const workspaceId = labWorkspaceOf(url);
   if (workspaceId === undefined) return { ok: false, status: 404, error: 'not_found', message: MESSAGES.jupyterNoWorkspace };
-  const credential = requestCredential(headers);
-  if (!credential) return { ok: false, status: 401, error: 'unauthorized', message: LOG_IN };
-  if (refusedCrossSite(credential.source, method, headers, host)) {
-    return { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterCrossSite };
-  }
   const upgrade = String(headers.upgrade ?? '').toLowerCase() === 'websocket';
   const writes = upgrade || !SAFE_METHODS.has(method);
-  const answer = await sessions.check(credential.token, requestId, { workspaceId, access: writes ? 'write' : 'read' });
-  switch (answer.kind) {
-    case 'invalid':
-      return { ok: false, status: 401, error: 'unauthorized', message: answer.message };
-    case 'unavailable':
-      return answer.timedOut
-        ? { ok: false, status: 504, error: 'gateway_timeout', message: MESSAGES.sessionTimeout }
-        : { ok: false, status: 502, error: 'bad_gateway', message: MESSAGES.sessionUnavailable };
-    case 'refused':
-      // The ingress's own words (nginx cannot pass the backend's on).
-      return answer.status === 404
-        ? { ok: false, status: 404, error: 'not_found', message: MESSAGES.jupyterNotMember }
-        : { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterReadOnly };
-    case 'user':
-      return { ok: true, userId: answer.userId };
-  }
+  const answer = await checkSession(method, headers, host, requestId, sessions, { workspaceId, access: writes ? 'write' : 'read' });
+  if (!('kind' in answer)) return answer;
+  if (answer.kind === 'user') return { ok: true, userId: answer.userId };
+  // The ingress's own words (nginx cannot pass the backend's on).
+  return answer.status === 404
+    ? { ok: false, status: 404, error: 'not_found', message: MESSAGES.jupyterNotMember }
+    : { ok: false, status: 403, error: 'forbidden', message: MESSAGES.jupyterReadOnly };
 }
 
 /** Where a browser without a (valid) session goes: the login page, and back here afterwards. */
