@@ -503,7 +503,7 @@ export class WorkspaceFiles {
       .limit(limit + 1);
     if (after) {
       const [at, id] = after;
-      q = q.where((eb) => eb.or([eb('deleted_at', '<', at), eb.and([eb('deleted_at', '=', at), eb('id', '<', id)])]));
+      q = q.where((eb) => eb(eb.refTuple('deleted_at', 'id'), '<', eb.tuple(at, id)));
     }
     const rows = await q.execute();
     return keysetPage(

@@ -136,7 +136,7 @@ export async function listRuns(
   if (opts.status !== undefined) q = q.where('status', '=', opts.status);
   if (after) {
     const [at, id] = after;
-    q = q.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
+    q = q.where((eb) => eb(eb.refTuple('created_at', 'id'), '<', eb.tuple(at, id)));
   }
   const rows = await q.execute();
   return keysetPage(rows, opts.limit, (r) => [r.created_at.toISOString(), r.id], toRunDto);
@@ -222,7 +222,7 @@ export async function listSchedules(db: Kysely<DB>, workspaceId: string, limit: 
     .limit(limit + 1);
   if (after) {
     const [at, id] = after;
-    q = q.where((eb) => eb.or([eb('created_at', '>', at), eb.and([eb('created_at', '=', at), eb('id', '>', id)])]));
+    q = q.where((eb) => eb(eb.refTuple('created_at', 'id'), '>', eb.tuple(at, id)));
   }
   const rows = await q.execute();
   return keysetPage(rows, limit, (r) => [r.created_at.toISOString(), r.id], toScheduleDto);

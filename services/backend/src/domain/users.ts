@@ -98,7 +98,7 @@ export async function listUsers(db: Kysely<DB>, limit: number, cursor: string | 
     .limit(limit + 1);
   if (after) {
     const [at, id] = after;
-    q = q.where((eb) => eb.or([eb('created_at', '>', at), eb.and([eb('created_at', '=', at), eb('id', '>', id)])]));
+    q = q.where((eb) => eb(eb.refTuple('created_at', 'id'), '>', eb.tuple(at, id)));
   }
   const rows = await q.execute();
   return keysetPage(rows, limit, (u) => [u.created_at.toISOString(), u.id], toUserDto);

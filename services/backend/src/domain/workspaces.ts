@@ -94,7 +94,7 @@ export async function listWorkspaces(db: Kysely<DB>, opts: { includeDeleted: boo
   if (!opts.includeDeleted) q = q.where('w.deleted_at', 'is', null);
   if (after) {
     const [at, id] = after;
-    q = q.where((eb) => eb.or([eb('w.created_at', '>', at), eb.and([eb('w.created_at', '=', at), eb('w.id', '>', id)])]));
+    q = q.where((eb) => eb(eb.refTuple('w.created_at', 'w.id'), '>', eb.tuple(at, id)));
   }
   const rows = await q.execute();
   return keysetPage(rows, opts.limit, (w) => [w.created_at.toISOString(), w.id], toWorkspaceDto);
@@ -195,7 +195,7 @@ export async function listMembers(db: Kysely<DB>, workspaceId: string, limit: nu
     .limit(limit + 1);
   if (after) {
     const [at, id] = after;
-    q = q.where((eb) => eb.or([eb('m.created_at', '>', at), eb.and([eb('m.created_at', '=', at), eb('m.user_id', '>', id)])]));
+    q = q.where((eb) => eb(eb.refTuple('m.created_at', 'm.user_id'), '>', eb.tuple(at, id)));
   }
   const rows = await q.execute();
   return keysetPage(rows, limit, (m) => [m.created_at.toISOString(), m.user_id], toMemberDto);

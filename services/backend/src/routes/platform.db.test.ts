@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import { bearer, createAndLogin, startTestBackend, type MemberDto, type TestBackend, type UserDto, type WorkspaceDto } from '../testing.js';
@@ -71,6 +72,15 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
         cursor = page.next_cursor;
       } while (cursor);
       expect(seen).toEqual(all.json<ListPage<UserDto>>().items.map((u) => u.id));
+      // Users created in the same millisecond: the id decides, each user once (one at a time).
+      await sql`UPDATE users SET created_at = '2026-01-01T00:00:00Z'`.execute(b.t.database.db);
+      const tied: string[] = [];
+      do {
+        const page: { items: { id: string }[]; next_cursor: string | null } = (await api('GET', `/users?limit=1${cursor ? `&cursor=${cursor}` : ''}`)).json();
+        tied.push(...page.items.map((u) => u.id));
+        cursor = page.next_cursor;
+      } while (cursor && tied.length < 100);
+      expect(tied).toEqual([...seen].sort());
       expect((await api('GET', '/users?limit=0')).statusCode).toBe(400);
       expect((await api('GET', '/users?limit=1001')).statusCode).toBe(400);
       expect((await api('GET', '/users?cursor=garbage')).statusCode).toBe(400);

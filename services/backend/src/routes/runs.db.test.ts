@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
 import { claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type RunDto, type ScheduleDto, type TestBackend } from '../testing.js';
@@ -73,6 +74,22 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     expect(page.items).toHaveLength(1);
     const next = (await call(viewer.token, 'GET', `${ws}/runs?limit=1&cursor=${page.next_cursor}`)).json<ListPage<RunDto>>();
     expect(next.items[0]!.id).toBe(ids[1]);
+  });
+
+  it('pages through runs created in the same millisecond one at a time, each once, newest id first among equals', async () => {
+    for (const notebook_path of ['t1.ipynb', 't2.ipynb', 't3.ipynb']) await call(editor.token, 'POST', `${ws}/runs`, { notebook_path });
+    await sql`UPDATE runs SET created_at = '2026-01-01T00:00:00Z' WHERE workspace_id = ${ws}`.execute(b.t.database.db);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: ListPage<RunDto> = (await call(viewer.token, 'GET', `${ws}/runs?limit=1${cursor ? `&cursor=${cursor}` : ''}`)).json();
+      seen.push(...page.items.map((r) => r.id));
+      cursor = page.next_cursor;
+    } while (cursor && seen.length < 100);
+    const all = (await call(viewer.token, 'GET', `${ws}/runs?limit=100`)).json<ListPage<RunDto>>().items.map((r) => r.id);
+    expect(all.length).toBeGreaterThanOrEqual(3);
+    expect(seen).toEqual(all);
+    expect(all).toEqual([...all].sort().reverse());
   });
 
   it('enforces membership: non-members 404, viewers read only, bad input 400', async () => {

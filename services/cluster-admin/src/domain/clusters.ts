@@ -267,7 +267,7 @@ export class ClusterService {
     if (opts.action !== undefined) q = q.where('action', '=', opts.action);
     if (after) {
       const [at, id] = after;
-      q = q.where((eb) => eb.or([eb('occurred_at', '<', at), eb.and([eb('occurred_at', '=', at), eb('id', '<', id)])]));
+      q = q.where((eb) => eb(eb.refTuple('occurred_at', 'id'), '<', eb.tuple(at, id)));
     }
     const rows = await q.execute();
     // The one keyset page; docs/contract/spec.md §8.3 names its items `entries`.
