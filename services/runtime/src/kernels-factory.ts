@@ -25,6 +25,8 @@ export interface KernelsOptions {
   mounts?: WorkspaceMounts | undefined;
   /** Tests only: other paths for bwrap, setpriv, prlimit, sh. */
   tools?: Tools;
+  /** Tests only: a shorter grace after a run's timeout than RUN_GRACE_SECONDS. */
+  runGraceSeconds?: number;
 }
 
 export interface Kernels {
@@ -86,6 +88,7 @@ export async function createKernels(opts: KernelsOptions): Promise<Kernels> {
     log,
     ...(opts.warmPool ? { warmPool: opts.warmPool } : {}),
     ...(opts.directChannels !== undefined ? { directChannels: opts.directChannels } : {}),
+    ...(opts.runGraceSeconds !== undefined ? { runGraceSeconds: opts.runGraceSeconds } : {}),
   });
   return {
     kernels,

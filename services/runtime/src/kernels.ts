@@ -276,6 +276,8 @@ export class KernelService implements WarmKernelSource {
        * decision 0190).
        */
       directChannels?: boolean;
+      /** Tests: another grace than RUN_GRACE_SECONDS (at least 15 s: the reserve and a flush fit in it). */
+      runGraceSeconds?: number;
     } = {},
   ) {
     if (opts.warmPool && opts.warmPool.size > 0) this.warm = new WarmKernelPool(this, { ...opts.warmPool, log: opts.log });
@@ -746,6 +748,10 @@ export class KernelService implements WarmKernelSource {
     }
   }
 
+  private get graceSeconds(): number {
+    return Math.max(15, this.opts.runGraceSeconds ?? RUN_GRACE_SECONDS);
+  }
+
   private get startTimeoutMs(): number {
     return this.opts.startTimeoutMs ?? KERNEL_START_TIMEOUT_MS;
   }
@@ -757,7 +763,7 @@ export class KernelService implements WarmKernelSource {
    */
   async runNotebook(notebook: Notebook, timeoutSeconds = 600, opts: RunNotebookOptions = {}): Promise<RunNotebookResult> {
     const started = Date.now();
-    const hardDeadline = started + (timeoutSeconds + RUN_GRACE_SECONDS) * 1000;
+    const hardDeadline = started + (timeoutSeconds + this.graceSeconds) * 1000;
     const executed: Notebook = structuredClone(notebook);
     const state: RunState = { server: undefined, cell: undefined, phase: 'starting' };
     const running = this.runNotebookNow(executed, timeoutSeconds, opts, started, hardDeadline, state);
@@ -772,7 +778,7 @@ export class KernelService implements WarmKernelSource {
     // Stuck: never on user code alone (cells are bounded by the timeout), but on something that does not answer.
     running.catch(() => undefined);
     const message =
-      `the run did not end within its timeout (${timeoutSeconds} s) plus ${RUN_GRACE_SECONDS} s while ${state.phase}: ` +
+      `the run did not end within its timeout (${timeoutSeconds} s) plus ${this.graceSeconds} s while ${state.phase}: ` +
       `the workspace's Jupyter server or its file mount stopped answering, so the server was stopped (with its kernels and its mount; ` +
       `files not uploaded yet are lost); the next run starts a fresh one`;
     this.log?.warn({ workspace_id: opts.workspaceId ?? null, phase: state.phase }, 'a run outlived its timeout and grace: force-stopping its server');

@@ -64,6 +64,8 @@ export async function startTestKernels(
     mounts?: WorkspaceMounts;
     /** false: execute through the Jupyter server only (decision 0190). */
     directChannels?: boolean;
+    /** A shorter grace after a run's timeout than RUN_GRACE_SECONDS. */
+    runGraceSeconds?: number;
   } = {},
 ): Promise<Kernels> {
   const sandbox = testSandboxSettings(opts.sandbox);
@@ -78,5 +80,6 @@ export async function startTestKernels(
     ...(opts.lab ? { lab: opts.lab } : {}),
     ...(opts.mounts ? { mounts: opts.mounts } : {}),
     ...(opts.directChannels !== undefined ? { directChannels: opts.directChannels } : {}),
+    ...(opts.runGraceSeconds !== undefined ? { runGraceSeconds: opts.runGraceSeconds } : {}),
   });
 }

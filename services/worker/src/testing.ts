@@ -25,7 +25,7 @@ export interface MountedRig {
  */
 export async function startMountedRig(
   b: TestBackend,
-  opts: { dataDir: string; log: Logger; worker: Pick<WorkerOptions, 'concurrency' | 'runTimeoutSeconds' | 'filesMaxBytes'> },
+  opts: { dataDir: string; log: Logger; worker: Pick<WorkerOptions, 'concurrency' | 'runTimeoutSeconds' | 'filesMaxBytes'>; runGraceSeconds?: number },
 ): Promise<MountedRig> {
   const { dataDir, log } = opts;
   const backendUrl = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
@@ -37,7 +37,12 @@ export async function startMountedRig(
     dirCacheSeconds: 1,
     cacheBytes: 16 * 1024 * 1024,
   });
-  const jupyter = await startTestKernels({ log, uids: databaseUidAllocator(b.t.database.db, 1_900_000_000), mounts });
+  const jupyter = await startTestKernels({
+    log,
+    uids: databaseUidAllocator(b.t.database.db, 1_900_000_000),
+    mounts,
+    ...(opts.runGraceSeconds !== undefined ? { runGraceSeconds: opts.runGraceSeconds } : {}),
+  });
   const runtime = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: INTERNAL_TOKEN });
   const runtimeUrl = (await runtime.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
   const worker = new ScheduleWorker({
