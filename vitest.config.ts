@@ -28,6 +28,13 @@ const include = [
 ];
 const dbInclude = ['{packages,services}/*/src/**/*.db.test.ts', 'cli/src/**/*.db.test.ts'];
 const withPostgres = process.env.CODEAGENT_TEST_POSTGRES !== '0';
+/**
+ * Run on the embedded server only (decision 0197): the browser tests drive pages through the
+ * whole stack, and the sandbox's hostile corpus and hung mount attack kernels and mounts; none
+ * asks anything of the database that the API tests do not ask on both servers. (The two sandbox
+ * files also say so themselves, for a run of the PostgreSQL half alone.)
+ */
+const embeddedOnly = ['**/*.browser.db.test.ts', 'services/worker/src/hostile.db.test.ts', 'services/worker/src/mount-hang.db.test.ts'];
 
 /**
  * Files that must not share the machine with other test files (each says why). They run after
@@ -94,7 +101,7 @@ export default defineConfig({
         globalSetup: ['packages/db/src/testing-server.ts'],
       }),
       ...split('db:embedded', dbInclude, serialDb, notBuilt, { env: { CODEAGENT_TEST_DB: 'embedded' }, globalSetup: ['packages/db/src/testing-server.ts'] }),
-      ...(withPostgres ? split('db:postgres', dbInclude, serialDb, notBuilt, { env: { CODEAGENT_TEST_DB: 'postgres' } }) : []),
+      ...(withPostgres ? split('db:postgres', dbInclude, serialDb, [...notBuilt, ...embeddedOnly], { env: { CODEAGENT_TEST_DB: 'postgres' } }) : []),
     ],
   },
 });
