@@ -1,0 +1,104 @@
+// bench/lists: a page deep in a long list costs what the first page costs. A workspace with
+// BENCH_LIST_RUNS runs (default 200 000, inserted in SQL), `GET /api/v1/workspaces/{ws}/runs?limit=50`
+// through a real backend on PostgreSQL: the first page (the anchor, in the same run) against the
+// pages whose cursor sits 10 %, 50 % and 90 % down the list. Every keyset list (users, workspaces,
+// members, schedules, runs, trash, audit) asks PostgreSQL for `(time, id) < (cursor)` as a row
+// comparison, which its index starts at; the OR form it replaced (`time < t OR (time = t AND
+// id < i)`) made PostgreSQL walk the index from the top and drop every row before the cursor. Both
+// SQL forms are timed as well, straight on the database, at the same cursors.
+import { sql } from 'kysely';
+import { startTestBackend, createAndLogin, createWorkspace, addMembers, bearer } from '@codeagent/backend/testing';
+import { table } from '../lib.mjs';
+
+const RUNS = Number(process.env.BENCH_LIST_RUNS ?? 200_000);
+const REQUESTS = Number(process.env.BENCH_LIST_REQUESTS ?? 200);
+const LIMIT = 50;
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
+const cursorOf = (row) => Buffer.from(JSON.stringify([row.created_at.toISOString(), row.id])).toString('base64url');
+
+process.env.CODEAGENT_TEST_DB ??= 'postgres';
+const b = await startTestBackend();
+try {
+  const url = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
+  const db = b.t.database.db;
+  const viewer = await createAndLogin(b, 'bench-viewer@example.com');
+  const ws = await createWorkspace(b, 'bench-lists');
+  await addMembers(b, ws, [[viewer, 'viewer']]);
+  console.log(`bench/lists: inserting ${RUNS} finished runs…`);
+  // One run per millisecond going back from now, every tenth sharing its millisecond with the
+  // next (ties are decided by the id); finished, so that no worker would take them.
+  await sql`INSERT INTO runs (workspace_id, notebook_path, status, created_at, started_at, finished_at)
+    SELECT ${ws}, 'nb.ipynb', 'succeeded', now() - make_interval(secs => (g - g % 10 * 0.1) / 1000.0), now(), now()
+    FROM generate_series(1, ${RUNS}) g`.execute(db);
+  await sql`ANALYZE runs`.execute(db);
+
+  const newestFirst = (offset) =>
+    db
+      .selectFrom('runs')
+      .select(['created_at', 'id'])
+      .where('workspace_id', '=', ws)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .offset(offset)
+      .limit(1)
+      .executeTakeFirstOrThrow();
+  const places = [
+    ['first page (anchor)', undefined],
+    ['10 % down', await newestFirst(Math.floor(RUNS * 0.1))],
+    ['50 % down', await newestFirst(Math.floor(RUNS * 0.5))],
+    ['90 % down', await newestFirst(Math.floor(RUNS * 0.9))],
+  ];
+
+  const api = async (row) => {
+    const t0 = process.hrtime.bigint();
+    const res = await fetch(`${url}/api/v1/workspaces/${ws}/runs?limit=${LIMIT}${row ? `&cursor=${cursorOf(row)}` : ''}`, { headers: bearer(viewer.token) });
+    const body = await res.json();
+    const took = ms(t0);
+    if (res.status !== 200 || body.items.length !== LIMIT) throw new Error(`the list answered ${res.status} with ${body.items?.length} items`);
+    return took;
+  };
+  const direct = async (row, form) => {
+    const t0 = process.hrtime.bigint();
+    const rows = await (
+      form === 'row'
+        ? sql`SELECT * FROM runs WHERE workspace_id = ${ws} AND (created_at, id) < (${row.created_at}, ${row.id}) ORDER BY created_at DESC, id DESC LIMIT ${LIMIT + 1}`
+        : sql`SELECT * FROM runs WHERE workspace_id = ${ws} AND (created_at < ${row.created_at} OR (created_at = ${row.created_at} AND id < ${row.id})) ORDER BY created_at DESC, id DESC LIMIT ${LIMIT + 1}`
+    ).execute(db);
+    const took = ms(t0);
+    if (rows.rows.length !== LIMIT + 1) throw new Error(`the ${form} form found ${rows.rows.length} rows`);
+    return took;
+  };
+
+  for (let i = 0; i < 20; i++) for (const [, row] of places) await api(row); // warm: code compiled, pages cached
+  const samples = new Map(places.map(([name]) => [name, []]));
+  for (let i = 0; i < REQUESTS; i++) for (const [name, row] of places) samples.get(name).push(await api(row)); // interleaved
+  const sqlRounds = Math.max(5, Math.floor(REQUESTS / 20));
+  const sqlSamples = new Map(places.slice(1).map(([name]) => [name, { row: [], or: [] }]));
+  for (let i = 0; i < sqlRounds; i++) {
+    for (const [name, row] of places.slice(1)) {
+      sqlSamples.get(name).row.push(await direct(row, 'row'));
+      sqlSamples.get(name).or.push(await direct(row, 'or'));
+    }
+  }
+  const anchor = median(samples.get(places[0][0]));
+  const rows = places.map(([name]) => {
+    const p50 = median(samples.get(name));
+    const s = sqlSamples.get(name);
+    return {
+      page: name,
+      'API p50 ms': p50.toFixed(2),
+      '÷ first page': (p50 / anchor).toFixed(2),
+      'SQL, row comparison, ms': s ? median(s.row).toFixed(2) : '–',
+      'SQL, the OR form it replaced, ms': s ? median(s.or).toFixed(2) : '–',
+    };
+  });
+  console.log(`\nbench/lists: ${RUNS} runs in one workspace, pages of ${LIMIT}, ${REQUESTS} interleaved requests per page (SQL: ${sqlRounds} each), medians\n`);
+  console.log(table(rows));
+  const worst = Math.max(...places.slice(1).map(([name]) => median(samples.get(name)) / anchor));
+  console.log(`\ndeepest page ÷ first page: ${worst.toFixed(2)}× (a keyset page costs the same wherever it starts: ≈ 1×)`);
+} finally {
+  await b.close();
+}
+process.exit(0);
