@@ -5,7 +5,8 @@
 // members, schedules, runs, trash, audit) asks PostgreSQL for `(time, id) < (cursor)` as a row
 // comparison, which its index starts at; the OR form it replaced (`time < t OR (time = t AND
 // id < i)`) made PostgreSQL walk the index from the top and drop every row before the cursor. Both
-// SQL forms are timed as well, straight on the database, at the same cursors.
+// SQL forms are timed as well, straight on the database, at the same cursors. Then a small
+// folder beside BENCH_LIST_OBJECTS other objects (default 100 000) against the same folder alone.
 import { sql } from 'kysely';
 import { startTestBackend, createAndLogin, createWorkspace, addMembers, bearer } from '@codeagent/backend/testing';
 import { table } from '../lib.mjs';
@@ -98,6 +99,53 @@ try {
   console.log(table(rows));
   const worst = Math.max(...places.slice(1).map(([name]) => median(samples.get(name)) / anchor));
   console.log(`\ndeepest page ÷ first page: ${worst.toFixed(2)}× (a keyset page costs the same wherever it starts: ≈ 1×)`);
+
+  // Folders: the same small folder (`aa/`, 10 files; before every other path) in a workspace of BENCH_LIST_OBJECTS other
+  // objects and, as the anchor, in a workspace that holds nothing else. A folder's objects are
+  // one range of the primary key (paths compare by code point, migration 011), which WebDAV's
+  // lookups and listings and the API's prefix listing read from the index.
+  const OBJECTS = Number(process.env.BENCH_LIST_OBJECTS ?? 100_000);
+  const small = await createWorkspace(b, 'bench-lists-small');
+  const big = await createWorkspace(b, 'bench-lists-big');
+  await addMembers(b, small, [[viewer, 'viewer']]);
+  await addMembers(b, big, [[viewer, 'viewer']]);
+  console.log(`\nbench/lists: inserting ${OBJECTS} objects…`);
+  const objects = (workspace, from) =>
+    sql`INSERT INTO objects (workspace_id, path, version_id, size, sha256, content_type)
+      SELECT ${workspace}, p, gen_random_uuid(), 1, repeat('0', 64), 'text/plain' FROM ${from}`.execute(db);
+  for (const workspace of [small, big]) await objects(workspace, sql`(SELECT 'aa/' || g || '.txt' AS p FROM generate_series(1, 10) g) s`);
+  await objects(big, sql`(SELECT 'data/f' || g || '/x' || (g % 7) || '.csv' AS p FROM generate_series(1, ${OBJECTS}) g) s`);
+  await sql`ANALYZE objects`.execute(db);
+  const asks = [
+    ['WebDAV PROPFIND aa/ (depth 1)', (w) => [`${url}/api/v1/dav/${w}/aa/`, { method: 'PROPFIND', headers: { ...bearer(viewer.token), depth: '1' } }], 207],
+    ['WebDAV GET of a missing path', (w) => [`${url}/api/v1/dav/${w}/nope`, { headers: bearer(viewer.token) }], 404],
+    ['API objects?prefix=aa/', (w) => [`${url}/api/v1/data-resources/${w}/objects?prefix=aa/`, { headers: bearer(viewer.token) }], 200],
+  ];
+  const ask = async ([, request, status], w) => {
+    const t0 = process.hrtime.bigint();
+    const res = await fetch(...request(w));
+    await res.arrayBuffer();
+    const took = ms(t0);
+    if (res.status !== status) throw new Error(`${request(w)[0]} answered ${res.status}`);
+    return took;
+  };
+  for (let i = 0; i < 20; i++) for (const a of asks) for (const w of [small, big]) await ask(a, w);
+  const folderRows = [];
+  for (const a of asks) {
+    const times = { [small]: [], [big]: [] };
+    for (let i = 0; i < REQUESTS; i++) for (const w of i % 2 ? [big, small] : [small, big]) times[w].push(await ask(a, w));
+    const [alone, among] = [median(times[small]), median(times[big])];
+    folderRows.push({
+      request: a[0],
+      'folder alone, p50 ms': alone.toFixed(2),
+      [`among ${OBJECTS} objects, p50 ms`]: among.toFixed(2),
+      ratio: (among / alone).toFixed(2),
+    });
+  }
+  console.log(
+    `\nbench/lists: a folder of 10 files alone in its workspace (anchor) and among ${OBJECTS} other objects, ${REQUESTS} interleaved requests each, medians\n`,
+  );
+  console.log(table(folderRows));
 } finally {
   await b.close();
 }

@@ -1,7 +1,8 @@
 import { Readable } from 'node:stream';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConflictError, NotFoundError } from '@codeagent/service-kit';
-import type { WorkspaceFiles } from './files.js';
+import { prefixEnd, type WorkspaceFiles } from './files.js';
 import { createTestFiles, type TestFiles } from './testing.js';
 
 /** The folder view and renames of WorkspaceFiles, which the WebDAV tree is built on. */
@@ -37,6 +38,31 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
     expect(await files.pathsAt(ws, 'd/e')).toEqual(['d/e/c.txt', 'd/e/f/g.txt']);
     expect(await files.objectAncestor(ws, 'a.txt/x/y')).toBe('a.txt');
     expect(await files.objectAncestor(ws, 'd/x')).toBeUndefined();
+  });
+
+  it("finds a folder's objects as one range of names, whatever lies beside it, in the same order on every server", async () => {
+    // Just below `d/` ('.', '-', '!' sort before '/'), just above (`d0`), a longer sibling (`dd/`),
+    // the last code point before and after a folder name's end, upper case before lower (bytes).
+    const paths = ['d!x', 'd-x/y', 'd.txt', 'd/a', 'd/z/deep', 'd0', 'dd/x', 'D/up', 'é/in', 'ê/out', 'x\u{1F600}/a', 'x\u{1F601}/b'];
+    for (const p of paths) await write(p, p);
+    expect((await files.listFolder(ws, 'd/', 100)).objects.map((o) => o.path)).toEqual(['d/a']);
+    expect((await files.listFolder(ws, 'd/', 100)).folders.map((f) => f.name)).toEqual(['z']);
+    expect(await files.pathsAt(ws, 'd')).toEqual(['d/a', 'd/z/deep']);
+    expect(await files.kindOf(ws, 'd')).toBe('folder');
+    expect(await files.kindOf(ws, 'd.txt')).toBe('object');
+    expect(await files.kindOf(ws, 'd-x')).toBe('folder');
+    expect(await files.kindOf(ws, 'd!')).toBeUndefined();
+    expect(await files.kindOf(ws, 'é')).toBe('folder');
+    expect(await files.kindOf(ws, 'x\u{1F600}')).toBe('folder');
+    expect((await files.list(ws, 'x\u{1F600}', 100, undefined)).items.map((o) => o.path)).toEqual(['x\u{1F600}/a']);
+    expect((await files.list(ws, 'd', 100, undefined)).items.map((o) => o.path)).toEqual(['d!x', 'd-x/y', 'd.txt', 'd/a', 'd/z/deep', 'd0', 'dd/x']);
+    // By code point (migration 011), not by the database's locale: `D` before `d`, `é` before `ê`.
+    const all = (await files.list(ws, '', 100, undefined)).items.map((o) => o.path);
+    expect(all).toEqual([...paths].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))));
+    const { rows } = await sql<{
+      collation_name: string;
+    }>`SELECT collation_name FROM information_schema.columns WHERE table_name = 'objects' AND column_name = 'path'`.execute(fixture.t.database.db);
+    expect(rows).toEqual([{ collation_name: 'C' }]);
   });
 
   it('treats LIKE wildcards and non-ASCII names in folder names literally', async () => {
@@ -95,5 +121,15 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
         .flat()
         .sort(),
     );
+  });
+});
+
+describe('prefixEnd', () => {
+  it('raises the last code point by one (a surrogate pair is one), skipping the surrogates', () => {
+    expect(prefixEnd('d/')).toBe('d0');
+    expect(prefixEnd('a')).toBe('b');
+    expect(prefixEnd('x\u{1F600}')).toBe('x\u{1F601}');
+    expect(prefixEnd('x\u{D7FF}')).toBe('x\u{E000}');
+    expect(prefixEnd('é/')).toBe('é0');
   });
 });

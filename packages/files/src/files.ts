@@ -11,6 +11,18 @@ export interface OpenedObject {
   body: Readable;
 }
 
+/**
+ * The least string above every path that starts with `prefix`: `prefix` with its last character
+ * raised by one. Paths compare by code point (migration 011), so the paths starting with
+ * `prefix` are exactly those in [`prefix`, this): one range of the primary key.
+ */
+export function prefixEnd(prefix: string): string {
+  const chars = [...prefix];
+  const last = chars.pop()!.codePointAt(0)! + 1;
+  // (UTF-8 has no surrogates; a path cannot end in U+10FFFF's successor, there is none.)
+  return chars.join('') + String.fromCodePoint(last === 0xd800 ? 0xe000 : Math.min(last, 0x10ffff));
+}
+
 function toObjectDto(r: ObjectRow): ObjectDto {
   return {
     path: r.path,
@@ -223,7 +235,7 @@ export class WorkspaceFiles {
       .where('workspace_id', '=', workspaceId)
       .orderBy('path')
       .limit(limit + 1);
-    if (prefix !== '') q = q.where('path', '>=', prefix).where(sql<boolean>`starts_with(path, ${prefix})`);
+    if (prefix !== '') q = q.where('path', '>=', prefix).where('path', '<', prefixEnd(prefix));
     if (after) q = q.where('path', '>', after[0]);
     const rows = await q.execute();
     return keysetPage(rows, limit, (r) => [r.path], toObjectDto);
@@ -237,11 +249,8 @@ export class WorkspaceFiles {
     validatePrefix(folder);
     // Everything after the folder's own prefix (PostgreSQL counts characters, as substr does).
     const rest = sql<string>`substr(path, char_length(${folder}) + 1)`;
-    const under = this.db
-      .selectFrom('objects')
-      .where('workspace_id', '=', workspaceId)
-      .where('path', '>=', folder)
-      .where(sql<boolean>`starts_with(path, ${folder})`);
+    let under = this.db.selectFrom('objects').where('workspace_id', '=', workspaceId);
+    if (folder !== '') under = under.where('path', '>=', folder).where('path', '<', prefixEnd(folder));
     const objects = await under
       .selectAll()
       .where(sql<boolean>`strpos(${rest}, '/') = 0`)
@@ -261,16 +270,19 @@ export class WorkspaceFiles {
   /** Whether `path` names an object, a folder (objects live under `path/`), or nothing. */
   async kindOf(workspaceId: string, path: string): Promise<'object' | 'folder' | undefined> {
     validateObjectPath(path);
-    const row = await this.db
+    // Two probes of the primary key: the path itself, then the first path of the range below it.
+    const objects = this.db
       .selectFrom('objects')
-      .select(sql<boolean>`path = ${path}`.as('exact'))
-      .where('workspace_id', '=', workspaceId)
-      .where((eb) => eb.or([eb('path', '=', path), eb(sql<boolean>`starts_with(path, ${`${path}/`})`, '=', true)]))
-      .orderBy(sql`path = ${path}`, 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    if (!row) return undefined;
-    return row.exact ? 'object' : 'folder';
+      .select(sql`1`.as('one'))
+      .where('workspace_id', '=', workspaceId);
+    const row = await this.db
+      .selectNoFrom((eb) => [
+        eb.exists(objects.where('path', '=', path)).as('object'),
+        eb.exists(objects.where('path', '>=', `${path}/`).where('path', '<', prefixEnd(`${path}/`))).as('folder'),
+      ])
+      .executeTakeFirstOrThrow();
+    if (row.object) return 'object';
+    return row.folder ? 'folder' : undefined;
   }
 
   /** The paths of `path` itself (when an object) and of every object under `path/`, by name. */
@@ -280,7 +292,7 @@ export class WorkspaceFiles {
       .selectFrom('objects')
       .select('path')
       .where('workspace_id', '=', workspaceId)
-      .where((eb) => eb.or([eb('path', '=', path), eb(sql<boolean>`starts_with(path, ${`${path}/`})`, '=', true)]))
+      .where((eb) => eb.or([eb('path', '=', path), eb.and([eb('path', '>=', `${path}/`), eb('path', '<', prefixEnd(`${path}/`))])]))
       .orderBy('path')
       .execute();
     return rows.map((r) => r.path);
