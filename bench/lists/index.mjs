@@ -120,6 +120,13 @@ try {
     ['WebDAV PROPFIND aa/ (depth 1)', (w) => [`${url}/api/v1/dav/${w}/aa/`, { method: 'PROPFIND', headers: { ...bearer(viewer.token), depth: '1' } }], 207],
     ['WebDAV GET of a missing path', (w) => [`${url}/api/v1/dav/${w}/nope`, { headers: bearer(viewer.token) }], 404],
     ['API objects?prefix=aa/', (w) => [`${url}/api/v1/data-resources/${w}/objects?prefix=aa/`, { headers: bearer(viewer.token) }], 200],
+    // For information: the root's listing names each sub-folder with the time of its newest
+    // object, which reads every object below it (here all of them).
+    [
+      'WebDAV PROPFIND of the root (depth 1)',
+      (w) => [`${url}/api/v1/dav/${w}/`, { method: 'PROPFIND', headers: { ...bearer(viewer.token), depth: '1' } }],
+      207,
+    ],
   ];
   const ask = async ([, request, status], w) => {
     const t0 = process.hrtime.bigint();
