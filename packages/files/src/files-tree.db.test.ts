@@ -125,11 +125,13 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
 });
 
 describe('prefixEnd', () => {
-  it('raises the last code point by one (a surrogate pair is one), skipping the surrogates', () => {
+  it('raises the last code point by one (a surrogate pair is one), skipping the surrogates, past the highest one', () => {
     expect(prefixEnd('d/')).toBe('d0');
     expect(prefixEnd('a')).toBe('b');
     expect(prefixEnd('x\u{1F600}')).toBe('x\u{1F601}');
     expect(prefixEnd('x\u{D7FF}')).toBe('x\u{E000}');
     expect(prefixEnd('é/')).toBe('é0');
+    expect(prefixEnd('a\u{10FFFF}')).toBe('b');
+    expect(prefixEnd('\u{10FFFF}\u{10FFFF}')).toBeUndefined();
   });
 });

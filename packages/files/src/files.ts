@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
 import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
 import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import { ObjectTooLargeError, normalizeContentType, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
@@ -13,14 +13,24 @@ export interface OpenedObject {
 
 /**
  * The least string above every path that starts with `prefix`: `prefix` with its last character
- * raised by one. Paths compare by code point (migration 011), so the paths starting with
+ * raised by one (a last U+10FFFF, the highest, is dropped and the one before it raised; none
+ * left: no bound). Paths compare by code point (migration 011), so the paths starting with
  * `prefix` are exactly those in [`prefix`, this): one range of the primary key.
  */
-export function prefixEnd(prefix: string): string {
+export function prefixEnd(prefix: string): string | undefined {
   const chars = [...prefix];
-  const last = chars.pop()!.codePointAt(0)! + 1;
-  // (UTF-8 has no surrogates; a path cannot end in U+10FFFF's successor, there is none.)
-  return chars.join('') + String.fromCodePoint(last === 0xd800 ? 0xe000 : Math.min(last, 0x10ffff));
+  while (chars.length > 0) {
+    const last = chars.pop()!.codePointAt(0)!;
+    // (UTF-8, and so PostgreSQL's text, has no surrogates: after U+D7FF comes U+E000.)
+    if (last < 0x10ffff) return chars.join('') + String.fromCodePoint(last === 0xd7ff ? 0xe000 : last + 1);
+  }
+  return undefined;
+}
+
+/** The objects whose path starts with `prefix`, as that range of the primary key. */
+function pathStartsWith(prefix: string) {
+  const end = prefixEnd(prefix);
+  return (eb: ExpressionBuilder<DB, 'objects'>) => (end === undefined ? eb('path', '>=', prefix) : eb.and([eb('path', '>=', prefix), eb('path', '<', end)]));
 }
 
 function toObjectDto(r: ObjectRow): ObjectDto {
@@ -235,7 +245,7 @@ export class WorkspaceFiles {
       .where('workspace_id', '=', workspaceId)
       .orderBy('path')
       .limit(limit + 1);
-    if (prefix !== '') q = q.where('path', '>=', prefix).where('path', '<', prefixEnd(prefix));
+    if (prefix !== '') q = q.where(pathStartsWith(prefix));
     if (after) q = q.where('path', '>', after[0]);
     const rows = await q.execute();
     return keysetPage(rows, limit, (r) => [r.path], toObjectDto);
@@ -250,7 +260,7 @@ export class WorkspaceFiles {
     // Everything after the folder's own prefix (PostgreSQL counts characters, as substr does).
     const rest = sql<string>`substr(path, char_length(${folder}) + 1)`;
     let under = this.db.selectFrom('objects').where('workspace_id', '=', workspaceId);
-    if (folder !== '') under = under.where('path', '>=', folder).where('path', '<', prefixEnd(folder));
+    if (folder !== '') under = under.where(pathStartsWith(folder));
     const objects = await under
       .selectAll()
       .where(sql<boolean>`strpos(${rest}, '/') = 0`)
@@ -276,10 +286,7 @@ export class WorkspaceFiles {
       .select(sql`1`.as('one'))
       .where('workspace_id', '=', workspaceId);
     const row = await this.db
-      .selectNoFrom((eb) => [
-        eb.exists(objects.where('path', '=', path)).as('object'),
-        eb.exists(objects.where('path', '>=', `${path}/`).where('path', '<', prefixEnd(`${path}/`))).as('folder'),
-      ])
+      .selectNoFrom((eb) => [eb.exists(objects.where('path', '=', path)).as('object'), eb.exists(objects.where(pathStartsWith(`${path}/`))).as('folder')])
       .executeTakeFirstOrThrow();
     if (row.object) return 'object';
     return row.folder ? 'folder' : undefined;
@@ -292,7 +299,7 @@ export class WorkspaceFiles {
       .selectFrom('objects')
       .select('path')
       .where('workspace_id', '=', workspaceId)
-      .where((eb) => eb.or([eb('path', '=', path), eb.and([eb('path', '>=', `${path}/`), eb('path', '<', prefixEnd(`${path}/`))])]))
+      .where((eb) => eb.or([eb('path', '=', path), pathStartsWith(`${path}/`)(eb)]))
       .orderBy('path')
       .execute();
     return rows.map((r) => r.path);
