@@ -30,11 +30,18 @@ const dbInclude = ['{packages,services}/*/src/**/*.db.test.ts', 'cli/src/**/*.db
 const withPostgres = process.env.CODEAGENT_TEST_POSTGRES !== '0';
 /**
  * Run on the embedded server only (decision 0197): the browser tests drive pages through the
- * whole stack, and the sandbox's hostile corpus and hung mount attack kernels and mounts; none
- * asks anything of the database that the API tests do not ask on both servers. (The two sandbox
- * files also say so themselves, for a run of the PostgreSQL half alone.)
+ * whole stack; the sandbox's hostile corpus and hung mount attack kernels and mounts; the mount
+ * tests drive rclone against the WebDAV tree. None asks anything of the database that the API
+ * tests do not ask on both servers. (The hostile corpus and the hung mount also say so
+ * themselves, for a run of the PostgreSQL half alone.)
  */
-const embeddedOnly = ['**/*.browser.db.test.ts', 'services/worker/src/hostile.db.test.ts', 'services/worker/src/mount-hang.db.test.ts'];
+const embeddedOnly = [
+  '**/*.browser.db.test.ts',
+  'services/worker/src/hostile.db.test.ts',
+  'services/worker/src/mount-hang.db.test.ts',
+  'services/worker/src/mount-run.db.test.ts',
+  'services/backend/src/routes/dav-rclone.db.test.ts',
+];
 
 /**
  * Files that must not share the machine with other test files (each says why). They run after
