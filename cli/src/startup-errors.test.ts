@@ -92,9 +92,11 @@ describe('start-up failures: one line that names the setting and the fix', () =>
   it('an unreachable DATABASE_URL is named once, by migrate and by a component, without ECONNREFUSED stack traces', async () => {
     const port = await freePort();
     const url = `postgres://codeagent:hunter2-secret@127.0.0.1:${port}/codeagent`;
-    // Each waits 10 s for the server to come up (openPlatformDatabase) before it gives up.
-    for (const command of ['migrate', 'backend']) {
-      const { code, stderr } = await codeagent([command], { DATABASE_URL: url, STORAGE_BACKEND: 'local' });
+    // Each waits 10 s for the server to come up (openPlatformDatabase) before it gives up: both at once.
+    const commands = ['migrate', 'backend'];
+    const answers = await Promise.all(commands.map((command) => codeagent([command], { DATABASE_URL: url, STORAGE_BACKEND: 'local' })));
+    for (const [i, command] of commands.entries()) {
+      const { code, stderr } = answers[i]!;
       expect(code, stderr).toBe(1);
       const line = expectOneLine(stderr, `codeagent ${command}`);
       expect(line).toContain('DATABASE_URL');

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import type pg from 'pg';
 import { ConfigError, type Config } from '@codeagent/config';
 import { embeddedConnection, embeddedPaths } from './embedded/layout.js';
@@ -88,7 +89,11 @@ export async function withScriptSession<T>(pool: pg.Pool, work: (session: Script
  * that is still starting. Failing that, `close` and one sentence that names the setting and the fix.
  */
 export async function waitForDatabase(config: Config, pool: pg.Pool, close: () => Promise<void>, waitMs: number): Promise<void> {
-  const deadline = Date.now() + waitMs;
+  // An embedded server that was never created (no `codeagent start` on this DATA_DIR: no data
+  // directory, which the platform's user can see even where the server runs as a user of its
+  // own) will not come up by waiting: say so at once.
+  const never = !config.databaseUrl && !existsSync(embeddedPaths(config.dataDir).pgdata);
+  const deadline = Date.now() + (never ? 0 : waitMs);
   for (;;) {
     try {
       await pool.query('SELECT 1');
