@@ -19,6 +19,7 @@ import { filesPath } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { encodePath } from '../nav';
+import { collectPages, type Collected } from '../paging';
 
 // Previews (CSV, notebooks, …) load on demand: their code is not part of the first page load.
 const Preview = lazy(() => import('../preview/Preview'));
@@ -36,21 +37,19 @@ interface Upload {
 
 type SortKey = 'name' | 'size' | 'updated';
 
-/** Every object under `prefix`, following the list's cursor. */
-async function listAll(ws: string, prefix: string): Promise<StoredObject[]> {
-  const out: StoredObject[] = [];
-  let cursor: string | undefined;
-  for (let page = 0; page < 100; page++) {
+/** Pages of 1 000 the file browser reads at most under one folder (100 000 objects). */
+const LIST_PAGES = 100;
+
+/** Every object under `prefix`, following the list's cursor, up to LIST_PAGES pages (then `complete` is false). */
+function listAll(ws: string, prefix: string): Promise<Collected<StoredObject>> {
+  return collectPages(async (cursor) => {
     const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
       params: { path: { ws }, query: { prefix, limit: 1000, ...(cursor ? { cursor } : {}) } },
     });
     // eslint-disable-next-line @typescript-eslint/only-throw-error -- the API's error body ({ error, message }); describeError reads it
     if (error) throw error;
-    out.push(...data.items);
-    if (!data.next_cursor) break;
-    cursor = data.next_cursor;
-  }
-  return out;
+    return data;
+  }, LIST_PAGES);
 }
 
 /**
@@ -58,13 +57,13 @@ async function listAll(ws: string, prefix: string): Promise<StoredObject[]> {
  * file browser's first load does not wait for two round trips in a row. Used once, by the page
  * for the same folder.
  */
-let early: { key: string; list: Promise<StoredObject[]> } | null = null;
+let early: { key: string; list: Promise<Collected<StoredObject>> } | null = null;
 export function prefetchListing(ws: string, prefix: string): void {
   const list = listAll(ws, prefix);
   list.catch(() => undefined);
   early = { key: `${ws}\0${prefix}`, list };
 }
-function takeListing(ws: string, prefix: string): Promise<StoredObject[]> {
+function takeListing(ws: string, prefix: string): Promise<Collected<StoredObject>> {
   const hit = early?.key === `${ws}\0${prefix}` ? early.list : undefined;
   early = null;
   // A prefetch that failed (say, before logging in) is asked again, never shown as the answer.
@@ -77,6 +76,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const role = roleIn(me, ws);
   const writable = canWrite(role);
   const [objects, setObjects] = useState<StoredObject[] | null>(null);
+  const [complete, setComplete] = useState(true);
   const [error, setError] = useState<string | null>(null);
   const [rowError, setRowError] = useState<{ path: string; message: string } | null>(null);
   const [search, setSearch] = useState('');
@@ -90,7 +90,9 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
 
   const load = useCallback(async () => {
     try {
-      setObjects(await takeListing(ws, prefix));
+      const listing = await takeListing(ws, prefix);
+      setObjects(listing.items);
+      setComplete(listing.complete);
       setError(null);
     } catch (err) {
       setError(describeError(err));
@@ -268,6 +270,12 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       ) : null}
       <ErrorText error={error} />
       {objects === null && !error ? <p aria-busy="true">Loading files…</p> : null}
+      {objects !== null && !complete ? (
+        <p role="status">
+          This folder holds more than {objects.length.toLocaleString()} files: only those are listed here (folders and counts included). Open a sub-folder, or
+          use the workspace&apos;s WebDAV tree or its JupyterLab, to reach the others.
+        </p>
+      ) : null}
       {objects !== null && folders.length === 0 && files.length === 0 ? (
         <p className="empty">
           {search

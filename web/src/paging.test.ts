@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { collectPages, type Page } from './paging';
+
+/** A list of `total` numbers served `size` at a time, the cursor being the next offset. */
+const list =
+  (total: number, size: number, asked: (string | undefined)[] = []) =>
+  (cursor: string | undefined): Promise<Page<number>> => {
+    asked.push(cursor);
+    const from = Number(cursor ?? 0);
+    const items = Array.from({ length: Math.max(0, Math.min(size, total - from)) }, (_, i) => from + i);
+    return Promise.resolve({ items, next_cursor: from + size < total ? String(from + size) : null });
+  };
+
+describe('collectPages: every page of a list, or as many as allowed and the word that more exist', () => {
+  it('follows the cursor to the last page', async () => {
+    const asked: (string | undefined)[] = [];
+    const got = await collectPages(list(25, 10, asked), 100);
+    expect(got).toEqual({ items: Array.from({ length: 25 }, (_, i) => i), complete: true });
+    expect(asked).toEqual([undefined, '10', '20']);
+  });
+
+  it('an empty list is complete', async () => {
+    expect(await collectPages(list(0, 10), 100)).toEqual({ items: [], complete: true });
+  });
+
+  it('stops at maxPages and says the list goes on', async () => {
+    const asked: (string | undefined)[] = [];
+    const got = await collectPages(list(1000, 10, asked), 3);
+    expect(got.items).toHaveLength(30);
+    expect(got.complete).toBe(false);
+    expect(asked).toHaveLength(3);
+  });
+
+  it('a list of exactly maxPages pages is complete', async () => {
+    expect((await collectPages(list(30, 10), 3)).complete).toBe(true);
+  });
+});

@@ -1,0 +1,25 @@
+/** One page of a list (docs/contract/spec.md §3): its items and the cursor of the next page, if any. */
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+/** What a list gave, and whether that is all of it. */
+export interface Collected<T> {
+  items: T[];
+  /** false when `maxPages` pages were read and the list had more: the page must say so. */
+  complete: boolean;
+}
+
+/** Follows a list's cursor from its first page, at most `maxPages` pages. */
+export async function collectPages<T>(page: (cursor: string | undefined) => Promise<Page<T>>, maxPages: number): Promise<Collected<T>> {
+  const items: T[] = [];
+  let cursor: string | undefined;
+  for (let n = 0; n < maxPages; n++) {
+    const answer = await page(cursor);
+    items.push(...answer.items);
+    if (!answer.next_cursor) return { items, complete: true };
+    cursor = answer.next_cursor;
+  }
+  return { items, complete: false };
+}
