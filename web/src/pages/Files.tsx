@@ -75,8 +75,8 @@ let uploadIds = 0;
 export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: string }) {
   const role = roleIn(me, ws);
   const writable = canWrite(role);
-  const [objects, setObjects] = useState<StoredObject[] | null>(null);
-  const [complete, setComplete] = useState(true);
+  const [listing, setListing] = useState<Collected<StoredObject> | null>(null);
+  const objects = listing?.items ?? null;
   const [error, setError] = useState<string | null>(null);
   const [rowError, setRowError] = useState<{ path: string; message: string } | null>(null);
   const [search, setSearch] = useState('');
@@ -90,9 +90,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
 
   const load = useCallback(async () => {
     try {
-      const listing = await takeListing(ws, prefix);
-      setObjects(listing.items);
-      setComplete(listing.complete);
+      setListing(await takeListing(ws, prefix));
       setError(null);
     } catch (err) {
       setError(describeError(err));
@@ -100,7 +98,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   }, [ws, prefix]);
 
   useEffect(() => {
-    setObjects(null);
+    setListing(null);
     setVersionsOf(null);
     setPreviewOf(null);
     setRenaming(null);
@@ -270,7 +268,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       ) : null}
       <ErrorText error={error} />
       {objects === null && !error ? <p aria-busy="true">Loading files…</p> : null}
-      {objects !== null && !complete ? (
+      {objects !== null && !listing?.complete ? (
         <p role="status">
           This folder holds more than {objects.length.toLocaleString()} files: only those are listed here (folders and counts included). Open a sub-folder, or
           use the workspace&apos;s WebDAV tree or its JupyterLab, to reach the others.

@@ -55,7 +55,7 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
  * Whether an `If-None-Match` header names the object's entity tag (RFC 9110 §13.1.2: a list,
  * `*` for any current object, weak comparison, so `W/"…"` matches too).
  */
-export function noneMatchHits(header: string | undefined, sha256: string): boolean {
+function noneMatchHits(header: string | undefined, sha256: string): boolean {
   if (header === undefined) return false;
   if (header.trim() === '*') return true;
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === `"${sha256}"`);
