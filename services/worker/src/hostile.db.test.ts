@@ -15,6 +15,9 @@ import { databaseUidAllocator } from '@codeagent/sandbox';
 import { LocalObjectStore } from '@codeagent/storage';
 import { WorkspaceFiles, type ObjectDto } from '@codeagent/files';
 import type { ListPage } from '@codeagent/service-kit';
+// The ports the probes aim at lie below the ephemeral range (decision 0196): a listener the
+// sandbox's own kernels open in its network namespace (an ephemeral port) never shares their number.
+import { freePort } from '@codeagent/service-kit/http';
 import { ScheduleWorker } from './worker.js';
 import { platformRunIO } from './server.js';
 import { runtimeClient } from '@codeagent/clients';
@@ -140,7 +143,7 @@ function corpus(mounted: boolean) {
         const store = new LocalObjectStore(join(dataDir, 'storage'));
         b = await startTestBackend({ store });
         markers = [...Object.values(secrets), INTERNAL_TOKEN, TEST_JWT_SECRET, b.adminToken];
-        backendUrl = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
+        backendUrl = (await b.app.listen({ host: '127.0.0.1', port: await freePort() })).replace(/\/$/, '');
         const diskBytes = 64 * MiB;
         // The runtime's own mounts, from its settings (as `codeagent start` makes them): below DATA_DIR.
         const mounts = mounted
@@ -161,13 +164,14 @@ function corpus(mounted: boolean) {
           },
         });
         runtime = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: INTERNAL_TOKEN });
-        runtimeUrl = (await runtime.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
+        runtimeUrl = (await runtime.listen({ host: '127.0.0.1', port: await freePort() })).replace(/\/$/, '');
         for (const host of ['127.0.0.1', '::1']) {
           const s = createServer((c) => {
             sentinelHits++;
             c.destroy();
           });
-          await new Promise<void>((r) => s.listen(0, host, r));
+          const port = await freePort(host);
+          await new Promise<void>((r) => s.listen(port, host, r));
           sentinels.push(s);
         }
 
