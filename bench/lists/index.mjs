@@ -6,7 +6,8 @@
 // comparison, which its index starts at; the OR form it replaced (`time < t OR (time = t AND
 // id < i)`) made PostgreSQL walk the index from the top and drop every row before the cursor. Both
 // SQL forms are timed as well, straight on the database, at the same cursors. Then a small
-// folder beside BENCH_LIST_OBJECTS other objects (default 100 000) against the same folder alone.
+// folder beside BENCH_LIST_OBJECTS other objects (default 100 000) against the same folder alone,
+// and the file browser's listing by folder (decision 0199) in that workspace.
 import { sql } from 'kysely';
 import { startTestBackend, createAndLogin, createWorkspace, addMembers, bearer } from '@codeagent/backend/testing';
 import { table } from '../lib.mjs';
@@ -120,6 +121,13 @@ try {
     ['WebDAV PROPFIND aa/ (depth 1)', (w) => [`${url}/api/v1/dav/${w}/aa/`, { method: 'PROPFIND', headers: { ...bearer(viewer.token), depth: '1' } }], 207],
     ['WebDAV GET of a missing path', (w) => [`${url}/api/v1/dav/${w}/nope`, { headers: bearer(viewer.token) }], 404],
     ['API objects?prefix=aa/', (w) => [`${url}/api/v1/data-resources/${w}/objects?prefix=aa/`, { headers: bearer(viewer.token) }], 200],
+    // The file browser's listing of the root (decision 0199): its folders and files, each folder
+    // with a count of what lies under it (up to 1 000), in one page whatever the folders hold.
+    [
+      'API objects?delimiter=/ (the root, by folder)',
+      (w) => [`${url}/api/v1/data-resources/${w}/objects?delimiter=/&limit=1000`, { headers: bearer(viewer.token) }],
+      200,
+    ],
     // For information: the root's listing names each sub-folder with the time of its newest
     // object, which reads every object below it (here all of them).
     [
@@ -153,6 +161,44 @@ try {
     `\nbench/lists: a folder of 10 files alone in its workspace (anchor) and among ${OBJECTS} other objects, ${REQUESTS} interleaved requests each, medians\n`,
   );
   console.log(table(folderRows));
+
+  // The file browser's load of the big workspace's root: before decision 0199 it read every
+  // object under the folder (pages of 1 000 to the end) to find the sub-folders and count their
+  // files; now one page by folder. And a page of 1 000 entries by folder where each is a
+  // sub-folder (`data/` holds BENCH_LIST_OBJECTS of them: a probe of the key and a count each)
+  // against a plain page of 1 000 objects from the same folder.
+  const pagesOf = async (query, all) => {
+    const t0 = process.hrtime.bigint();
+    let cursor = '';
+    let pages = 0;
+    for (;;) {
+      const res = await fetch(`${url}/api/v1/data-resources/${big}/objects?${query}&limit=1000${cursor}`, { headers: bearer(viewer.token) });
+      const body = await res.json();
+      if (res.status !== 200) throw new Error(`the listing answered ${res.status}`);
+      pages++;
+      if (body.next_cursor === null || !all) break;
+      cursor = `&cursor=${body.next_cursor}`;
+    }
+    return { took: ms(t0), pages };
+  };
+  const loads = [
+    ['the root by folder, every page (now)', 'delimiter=/', true],
+    ['the root, every object, every page (before)', 'prefix=', true],
+    ['data/: one page of 1 000 sub-folders by folder', 'prefix=data/&delimiter=/', false],
+    ['data/: one page of 1 000 objects, plain (anchor)', 'prefix=data/', false],
+  ];
+  const LOADS = Math.max(3, Math.floor(REQUESTS / 20));
+  const loadTimes = new Map(loads.map(([name]) => [name, []]));
+  const loadPages = new Map();
+  for (let i = 0; i < LOADS; i++) {
+    for (const [name, query, all] of loads) {
+      const { took, pages } = await pagesOf(query, all);
+      loadTimes.get(name).push(took);
+      loadPages.set(name, pages);
+    }
+  }
+  console.log(`\nbench/lists: the file browser's load in a workspace of ${OBJECTS + 10} objects, ${LOADS} interleaved rounds, medians\n`);
+  console.log(table(loads.map(([name]) => ({ load: name, pages: loadPages.get(name), 'p50 ms': median(loadTimes.get(name)).toFixed(2) }))));
 } finally {
   await b.close();
 }

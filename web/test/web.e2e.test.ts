@@ -292,6 +292,8 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(put.status).toBeLessThan(300);
     }
     await page.reload();
+    // The folder's row counts the files anywhere under it (the listing by folder, decision 0199).
+    await expect.poll(async () => page.getByRole('row', { name: /reports\// }).textContent(), UI_WAIT).toContain('1 file');
     await page.getByRole('link', { name: 'reports/' }).click();
     await page.getByRole('link', { name: '2026 q1/' }).click();
     await page.getByRole('link', { name: 'notes.txt' }).first().waitFor(UI_WAIT);

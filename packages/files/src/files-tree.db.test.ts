@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConflictError, NotFoundError } from '@codeagent/service-kit';
-import { prefixEnd, type WorkspaceFiles } from './files.js';
+import { FOLDER_COUNT_LIMIT, prefixEnd, type WorkspaceFiles } from './files.js';
 import { createTestFiles, type TestFiles } from './testing.js';
 
 /** The folder view and renames of WorkspaceFiles, which the WebDAV tree is built on. */
@@ -63,6 +63,62 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
       collation_name: string;
     }>`SELECT collation_name FROM information_schema.columns WHERE table_name = 'objects' AND column_name = 'path'`.execute(fixture.t.database.db);
     expect(rows).toEqual([{ collation_name: 'C' }]);
+  });
+
+  /** Every page of a listing by folder, `limit` entries at a time: its entries' keys in order, and the folders' counts. */
+  const byFolder = async (prefix: string, limit: number) => {
+    const keys: string[] = [];
+    const counts: Record<string, number | string> = {};
+    let cursor: string | undefined;
+    for (let pages = 0; pages < 1000; pages++) {
+      const page = await files.listByFolder(ws, prefix, limit, cursor);
+      expect(page.items.length + page.folders.length).toBeLessThanOrEqual(limit);
+      const entries = [...page.items.map((o) => o.path), ...page.folders.map((f) => f.path)].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+      keys.push(...entries);
+      for (const f of page.folders) counts[f.path] = f.object_count_capped ? `${f.object_count}+` : f.object_count;
+      if (page.next_cursor === null) return { keys, counts };
+      cursor = page.next_cursor;
+    }
+    throw new Error('the listing did not end');
+  };
+
+  it('lists by folder: the objects directly under a prefix and one entry per sub-folder with its count, in pages of any size', async () => {
+    const paths = ['a.txt', 'd!x', 'd-x/y', 'd.txt', 'd/a', 'd/b/c', 'd/b/d/e', 'd/z/deep', 'd0', 'dd/x', 'D/up', 'é/in', 'x\u{1F600}/a', 'x\u{1F600}/b', 'z'];
+    for (const p of paths) await write(p, p);
+    const root = ['D/', 'a.txt', 'd!x', 'd-x/', 'd.txt', 'd/', 'd0', 'dd/', 'x\u{1F600}/', 'z', 'é/'];
+    for (const limit of [1, 2, 3, 100]) {
+      const { keys, counts } = await byFolder('', limit);
+      expect(keys, `pages of ${limit}`).toEqual(root);
+      expect(counts).toEqual({ 'D/': 1, 'd-x/': 1, 'd/': 4, 'dd/': 1, 'x\u{1F600}/': 2, 'é/': 1 });
+    }
+    expect((await byFolder('d/', 1)).keys).toEqual(['d/a', 'd/b/', 'd/z/']);
+    expect((await byFolder('d/', 2)).counts).toEqual({ 'd/b/': 2, 'd/z/': 1 });
+    expect((await byFolder('d/b/', 5)).keys).toEqual(['d/b/c', 'd/b/d/']);
+    // A prefix that is not a whole folder name, as S3 takes it: the entries start with it.
+    expect((await byFolder('d', 2)).keys).toEqual(['d!x', 'd-x/', 'd.txt', 'd/', 'd0', 'dd/']);
+    expect((await byFolder('x\u{1F600}/', 1)).keys).toEqual(['x\u{1F600}/a', 'x\u{1F600}/b']);
+    expect((await byFolder('nothing/', 10)).keys).toEqual([]);
+    // The objects come as the plain listing gives them.
+    const page = await files.listByFolder(ws, 'd/', 10, undefined);
+    expect(page.items).toEqual((await files.list(ws, 'd/a', 10, undefined)).items);
+    await expect(files.listByFolder(ws, '../', 10, undefined)).rejects.toThrow();
+    await expect(files.listByFolder(ws, '', 10, 'not a cursor')).rejects.toThrow(/cursor/);
+  });
+
+  it('counts the objects of a folder up to its limit, and the next page starts past the folder', async () => {
+    await write('big/first', 'x');
+    await write('small/one', 'x');
+    // More objects than a count goes to, written as rows (the count reads no content).
+    await sql`INSERT INTO objects (workspace_id, path, version_id, size, sha256, content_type)
+      SELECT ${ws}, 'big/' || lpad(i::text, 6, '0'), gen_random_uuid(), 1, 'x', 'text/plain'
+      FROM generate_series(1, ${FOLDER_COUNT_LIMIT + 5}) i`.execute(fixture.t.database.db);
+    const { counts } = await byFolder('', 1);
+    expect(counts).toEqual({ 'big/': `${FOLDER_COUNT_LIMIT}+`, 'small/': 1 });
+    const page = await files.listByFolder(ws, '', 1, undefined);
+    expect(page.folders.map((f) => f.path)).toEqual(['big/']);
+    const next = await files.listByFolder(ws, '', 1, page.next_cursor!);
+    expect(next.folders).toEqual([{ path: 'small/', object_count: 1, object_count_capped: false }]);
+    expect(next.next_cursor).toBeNull();
   });
 
   it('treats LIKE wildcards and non-ASCII names in folder names literally', async () => {

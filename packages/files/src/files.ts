@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
-import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
+import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, encodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import { ObjectTooLargeError, normalizeContentType, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
-import type { FolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
+import type { FolderDto, ListedFolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
 
 export interface OpenedObject {
   object: ObjectDto;
@@ -27,6 +27,20 @@ export function prefixEnd(prefix: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The least path past a listing's entry `key` (SQL): past a folder `f/`, `f0` (`0` follows `/`,
+ * and every path under `f/` is below it); past an object, the path with the least character
+ * added (no path holds NUL).
+ */
+function nextAfter(key: RawBuilder<unknown>, folder: RawBuilder<unknown>): RawBuilder<string> {
+  return sql<string>`(CASE WHEN ${folder} THEN ${folderEnd(key)} ELSE ${key} || ${'\u0001'} END)`;
+}
+
+/** prefixEnd of a folder `f/` (SQL): `f0`. */
+function folderEnd(folder: RawBuilder<unknown>): RawBuilder<string> {
+  return sql<string>`(left(${folder}, -1) || '0')`;
+}
+
 /** The objects whose path starts with `prefix`, as that range of the primary key. */
 function pathStartsWith(prefix: string) {
   const end = prefixEnd(prefix);
@@ -44,6 +58,9 @@ function toObjectDto(r: ObjectRow): ObjectDto {
     updated_by: r.updated_by,
   };
 }
+
+/** How far a listing by folder counts the objects under each folder (decision 0199). */
+export const FOLDER_COUNT_LIMIT = 1_000;
 
 const blobKey = (workspaceId: string, id: string) => `${workspaceId}/${id}`;
 
@@ -249,6 +266,77 @@ export class WorkspaceFiles {
     if (after) q = q.where('path', '>', after[0]);
     const rows = await q.execute();
     return keysetPage(rows, limit, (r) => [r.path], toObjectDto);
+  }
+
+  /**
+   * A listing by `delimiter=/` (decision 0199): what lies directly under `prefix`, in path order,
+   * a page of at most `limit` entries (objects and folders together): the objects whose path
+   * has no `/` after the prefix, and for the others one folder each, the prefix up to that `/`
+   * (as S3's common prefixes), with the number of objects under it (up to FOLDER_COUNT_LIMIT).
+   *
+   * One statement walks the primary key from entry to entry: after an object, the next path;
+   * after a folder, the first path beyond its range (`folder/` ends before `folder0`). A page
+   * costs its entries' index probes and the counts, never the rest of the subtree. The cursor is
+   * the last entry's key (a folder's ends in `/`, which no object path does).
+   */
+  async listByFolder(
+    workspaceId: string,
+    prefix: string,
+    limit: number,
+    cursor: string | undefined,
+  ): Promise<{ items: ObjectDto[]; folders: ListedFolderDto[]; next_cursor: string | null }> {
+    validatePrefix(prefix);
+    const after = decodeCursor(cursor, ['text'])?.[0];
+    // The page starts at the prefix, and after the cursor's entry.
+    const fromCursor = after === undefined ? sql`true` : sql`path >= ${nextAfter(sql`${after}::text`, sql`${after.endsWith('/')}`)}`;
+    const end = prefixEnd(prefix);
+    const inRange = end === undefined ? sql`true` : sql`path < ${end}`;
+    // The entry a path belongs to: itself, or the folder of its first `/` after the prefix.
+    const entryOf = (path: RawBuilder<unknown>) => sql`
+      SELECT CASE WHEN slash > 0 THEN left(${path}, char_length(${prefix}) + slash) ELSE ${path} END AS key, slash > 0 AS folder
+      FROM (SELECT strpos(substr(${path}, char_length(${prefix}) + 1), '/') AS slash) s`;
+    const { rows } = await sql<{ key: string; folder: boolean; object: ObjectRow | null; under: string | null }>`
+      WITH RECURSIVE walk(key, folder, n) AS (
+        (SELECT e.key, e.folder, 1
+          FROM (SELECT path FROM objects WHERE workspace_id = ${workspaceId} AND path >= ${prefix} AND ${fromCursor} AND ${inRange} ORDER BY path LIMIT 1) o,
+          LATERAL (${entryOf(sql.ref('o.path'))}) e)
+        UNION ALL
+        (SELECT e.key, e.folder, w.n + 1
+          FROM walk w,
+          LATERAL (SELECT path FROM objects
+            WHERE workspace_id = ${workspaceId}
+              AND path >= ${nextAfter(sql.ref('w.key'), sql.ref('w.folder'))}
+              AND ${inRange}
+            ORDER BY path LIMIT 1) o,
+          LATERAL (${entryOf(sql.ref('o.path'))}) e
+          WHERE w.n <= ${limit})
+      )
+      SELECT w.key, w.folder, to_jsonb(obj) AS object, c.under
+      FROM walk w
+      LEFT JOIN objects obj ON NOT w.folder AND obj.workspace_id = ${workspaceId} AND obj.path = w.key
+      CROSS JOIN LATERAL (
+        SELECT count(*) AS under FROM (
+          SELECT 1 FROM objects
+          WHERE w.folder AND w.n <= ${limit}
+            AND workspace_id = ${workspaceId} AND path >= w.key AND path < ${folderEnd(sql.ref('w.key'))}
+          LIMIT ${FOLDER_COUNT_LIMIT + 1}
+        ) u
+      ) c
+      ORDER BY w.n`.execute(this.db);
+    const page = rows.slice(0, limit);
+    const items: ObjectDto[] = [];
+    const folders: ListedFolderDto[] = [];
+    for (const r of page) {
+      if (r.folder) {
+        const count = Number(r.under ?? 0);
+        folders.push({ path: r.key, object_count: Math.min(count, FOLDER_COUNT_LIMIT), object_count_capped: count > FOLDER_COUNT_LIMIT });
+      } else if (r.object !== null) {
+        // (to_jsonb gives the row's times as text.)
+        items.push(toObjectDto({ ...r.object, updated_at: new Date(r.object.updated_at) }));
+      }
+    }
+    const last = page[page.length - 1];
+    return { items, folders, next_cursor: rows.length > limit && last !== undefined ? encodeCursor([last.key]) : null };
   }
 
   /**

@@ -1,3 +1,14 @@
-export { WorkspaceFiles, storedBytes } from './files.js';
+export { WorkspaceFiles, storedBytes, FOLDER_COUNT_LIMIT } from './files.js';
 export type { OpenedObject, WorkspaceFilesOptions } from './files.js';
-export { ObjectSchema, VersionSchema, TrashItemSchema, FolderSchema, type ObjectDto, type VersionDto, type TrashItemDto, type FolderDto } from './schemas.js';
+export {
+  ObjectSchema,
+  VersionSchema,
+  TrashItemSchema,
+  FolderSchema,
+  ListedFolderSchema,
+  type ObjectDto,
+  type ListedFolderDto,
+  type VersionDto,
+  type TrashItemDto,
+  type FolderDto,
+} from './schemas.js';

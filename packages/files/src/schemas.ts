@@ -53,3 +53,18 @@ export const FolderSchema = Type.Object({
   updated_at: Type.String({ format: 'date-time' }),
 });
 export type FolderDto = Static<typeof FolderSchema>;
+
+/**
+ * A folder in a listing by `delimiter=/` (decision 0199): the prefix its objects share, up to and
+ * with the delimiter (as S3's common prefixes), and how many objects lie anywhere under it,
+ * counted up to FOLDER_COUNT_LIMIT.
+ */
+export const ListedFolderSchema = Type.Object({
+  /** The folder's prefix, ending in `/`: the `prefix` to list it by. */
+  path: Type.String(),
+  /** The objects under it, at most FOLDER_COUNT_LIMIT. */
+  object_count: Type.Integer(),
+  /** true when it holds more objects than `object_count` (the count stopped at its limit). */
+  object_count_capped: Type.Boolean(),
+});
+export type ListedFolderDto = Static<typeof ListedFolderSchema>;

@@ -28,6 +28,7 @@ type Json<P extends keyof paths, M extends keyof paths[P]> = paths[P][M] extends
 export type Me = Json<'/api/v1/auth/me', 'get'>;
 export type ObjectList = Json<'/api/v1/data-resources/{ws}/objects', 'get'>;
 export type StoredObject = ObjectList['items'][number];
+export type ListedFolder = NonNullable<ObjectList['folders']>[number];
 export type TrashList = Json<'/api/v1/data-resources/{ws}/trash', 'get'>;
 export type TrashItem = TrashList['items'][number];
 export type VersionList = Json<'/api/v1/data-resources/{ws}/versions/{*}', 'get'>;

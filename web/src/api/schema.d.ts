@@ -3398,13 +3398,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List objects by prefix */
+        /**
+         * List objects by prefix
+         * @description With `delimiter=/` (decision 0199), a page lists what lies directly under the prefix: the objects whose path has no `/` after it in `items`, and for the others one entry per folder in `folders` (the prefix up to that `/`, as S3's common prefixes) with the number of objects under it; `limit` counts both.
+         */
         get: {
             parameters: {
                 query?: {
                     limit?: number;
                     cursor?: string;
                     prefix?: string;
+                    delimiter?: "/";
                 };
                 header?: never;
                 path: {
@@ -3423,6 +3427,11 @@ export interface paths {
                         "application/json": {
                             items: components["schemas"]["def-6"][];
                             next_cursor: string | null;
+                            folders?: {
+                                path: string;
+                                object_count: number;
+                                object_count_capped: boolean;
+                            }[];
                         };
                     };
                 };

@@ -13,7 +13,7 @@ import {
   type ReactElement,
   type Ref,
 } from 'react';
-import { api, describeError, objectUrl, type Me, type StoredObject, type VersionItem } from '../api/client';
+import { api, describeError, objectUrl, type ListedFolder, type Me, type StoredObject, type VersionItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime, Link, PartBoundary } from '../components';
 import { filesPath } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
@@ -37,18 +37,29 @@ interface Upload {
 
 type SortKey = 'name' | 'size' | 'updated';
 
-/** Pages of 1 000 the file browser reads at most under one folder (100 000 objects). */
+/** Pages of 1 000 entries the file browser reads at most in one folder (100 000 files and folders). */
 const LIST_PAGES = 100;
 
-/** Every object under `prefix`, following the list's cursor, up to LIST_PAGES pages (then `complete` is false). */
-function listAll(ws: string, prefix: string): Promise<Collected<StoredObject>> {
+/** What lies directly in a folder: a file, or a sub-folder with the number of files under it. */
+type Entry = { kind: 'file'; object: StoredObject } | { kind: 'folder'; folder: ListedFolder };
+
+/**
+ * What lies directly in `prefix` (the listing by `delimiter=/`, decision 0199: the server walks
+ * past each sub-folder, so a folder's page never costs the files deep below it), following the
+ * list's cursor, up to LIST_PAGES pages (then `complete` is false).
+ */
+function listAll(ws: string, prefix: string): Promise<Collected<Entry>> {
   return collectPages(async (cursor) => {
     const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
-      params: { path: { ws }, query: { prefix, limit: 1000, ...(cursor ? { cursor } : {}) } },
+      params: { path: { ws }, query: { prefix, delimiter: '/', limit: 1000, ...(cursor ? { cursor } : {}) } },
     });
     // eslint-disable-next-line @typescript-eslint/only-throw-error -- the API's error body ({ error, message }); describeError reads it
     if (error) throw error;
-    return data;
+    const entries: Entry[] = [
+      ...(data.folders ?? []).map((folder) => ({ kind: 'folder' as const, folder })),
+      ...data.items.map((object) => ({ kind: 'file' as const, object })),
+    ];
+    return { items: entries, next_cursor: data.next_cursor };
   }, LIST_PAGES);
 }
 
@@ -57,13 +68,13 @@ function listAll(ws: string, prefix: string): Promise<Collected<StoredObject>> {
  * file browser's first load does not wait for two round trips in a row. Used once, by the page
  * for the same folder.
  */
-let early: { key: string; list: Promise<Collected<StoredObject>> } | null = null;
+let early: { key: string; list: Promise<Collected<Entry>> } | null = null;
 export function prefetchListing(ws: string, prefix: string): void {
   const list = listAll(ws, prefix);
   list.catch(() => undefined);
   early = { key: `${ws}\0${prefix}`, list };
 }
-function takeListing(ws: string, prefix: string): Promise<Collected<StoredObject>> {
+function takeListing(ws: string, prefix: string): Promise<Collected<Entry>> {
   const hit = early?.key === `${ws}\0${prefix}` ? early.list : undefined;
   early = null;
   // A prefetch that failed (say, before logging in) is asked again, never shown as the answer.
@@ -75,8 +86,8 @@ let uploadIds = 0;
 export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: string }) {
   const role = roleIn(me, ws);
   const writable = canWrite(role);
-  const [listing, setListing] = useState<Collected<StoredObject> | null>(null);
-  const objects = listing?.items ?? null;
+  const [listing, setListing] = useState<Collected<Entry> | null>(null);
+  const entries = listing?.items ?? null;
   const [error, setError] = useState<string | null>(null);
   const [rowError, setRowError] = useState<{ path: string; message: string } | null>(null);
   const [search, setSearch] = useState('');
@@ -105,17 +116,13 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     void load();
   }, [load]);
 
-  // Folders are the first path segment below the prefix; files are the objects directly in it.
+  // Sub-folders (name, files under it, whether that count is a lower bound) and the files directly in the folder.
   const { folders, files } = useMemo(() => {
-    const folderSet = new Map<string, number>();
+    const folderList: [name: string, count: number, capped: boolean][] = [];
     const direct: StoredObject[] = [];
-    for (const o of objects ?? []) {
-      const rest = o.path.slice(prefix.length);
-      const slash = rest.indexOf('/');
-      if (slash >= 0) {
-        const name = rest.slice(0, slash);
-        folderSet.set(name, (folderSet.get(name) ?? 0) + 1);
-      } else direct.push(o);
+    for (const e of entries ?? []) {
+      if (e.kind === 'folder') folderList.push([e.folder.path.slice(prefix.length, -1), e.folder.object_count, e.folder.object_count_capped]);
+      else direct.push(e.object);
     }
     const q = search.trim().toLowerCase();
     const match = (name: string) => q === '' || name.toLowerCase().includes(q);
@@ -127,9 +134,9 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
         if (sort.key === 'updated') return a.updated_at.localeCompare(b.updated_at) * dir;
         return a.path.localeCompare(b.path) * dir;
       });
-    const folderList = [...folderSet.entries()].filter(([n]) => match(n)).sort(([a], [b]) => a.localeCompare(b) * (sort.key === 'name' ? dir : 1));
-    return { folders: folderList, files: sorted };
-  }, [objects, prefix, search, sort]);
+    const shown = folderList.filter(([n]) => match(n)).sort(([a], [b]) => a.localeCompare(b) * (sort.key === 'name' ? dir : 1));
+    return { folders: shown, files: sorted };
+  }, [entries, prefix, search, sort]);
 
   const startUploads = (list: FileList | File[]) => {
     for (const file of Array.from(list)) {
@@ -267,14 +274,14 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
         </ul>
       ) : null}
       <ErrorText error={error} />
-      {objects === null && !error ? <p aria-busy="true">Loading files…</p> : null}
-      {objects !== null && !listing?.complete ? (
+      {entries === null && !error ? <p aria-busy="true">Loading files…</p> : null}
+      {entries !== null && !listing?.complete ? (
         <p role="status">
-          This folder holds more than {objects.length.toLocaleString()} files: only those are listed here (folders and counts included). Open a sub-folder, or
-          use the workspace&apos;s WebDAV tree or its JupyterLab, to reach the others.
+          This folder holds more than {entries.length.toLocaleString()} files and folders: only those are listed here. Open a sub-folder, or use the
+          workspace&apos;s WebDAV tree or its JupyterLab, to reach the others.
         </p>
       ) : null}
-      {objects !== null && folders.length === 0 && files.length === 0 ? (
+      {entries !== null && folders.length === 0 && files.length === 0 ? (
         <p className="empty">
           {search
             ? 'No file matches this search.'
@@ -283,7 +290,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
               : 'No files here yet.'}
         </p>
       ) : null}
-      {objects !== null && (folders.length > 0 || files.length > 0) ? (
+      {entries !== null && (folders.length > 0 || files.length > 0) ? (
         <table className="listing files-table" aria-rowcount={folders.length + files.length + 1}>
           <caption className="visually-hidden">Files in {prefix || 'the workspace root'}</caption>
           <thead>
@@ -304,14 +311,15 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
             count={folders.length + files.length}
             row={(i, at) => {
               if (i < folders.length) {
-                const [name, count] = folders[i]!;
+                const [name, count, capped] = folders[i]!;
                 return (
                   <tr key={`d:${name}`} {...at}>
                     <td>
                       <Link to={filesPath(ws, prefix + name)}>📁 {name}/</Link>
                     </td>
                     <td>
-                      {count} {count === 1 ? 'file' : 'files'}
+                      {count.toLocaleString()}
+                      {capped ? '+' : ''} {count === 1 && !capped ? 'file' : 'files'}
                     </td>
                     <td />
                     <td />

@@ -143,6 +143,39 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect((await get('objects?prefix=../')).status).toBe(400);
   });
 
+  it('lists by folder with delimiter=/: the objects directly under the prefix, one entry per sub-folder with its count, pages of both', async () => {
+    for (const p of ['tree/a.txt', 'tree/b/1', 'tree/b/2', 'tree/b/c/3', 'tree/d.txt', 'tree0']) await put(p, p);
+    type Page = {
+      items: { path: string; sha256: string }[];
+      folders: { path: string; object_count: number; object_count_capped: boolean }[];
+      next_cursor: string | null;
+    };
+    const whole = (await (await get('objects?prefix=tree/&delimiter=/')).json()) as Page;
+    expect(whole.items.map((i) => i.path)).toEqual(['tree/a.txt', 'tree/d.txt']);
+    expect(whole.items[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(whole.folders).toEqual([{ path: 'tree/b/', object_count: 3, object_count_capped: false }]);
+    expect(whole.next_cursor).toBeNull();
+    // `limit` counts objects and folders together; the cursor goes on after a folder's whole range.
+    const seen: string[] = [];
+    let cursor = '';
+    for (let n = 0; n < 5; n++) {
+      const page = (await (await get(`objects?prefix=tree/&delimiter=/&limit=1${cursor}`, viewer.token)).json()) as Page;
+      seen.push(...page.items.map((i) => i.path), ...page.folders.map((f) => f.path));
+      if (page.next_cursor === null) break;
+      cursor = `&cursor=${page.next_cursor}`;
+    }
+    expect(seen).toEqual(['tree/a.txt', 'tree/b/', 'tree/d.txt']);
+    // Without the delimiter the list is as before (no folders field).
+    expect(Object.keys((await (await get('objects?prefix=tree/')).json()) as object).sort()).toEqual(['items', 'next_cursor']);
+    const bad = await get('objects?prefix=tree/&delimiter=,');
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: string }).error).toBe('invalid_request');
+    expect((await get('objects?delimiter=/&cursor=bm90IGEgY3Vyc29y')).status).toBe(400);
+    expect((await get('objects?prefix=../&delimiter=/')).status).toBe(400);
+    expect((await get('objects?delimiter=/', stranger.token)).status).toBe(404);
+    expect((await fetch(url('objects?delimiter=/'))).status).toBe(401);
+  });
+
   it('moves deleted objects to the trash; restores (409 when live again) and purges', async () => {
     await put('t/file.txt', 'trash me');
     expect((await fetch(url('objects/t/file.txt'), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(204);

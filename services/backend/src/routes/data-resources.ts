@@ -7,7 +7,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import { BadRequestError, ListQuery, PayloadTooLargeError, RangeNotSatisfiableError, listResponse, requestBody } from '@codeagent/service-kit';
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
-import { ObjectSchema, TrashItemSchema, VersionSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
+import { ListedFolderSchema, ObjectSchema, TrashItemSchema, VersionSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
 import { objectContentHeaders } from './object-headers.js';
 
@@ -216,14 +216,24 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       schema: {
         tags,
         summary: 'List objects by prefix',
+        description:
+          "With `delimiter=/` (decision 0199), a page lists what lies directly under the prefix: the objects whose path has no `/` after it in `items`, and for the others one entry per folder in `folders` (the prefix up to that `/`, as S3's common prefixes) with the number of objects under it; `limit` counts both.",
         params: Ws,
-        querystring: Type.Composite([ListQuery, Type.Object({ prefix: Type.Optional(Type.String({ maxLength: 1024 })) })]),
-        response: { 200: listResponse(ObjectSchema), ...errors(400, 401, 404) },
+        querystring: Type.Composite([
+          ListQuery,
+          Type.Object({ prefix: Type.Optional(Type.String({ maxLength: 1024 })), delimiter: Type.Optional(Type.Literal('/')) }),
+        ]),
+        response: {
+          200: Type.Composite([listResponse(ObjectSchema), Type.Object({ folders: Type.Optional(Type.Array(ListedFolderSchema)) })]),
+          ...errors(400, 401, 404),
+        },
       },
     },
     async (req) => {
+      const { ws } = req.params;
+      const { prefix = '', limit = 100, cursor } = req.query;
       try {
-        return await files.list(req.params.ws, req.query.prefix ?? '', req.query.limit ?? 100, req.query.cursor);
+        return req.query.delimiter === undefined ? await files.list(ws, prefix, limit, cursor) : await files.listByFolder(ws, prefix, limit, cursor);
       } catch (err) {
         if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { prefix: err.reason });
         throw err;
