@@ -2,7 +2,15 @@ import { Readable } from 'node:stream';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConflictError, NotFoundError } from '@codeagent/service-kit';
-import { FOLDER_COUNT_LIMIT, prefixEnd, type WorkspaceFiles } from './files.js';
+import { FOLDER_COUNT_LIMIT, folderPageQuery, prefixEnd, type WorkspaceFiles } from './files.js';
+
+interface PlanNode {
+  'Relation Name'?: string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  'Rows Removed by Filter'?: number;
+  Plans?: PlanNode[];
+}
 import { createTestFiles, type TestFiles } from './testing.js';
 
 /** The folder view and renames of WorkspaceFiles, which the WebDAV tree is built on. */
@@ -119,6 +127,30 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
     const next = await files.listByFolder(ws, '', 1, page.next_cursor!);
     expect(next.folders).toEqual([{ path: 'small/', object_count: 1, object_count_capped: false }]);
     expect(next.next_cursor).toBeNull();
+  });
+
+  it('reads for a page its entries and the counts, never the rest of the folders beside them (rows in the plan)', async () => {
+    for (const p of ['a.txt', 'small/1', 'small/2/3', 'z.txt']) await write(p, p);
+    await sql`INSERT INTO objects (workspace_id, path, version_id, size, sha256, content_type)
+      SELECT ${ws}, 'big/' || lpad(i::text, 6, '0'), gen_random_uuid(), 1, 'x', 'text/plain'
+      FROM generate_series(1, ${FOLDER_COUNT_LIMIT * 5}) i`.execute(fixture.t.database.db);
+    /** Rows the statement read from `objects`: every scan of it, what it kept and what its filter dropped, times its loops. */
+    const rowsRead = async (prefix: string, limit: number, after?: string) => {
+      const { rows } = await sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>`EXPLAIN (ANALYZE, FORMAT JSON) ${folderPageQuery(ws, prefix, limit, after)}`.execute(
+        fixture.t.database.db,
+      );
+      const sum = (n: PlanNode): number =>
+        (n['Relation Name'] === 'objects' ? (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0)) * n['Actual Loops'] : 0) +
+        (n.Plans ?? []).reduce((a, c) => a + sum(c), 0);
+      return sum(rows[0]!['QUERY PLAN'][0].Plan);
+    };
+    // The root: four entries; the big folder is read only to count it, up to the limit.
+    const root = await rowsRead('', 100);
+    expect(root).toBeGreaterThan(FOLDER_COUNT_LIMIT);
+    expect(root).toBeLessThan(FOLDER_COUNT_LIMIT + 50);
+    // After the big folder, nothing of it is read again.
+    expect(await rowsRead('', 100, 'big/')).toBeLessThan(50);
+    expect(await rowsRead('small/', 1)).toBeLessThan(20);
   });
 
   it('treats LIKE wildcards and non-ASCII names in folder names literally', async () => {

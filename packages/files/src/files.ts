@@ -47,6 +47,59 @@ function pathStartsWith(prefix: string) {
   return (eb: ExpressionBuilder<DB, 'objects'>) => (end === undefined ? eb('path', '>=', prefix) : eb.and([eb('path', '>=', prefix), eb('path', '<', end)]));
 }
 
+type FolderPageRow = Omit<ObjectRow, 'workspace_id' | 'path'> & { key: string; folder: boolean; under: string };
+
+/**
+ * The statement of `WorkspaceFiles.listByFolder` (exported for its tests, which read its plan):
+ * `limit + 1` entries under `prefix` after the entry `after`, in path order.
+ */
+export function folderPageQuery(workspaceId: string, prefix: string, limit: number, after: string | undefined): RawBuilder<FolderPageRow> {
+  // The page starts at the prefix, or after the cursor's entry when that is further.
+  const start =
+    after === undefined
+      ? sql`${prefix}::text`
+      : sql`greatest(${prefix}::text COLLATE "C", ${nextAfter(sql`${after}::text`, sql`${after.endsWith('/')}`)} COLLATE "C")`;
+  const end = prefixEnd(prefix);
+  const inRange = end === undefined ? sql`true` : sql`path < ${end}`;
+  const inFolder = sql`strpos(substr(path, char_length(${prefix}) + 1), '/') > 0`;
+  const objectsOf = sql`objects WHERE workspace_id = ${workspaceId} AND ${inRange}`;
+  // walk: each row a place `lo` the walk reached, with `n` entries before it; `folder` is the
+  // folder it has just passed (none at the start). spans: the objects from each place to the
+  // next folder (or as many as the page still needs).
+  return sql<FolderPageRow>`
+    WITH RECURSIVE walk(lo, folder, n, under) AS (
+      SELECT ${start} COLLATE "C", NULL::text COLLATE "C", 0::bigint, 0::bigint
+      UNION ALL
+      SELECT ${folderEnd(sql.ref('f.key'))}, f.key, w.n + f.before + 1,
+        (SELECT count(*) FROM (SELECT 1 FROM objects WHERE workspace_id = ${workspaceId} AND path >= f.key AND path < ${folderEnd(sql.ref('f.key'))} LIMIT ${FOLDER_COUNT_LIMIT + 1}) u)
+      FROM walk w CROSS JOIN LATERAL (
+        SELECT left(b.path, char_length(${prefix}) + strpos(substr(b.path, char_length(${prefix}) + 1), '/')) AS key,
+          (SELECT count(*) FROM ${objectsOf} AND path >= w.lo AND path < b.path) AS before
+        FROM (
+          SELECT path FROM (SELECT path FROM ${objectsOf} AND path >= w.lo ORDER BY path LIMIT ${limit + 1} - w.n) p
+          WHERE ${inFolder} ORDER BY path LIMIT 1
+        ) b
+      ) f
+      WHERE w.n <= ${limit}
+    ),
+    spans AS (SELECT lo, n, lead(folder) OVER (ORDER BY n) AS upto FROM walk),
+    entries AS (
+      SELECT folder AS key, true AS folder, under, NULL::bigint AS size, NULL AS sha256, NULL AS content_type, NULL::uuid AS version_id,
+        NULL::timestamptz AS updated_at, NULL::uuid AS updated_by
+      FROM walk WHERE folder IS NOT NULL
+      UNION ALL
+      SELECT o.path, false, 0, o.size, o.sha256, o.content_type, o.version_id, o.updated_at, o.updated_by FROM spans s CROSS JOIN LATERAL (
+        -- (Two forms, so that the index scan stops at the next folder: an OR would be a filter.)
+        SELECT * FROM ${objectsOf} AND path >= s.lo AND path < s.upto ORDER BY path LIMIT ${limit + 1} - s.n
+      ) o WHERE s.upto IS NOT NULL
+      UNION ALL
+      SELECT o.path, false, 0, o.size, o.sha256, o.content_type, o.version_id, o.updated_at, o.updated_by FROM spans s CROSS JOIN LATERAL (
+        SELECT * FROM ${objectsOf} AND path >= s.lo ORDER BY path LIMIT ${limit + 1} - s.n
+      ) o WHERE s.upto IS NULL
+    )
+    SELECT * FROM entries ORDER BY key COLLATE "C" LIMIT ${limit + 1}`;
+}
+
 function toObjectDto(r: ObjectRow): ObjectDto {
   return {
     path: r.path,
@@ -274,10 +327,12 @@ export class WorkspaceFiles {
    * has no `/` after the prefix, and for the others one folder each, the prefix up to that `/`
    * (as S3's common prefixes), with the number of objects under it (up to FOLDER_COUNT_LIMIT).
    *
-   * One statement walks the primary key from entry to entry: after an object, the next path;
-   * after a folder, the first path beyond its range (`folder/` ends before `folder0`). A page
-   * costs its entries' index probes and the counts, never the rest of the subtree. The cursor is
-   * the last entry's key (a folder's ends in `/`, which no object path does).
+   * One statement walks the primary key from folder to folder: from where it stands, it reads
+   * paths in order (no more than the page still needs) up to the first one in a folder, then
+   * goes on past that folder's range (`folder/` ends before `folder0`). The paths it read on the
+   * way are the page's objects; the folders' contents are never read but to count them. A page
+   * costs its entries and the counts, never the rest of the subtree. The cursor is the last
+   * entry's key (a folder's ends in `/`, which no object path does).
    */
   async listByFolder(
     workspaceId: string,
@@ -287,53 +342,15 @@ export class WorkspaceFiles {
   ): Promise<{ items: ObjectDto[]; folders: ListedFolderDto[]; next_cursor: string | null }> {
     validatePrefix(prefix);
     const after = decodeCursor(cursor, ['text'])?.[0];
-    // The page starts at the prefix, and after the cursor's entry.
-    const fromCursor = after === undefined ? sql`true` : sql`path >= ${nextAfter(sql`${after}::text`, sql`${after.endsWith('/')}`)}`;
-    const end = prefixEnd(prefix);
-    const inRange = end === undefined ? sql`true` : sql`path < ${end}`;
-    // The entry a path belongs to: itself, or the folder of its first `/` after the prefix.
-    const entryOf = (path: RawBuilder<unknown>) => sql`
-      SELECT CASE WHEN slash > 0 THEN left(${path}, char_length(${prefix}) + slash) ELSE ${path} END AS key, slash > 0 AS folder
-      FROM (SELECT strpos(substr(${path}, char_length(${prefix}) + 1), '/') AS slash) s`;
-    const { rows } = await sql<{ key: string; folder: boolean; object: ObjectRow | null; under: string | null }>`
-      WITH RECURSIVE walk(key, folder, n) AS (
-        (SELECT e.key, e.folder, 1
-          FROM (SELECT path FROM objects WHERE workspace_id = ${workspaceId} AND path >= ${prefix} AND ${fromCursor} AND ${inRange} ORDER BY path LIMIT 1) o,
-          LATERAL (${entryOf(sql.ref('o.path'))}) e)
-        UNION ALL
-        (SELECT e.key, e.folder, w.n + 1
-          FROM walk w,
-          LATERAL (SELECT path FROM objects
-            WHERE workspace_id = ${workspaceId}
-              AND path >= ${nextAfter(sql.ref('w.key'), sql.ref('w.folder'))}
-              AND ${inRange}
-            ORDER BY path LIMIT 1) o,
-          LATERAL (${entryOf(sql.ref('o.path'))}) e
-          WHERE w.n <= ${limit})
-      )
-      SELECT w.key, w.folder, to_jsonb(obj) AS object, c.under
-      FROM walk w
-      LEFT JOIN objects obj ON NOT w.folder AND obj.workspace_id = ${workspaceId} AND obj.path = w.key
-      CROSS JOIN LATERAL (
-        SELECT count(*) AS under FROM (
-          SELECT 1 FROM objects
-          WHERE w.folder AND w.n <= ${limit}
-            AND workspace_id = ${workspaceId} AND path >= w.key AND path < ${folderEnd(sql.ref('w.key'))}
-          LIMIT ${FOLDER_COUNT_LIMIT + 1}
-        ) u
-      ) c
-      ORDER BY w.n`.execute(this.db);
+    const { rows } = await folderPageQuery(workspaceId, prefix, limit, after).execute(this.db);
     const page = rows.slice(0, limit);
     const items: ObjectDto[] = [];
     const folders: ListedFolderDto[] = [];
     for (const r of page) {
       if (r.folder) {
-        const count = Number(r.under ?? 0);
+        const count = Number(r.under);
         folders.push({ path: r.key, object_count: Math.min(count, FOLDER_COUNT_LIMIT), object_count_capped: count > FOLDER_COUNT_LIMIT });
-      } else if (r.object !== null) {
-        // (to_jsonb gives the row's times as text.)
-        items.push(toObjectDto({ ...r.object, updated_at: new Date(r.object.updated_at) }));
-      }
+      } else items.push(toObjectDto({ ...r, workspace_id: workspaceId, path: r.key }));
     }
     const last = page[page.length - 1];
     return { items, folders, next_cursor: rows.length > limit && last !== undefined ? encodeCursor([last.key]) : null };
