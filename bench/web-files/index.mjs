@@ -6,7 +6,7 @@
 //     /workspaces/{ws}/files/ until the table announces every file and shows its first screen of
 //     rows (it is windowed beyond 150 rows; the last file is then checked by scrolling, untimed); measured in the page
 //     (performance.now() from the navigation's start), BENCH_RUNS times (default 10);
-//   - anchor: in the same page, fetch(`…/objects?prefix=&limit=1000`) and its JSON, the request
+//   - anchor: in the same page, fetch(`…/objects?prefix=&delimiter=/&limit=1000`) and its JSON, the request
 //     the page itself makes; also the HTML + initial JavaScript alone (the app's shell: the
 //     login page, which lists nothing).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -125,7 +125,7 @@ for (let run = 0; run < RUNS; run++) {
   apiListing.push(
     await page.evaluate(async (w) => {
       const t0 = performance.now();
-      const res = await fetch(`/api/v1/data-resources/${w}/objects?prefix=&limit=1000`, { cache: 'no-store' });
+      const res = await fetch(`/api/v1/data-resources/${w}/objects?prefix=&delimiter=/&limit=1000`, { cache: 'no-store' });
       const body = await res.json();
       if (body.items.length === 0) throw new Error('empty listing');
       return performance.now() - t0;
