@@ -34,4 +34,28 @@ describe('collectPages: every page of a list, or as many as allowed and the word
   it('a list of exactly maxPages pages is complete', async () => {
     expect((await collectPages(list(30, 10), 3)).complete).toBe(true);
   });
+
+  it('shows what has arrived after the first page and then after pages 2, 4, 8, … while more follow; stops when told', async () => {
+    const seen: number[] = [];
+    const got = await collectPages(list(95, 10), 100, (soFar) => {
+      expect(soFar.complete).toBe(false);
+      seen.push(soFar.items.length);
+    });
+    expect(seen).toEqual([10, 20, 40, 80]);
+    expect(got).toEqual({ items: Array.from({ length: 95 }, (_, i) => i), complete: true });
+    // A snapshot, not the array being filled.
+    let first: number[] = [];
+    await collectPages(list(30, 10), 100, (soFar) => {
+      if (first.length === 0) first = soFar.items;
+    });
+    expect(first).toHaveLength(10);
+    const asked: (string | undefined)[] = [];
+    const stopped = await collectPages(list(1000, 10, asked), 100, (soFar) => soFar.items.length < 20);
+    expect(asked).toEqual([undefined, '10']);
+    expect(stopped).toEqual({ items: Array.from({ length: 20 }, (_, i) => i), complete: false });
+    // Not told after the last page it may read.
+    const atMax: number[] = [];
+    await collectPages(list(1000, 10), 2, (soFar) => void atMax.push(soFar.items.length));
+    expect(atMax).toEqual([10]);
+  });
 });

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
+import { randomUUID } from 'node:crypto';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -801,6 +802,46 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByText(/Archive \(deleted/).waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
+
+  it('a folder of 2 500 files shows its first page of 1 000 while the rest arrives, then all of them', async () => {
+    const owner = await createAndLogin(b, 'long@example.com');
+    const long = await createWorkspace(b, 'Long folder');
+    await addMembers(b, long, [[owner, 'viewer']]);
+    const name = (i: number) => `g-${String(i).padStart(4, '0')}.csv`;
+    // Rows only: the listing reads no content.
+    await b.t.database.db
+      .insertInto('objects')
+      .values(
+        Array.from({ length: 2500 }, (_, i) => ({
+          workspace_id: long,
+          path: name(i),
+          version_id: randomUUID(),
+          size: 1,
+          sha256: '0'.repeat(64),
+          content_type: 'text/csv',
+        })),
+      )
+      .execute();
+    const page = await newPage();
+    // The pages after the first wait until the test lets them through.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await page.route(/\/objects\?.*cursor=/, async (route) => {
+      await held;
+      await route.continue();
+    });
+    await logIn(page, base, 'long@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${long}/files/`)}`);
+    const table = page.locator('table.files-table');
+    await page.getByRole('link', { name: name(0), exact: true }).waitFor(UI_WAIT);
+    expect(await table.getAttribute('aria-rowcount')).toBe('1001');
+    await page.getByText('Loading the rest of this folder… 1,000 files and folders so far.').waitFor(UI_WAIT);
+    release();
+    await expect.poll(() => table.getAttribute('aria-rowcount'), UI_WAIT).toBe('2501');
+    expect(await page.getByText(/Loading the rest of this folder/).count()).toBe(0);
+    expect(await page.getByText(/only those are listed here/).count()).toBe(0);
+    await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+    await page.getByRole('link', { name: name(2499), exact: true }).waitFor(UI_WAIT);
+  }, 120_000);
 
   it('a folder of 400 files shows its first screen at once and every file on scrolling; search, sort and delete reach rows far down', async () => {
     const owner = await createAndLogin(b, 'many@example.com');

@@ -19,7 +19,7 @@ import { filesPath } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { encodePath } from '../nav';
-import { collectPages, type Collected } from '../paging';
+import { collectPages, type Collected, type Page } from '../paging';
 
 // Previews (CSV, notebooks, …) load on demand: their code is not part of the first page load.
 const Preview = lazy(() => import('../preview/Preview'));
@@ -43,42 +43,43 @@ const LIST_PAGES = 100;
 /** What lies directly in a folder: a file, or a sub-folder with the number of files under it. */
 type Entry = { kind: 'file'; object: StoredObject } | { kind: 'folder'; folder: ListedFolder };
 
-/**
- * What lies directly in `prefix` (the listing by `delimiter=/`, decision 0199: the server walks
- * past each sub-folder, so a folder's page never costs the files deep below it), following the
- * list's cursor, up to LIST_PAGES pages (then `complete` is false).
- */
-function listAll(ws: string, prefix: string): Promise<Collected<Entry>> {
-  return collectPages(async (cursor) => {
-    const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
-      params: { path: { ws }, query: { prefix, delimiter: '/', limit: 1000, ...(cursor ? { cursor } : {}) } },
-    });
-    // eslint-disable-next-line @typescript-eslint/only-throw-error -- the API's error body ({ error, message }); describeError reads it
-    if (error) throw error;
-    const entries: Entry[] = [
-      ...(data.folders ?? []).map((folder) => ({ kind: 'folder' as const, folder })),
-      ...data.items.map((object) => ({ kind: 'file' as const, object })),
-    ];
-    return { items: entries, next_cursor: data.next_cursor };
-  }, LIST_PAGES);
+/** One page of what lies directly in `prefix` (the listing by `delimiter=/`, decision 0199). */
+async function listPage(ws: string, prefix: string, cursor: string | undefined): Promise<Page<Entry>> {
+  const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
+    params: { path: { ws }, query: { prefix, delimiter: '/', limit: 1000, ...(cursor ? { cursor } : {}) } },
+  });
+  // eslint-disable-next-line @typescript-eslint/only-throw-error -- the API's error body ({ error, message }); describeError reads it
+  if (error) throw error;
+  const entries: Entry[] = [
+    ...(data.folders ?? []).map((folder) => ({ kind: 'folder' as const, folder })),
+    ...data.items.map((object) => ({ kind: 'file' as const, object })),
+  ];
+  return { items: entries, next_cursor: data.next_cursor };
 }
 
 /**
- * A listing asked for at start-up, while the session check (`/auth/me`) is under way, so that the
- * file browser's first load does not wait for two round trips in a row. Used once, by the page
- * for the same folder.
+ * The first page of a folder asked for at start-up, while the session check (`/auth/me`) is
+ * under way, so that the file browser's first load does not wait for two round trips in a row.
+ * Used once, by the page for the same folder.
  */
-let early: { key: string; list: Promise<Collected<Entry>> } | null = null;
+let early: { key: string; first: Promise<Page<Entry>> } | null = null;
 export function prefetchListing(ws: string, prefix: string): void {
-  const list = listAll(ws, prefix);
-  list.catch(() => undefined);
-  early = { key: `${ws}\0${prefix}`, list };
+  const first = listPage(ws, prefix, undefined);
+  first.catch(() => undefined);
+  early = { key: `${ws}\0${prefix}`, first };
 }
-function takeListing(ws: string, prefix: string): Promise<Collected<Entry>> {
-  const hit = early?.key === `${ws}\0${prefix}` ? early.list : undefined;
+
+/**
+ * What lies directly in `prefix` (the server walks past each sub-folder, so a page never costs
+ * the files deep below it), following the list's cursor up to LIST_PAGES pages (then `complete`
+ * is false); `onProgress` as collectPages gives it.
+ */
+function takeListing(ws: string, prefix: string, onProgress?: (soFar: Collected<Entry>) => boolean | void): Promise<Collected<Entry>> {
+  const hit = early?.key === `${ws}\0${prefix}` ? early.first : undefined;
   early = null;
   // A prefetch that failed (say, before logging in) is asked again, never shown as the answer.
-  return hit ? hit.catch(() => listAll(ws, prefix)) : listAll(ws, prefix);
+  const first = hit?.catch(() => listPage(ws, prefix, undefined));
+  return collectPages((cursor) => (cursor === undefined && first ? first : listPage(ws, prefix, cursor)), LIST_PAGES, onProgress);
 }
 
 let uploadIds = 0;
@@ -86,7 +87,9 @@ let uploadIds = 0;
 export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: string }) {
   const role = roleIn(me, ws);
   const writable = canWrite(role);
-  const [listing, setListing] = useState<Collected<Entry> | null>(null);
+  // `more`: the first pages of a long folder are shown while the rest arrives.
+  const [listing, setListing] = useState<(Collected<Entry> & { more?: boolean }) | null>(null);
+  const loads = useRef(0);
   const entries = listing?.items ?? null;
   const [error, setError] = useState<string | null>(null);
   const [rowError, setRowError] = useState<{ path: string; message: string } | null>(null);
@@ -99,21 +102,36 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const [renaming, setRenaming] = useState<string | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
 
-  const load = useCallback(async () => {
-    try {
-      setListing(await takeListing(ws, prefix));
-      setError(null);
-    } catch (err) {
-      setError(describeError(err));
-    }
-  }, [ws, prefix]);
+  /**
+   * Lists the folder. On opening it (`shown` false) a long folder shows its first pages while the
+   * rest arrives; a refresh of the listing on screen replaces it once whole (no shrinking table
+   * under the reader). Only the newest load writes: an older one stops at its next page.
+   */
+  const load = useCallback(
+    async (shown = true) => {
+      const seq = ++loads.current;
+      const current = () => seq === loads.current;
+      try {
+        const whole = await takeListing(ws, prefix, (soFar) => {
+          if (!current()) return false;
+          if (!shown) setListing({ ...soFar, more: true });
+        });
+        if (!current()) return;
+        setListing(whole);
+        setError(null);
+      } catch (err) {
+        if (current()) setError(describeError(err));
+      }
+    },
+    [ws, prefix],
+  );
 
   useEffect(() => {
     setListing(null);
     setVersionsOf(null);
     setPreviewOf(null);
     setRenaming(null);
-    void load();
+    void load(false);
   }, [load]);
 
   // Sub-folders (name, files under it, whether that count is a lower bound) and the files directly in the folder.
@@ -275,9 +293,14 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       ) : null}
       <ErrorText error={error} />
       {entries === null && !error ? <p aria-busy="true">Loading files…</p> : null}
-      {entries !== null && !listing?.complete ? (
+      {listing?.more ? (
+        <p role="status" aria-busy="true">
+          Loading the rest of this folder… {listing.items.length.toLocaleString()} files and folders so far.
+        </p>
+      ) : null}
+      {listing !== null && !listing.complete && !listing.more ? (
         <p role="status">
-          This folder holds more than {entries.length.toLocaleString()} files and folders: only those are listed here. Open a sub-folder, or use the
+          This folder holds more than {listing.items.length.toLocaleString()} files and folders: only those are listed here. Open a sub-folder, or use the
           workspace&apos;s WebDAV tree or its JupyterLab, to reach the others.
         </p>
       ) : null}
