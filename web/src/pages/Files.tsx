@@ -105,7 +105,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   /**
    * Lists the folder. On opening it (`shown` false) a long folder shows its first pages while the
    * rest arrives; a refresh of the listing on screen replaces it once whole (no shrinking table
-   * under the reader). Only the newest load writes: an older one stops at its next page.
+   * under the reader). Only the newest load writes: an older one, or one of a folder left,
+   * stops at its next page.
    */
   const load = useCallback(
     async (shown = true) => {
@@ -132,6 +133,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     setPreviewOf(null);
     setRenaming(null);
     void load(false);
+    // Leaving the folder (or the page) ends its load at the next page.
+    return () => void loads.current++;
   }, [load]);
 
   // Sub-folders (name, files under it, whether that count is a lower bound) and the files directly in the folder.
