@@ -51,9 +51,16 @@ type FolderPageRow = Omit<ObjectRow, 'workspace_id' | 'path'> & { key: string; f
 
 /**
  * The statement of `WorkspaceFiles.listByFolder` (exported for its tests, which read its plan):
- * `limit + 1` entries under `prefix` after the entry `after`, in path order.
+ * `limit + 1` entries under `prefix` after the entry `after`, in path order; the folders' counts
+ * unless `counts` is false (then 0).
  */
-export function folderPageQuery(workspaceId: string, prefix: string, limit: number, after: string | undefined): RawBuilder<FolderPageRow> {
+export function folderPageQuery(
+  workspaceId: string,
+  prefix: string,
+  limit: number,
+  after: string | undefined,
+  { counts = true }: { counts?: boolean } = {},
+): RawBuilder<FolderPageRow> {
   // The page starts at the prefix, or after the cursor's entry when that is further.
   const start =
     after === undefined
@@ -71,7 +78,7 @@ export function folderPageQuery(workspaceId: string, prefix: string, limit: numb
       SELECT ${start} COLLATE "C", NULL::text COLLATE "C", 0::bigint, 0::bigint
       UNION ALL
       SELECT ${folderEnd(sql.ref('f.key'))}, f.key, w.n + f.before + 1,
-        (SELECT count(*) FROM (SELECT 1 FROM objects WHERE workspace_id = ${workspaceId} AND path >= f.key AND path < ${folderEnd(sql.ref('f.key'))} LIMIT ${FOLDER_COUNT_LIMIT + 1}) u)
+        ${counts ? sql`(SELECT count(*) FROM (SELECT 1 FROM objects WHERE workspace_id = ${workspaceId} AND path >= f.key AND path < ${folderEnd(sql.ref('f.key'))} LIMIT ${FOLDER_COUNT_LIMIT + 1}) u)` : sql`0::bigint`}
       FROM walk w CROSS JOIN LATERAL (
         SELECT left(b.path, char_length(${prefix}) + strpos(substr(b.path, char_length(${prefix}) + 1), '/')) AS key,
           (SELECT count(*) FROM ${objectsOf} AND path >= w.lo AND path < b.path) AS before
@@ -366,12 +373,13 @@ export class WorkspaceFiles {
     const rest = sql<string>`substr(path, char_length(${folder}) + 1)`;
     let under = this.db.selectFrom('objects').where('workspace_id', '=', workspaceId);
     if (folder !== '') under = under.where(pathStartsWith(folder));
-    const objects = await under
-      .selectAll()
-      .where(sql<boolean>`strpos(${rest}, '/') = 0`)
-      .orderBy('path')
-      .limit(limit)
-      .execute();
+    // The objects by the walk of listByFolder, which never reads inside the sub-folders (room
+    // for `limit` folders before them); the folders' times need every object below them.
+    const { rows: entries } = await folderPageQuery(workspaceId, folder, 2 * limit, undefined, { counts: false }).execute(this.db);
+    const objects = entries
+      .filter((e) => !e.folder)
+      .slice(0, limit)
+      .map((e) => ({ ...e, workspace_id: workspaceId, path: e.key }));
     const folders = await under
       .select([sql<string>`split_part(${rest}, '/', 1)`.as('name'), sql<Date>`max(updated_at)`.as('updated_at')])
       .where(sql<boolean>`strpos(${rest}, '/') > 0`)
