@@ -369,25 +369,29 @@ export class WorkspaceFiles {
    */
   async listFolder(workspaceId: string, folder: string, limit: number): Promise<{ objects: ObjectDto[]; folders: FolderDto[] }> {
     validatePrefix(folder);
-    // Everything after the folder's own prefix (PostgreSQL counts characters, as substr does).
-    const rest = sql<string>`substr(path, char_length(${folder}) + 1)`;
-    let under = this.db.selectFrom('objects').where('workspace_id', '=', workspaceId);
-    if (folder !== '') under = under.where(pathStartsWith(folder));
-    // The objects by the walk of listByFolder, which never reads inside the sub-folders (room
-    // for `limit` folders before them); the folders' times need every object below them.
+    // The entries by the walk of listByFolder, which never reads inside the sub-folders (room for
+    // `limit` of each kind); then each folder's newest time, which needs every object below it
+    // (one range of the key per folder).
     const { rows: entries } = await folderPageQuery(workspaceId, folder, 2 * limit, undefined, { counts: false }).execute(this.db);
     const objects = entries
       .filter((e) => !e.folder)
       .slice(0, limit)
-      .map((e) => ({ ...e, workspace_id: workspaceId, path: e.key }));
-    const folders = await under
-      .select([sql<string>`split_part(${rest}, '/', 1)`.as('name'), sql<Date>`max(updated_at)`.as('updated_at')])
-      .where(sql<boolean>`strpos(${rest}, '/') > 0`)
-      .groupBy(sql`1`)
-      .orderBy(sql`1`)
-      .limit(limit)
-      .execute();
-    return { objects: objects.map(toObjectDto), folders: folders.map((f) => ({ name: f.name, updated_at: new Date(f.updated_at).toISOString() })) };
+      .map((e) => toObjectDto({ ...e, workspace_id: workspaceId, path: e.key }));
+    const keys = entries
+      .filter((e) => e.folder)
+      .slice(0, limit)
+      .map((e) => e.key);
+    if (keys.length === 0) return { objects, folders: [] };
+    const { rows: times } = await sql<{ key: string; updated_at: Date }>`
+      SELECT k AS key, (SELECT max(updated_at) FROM objects WHERE workspace_id = ${workspaceId} AND path >= k AND path < ${folderEnd(sql.ref('k'))}) AS updated_at
+      FROM unnest(${keys}::text[]) k`.execute(this.db);
+    const newest = new Map(times.map((t) => [t.key, t.updated_at]));
+    // (A folder emptied since the walk has no time left: it is no longer there.)
+    const folders = keys.flatMap((key) => {
+      const at = newest.get(key);
+      return at ? [{ name: key.slice(folder.length, -1), updated_at: new Date(at).toISOString() }] : [];
+    });
+    return { objects, folders };
   }
 
   /** Whether `path` names an object, a folder (objects live under `path/`), or nothing. */
