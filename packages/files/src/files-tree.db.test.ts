@@ -48,6 +48,19 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
     expect(await files.objectAncestor(ws, 'd/x')).toBeUndefined();
   });
 
+  it('gives each folder of a listing the time of the newest object anywhere below it', async () => {
+    await write('old/x', 'x');
+    await write('d/a', 'a');
+    await new Promise((r) => setTimeout(r, 20));
+    const deep = await write('d/e/f/g', 'g');
+    await write('d0', 'beside');
+    const root = await files.listFolder(ws, '', 100);
+    const times = Object.fromEntries(root.folders.map((f) => [f.name, f.updated_at]));
+    expect(times).toEqual({ d: deep.object.updated_at, old: (await files.stat(ws, 'old/x')).updated_at });
+    expect(times.d! > times.old!).toBe(true);
+    expect((await files.listFolder(ws, 'd/', 100)).folders).toEqual([{ name: 'e', updated_at: deep.object.updated_at }]);
+  });
+
   it("finds a folder's objects as one range of names, whatever lies beside it, in the same order on every server", async () => {
     // Just below `d/` ('.', '-', '!' sort before '/'), just above (`d0`), a longer sibling (`dd/`),
     // the last code point before and after a folder name's end, upper case before lower (bytes).
