@@ -41,6 +41,14 @@ function folderEnd(folder: RawBuilder<unknown>): RawBuilder<string> {
   return sql<string>`(left(${folder}, -1) || '0')`;
 }
 
+/** The objects of a workspace under the folder `folder` (SQL, a key `f/`): one range of the primary key. */
+function underFolder(workspaceId: string, folder: RawBuilder<unknown>): RawBuilder<boolean> {
+  return sql<boolean>`workspace_id = ${workspaceId} AND path >= ${folder} AND path < ${folderEnd(folder)}`;
+}
+
+/** An object of a listing's entries as the API answers it. */
+const entryObject = (workspaceId: string, e: FolderPageRow): ObjectDto => toObjectDto({ ...e, workspace_id: workspaceId, path: e.key });
+
 /** The objects whose path starts with `prefix`, as that range of the primary key. */
 function pathStartsWith(prefix: string) {
   const end = prefixEnd(prefix);
@@ -78,7 +86,7 @@ export function folderPageQuery(
       SELECT ${start} COLLATE "C", NULL::text COLLATE "C", 0::bigint, 0::bigint
       UNION ALL
       SELECT ${folderEnd(sql.ref('f.key'))}, f.key, w.n + f.before + 1,
-        ${counts ? sql`(SELECT count(*) FROM (SELECT 1 FROM objects WHERE workspace_id = ${workspaceId} AND path >= f.key AND path < ${folderEnd(sql.ref('f.key'))} LIMIT ${FOLDER_COUNT_LIMIT + 1}) u)` : sql`0::bigint`}
+        ${counts ? sql`(SELECT count(*) FROM (SELECT 1 FROM objects WHERE ${underFolder(workspaceId, sql.ref('f.key'))} LIMIT ${FOLDER_COUNT_LIMIT + 1}) u)` : sql`0::bigint`}
       FROM walk w CROSS JOIN LATERAL (
         SELECT left(b.path, char_length(${prefix}) + strpos(substr(b.path, char_length(${prefix}) + 1), '/')) AS key,
           (SELECT count(*) FROM ${objectsOf} AND path >= w.lo AND path < b.path) AS before
@@ -357,7 +365,7 @@ export class WorkspaceFiles {
       if (r.folder) {
         const count = Number(r.under);
         folders.push({ path: r.key, object_count: Math.min(count, FOLDER_COUNT_LIMIT), object_count_capped: count > FOLDER_COUNT_LIMIT });
-      } else items.push(toObjectDto({ ...r, workspace_id: workspaceId, path: r.key }));
+      } else items.push(entryObject(workspaceId, r));
     }
     const last = page[page.length - 1];
     return { items, folders, next_cursor: rows.length > limit && last !== undefined ? encodeCursor([last.key]) : null };
@@ -376,14 +384,14 @@ export class WorkspaceFiles {
     const objects = entries
       .filter((e) => !e.folder)
       .slice(0, limit)
-      .map((e) => toObjectDto({ ...e, workspace_id: workspaceId, path: e.key }));
+      .map((e) => entryObject(workspaceId, e));
     const keys = entries
       .filter((e) => e.folder)
       .slice(0, limit)
       .map((e) => e.key);
     if (keys.length === 0) return { objects, folders: [] };
     const { rows: times } = await sql<{ key: string; updated_at: Date }>`
-      SELECT k AS key, (SELECT max(updated_at) FROM objects WHERE workspace_id = ${workspaceId} AND path >= k AND path < ${folderEnd(sql.ref('k'))}) AS updated_at
+      SELECT k AS key, (SELECT max(updated_at) FROM objects WHERE ${underFolder(workspaceId, sql.ref('k'))}) AS updated_at
       FROM unnest(${keys}::text[]) k`.execute(this.db);
     const newest = new Map(times.map((t) => [t.key, t.updated_at]));
     // (A folder emptied since the walk has no time left: it is no longer there.)
