@@ -1,6 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
-import { createTestDatabase, type TestDatabase } from './testing.js';
+import { createTestDatabase, testDatabaseTargets, type TestDatabase } from './testing.js';
 import { listMigrations, migrate } from './migrate.js';
 
 describe(`migrations (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -47,5 +48,41 @@ describe(`migrations (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   it('reports affected rows of updates through the query layer', async () => {
     const res = await t.database.db.updateTable('workspaces').set({ description: 'x' }).where('name', '=', 'keep me').executeTakeFirst();
     expect(Number(res.numUpdatedRows)).toBe(1);
+  });
+
+  it("012 starts each workspace's running total of stored bytes at what it stores, and keeps it from then on", async () => {
+    const all = listMigrations();
+    const before = await createTestDatabase(testDatabaseTargets(), { migrations: all.filter((m) => m.version < '012') });
+    try {
+      const db = before.database.db;
+      const workspace = async (name: string) => (await db.insertInto('workspaces').values({ name }).returning('id').executeTakeFirstOrThrow()).id;
+      const [a, b, empty] = [await workspace('a'), await workspace('b'), await workspace('empty')];
+      const row = { sha256: '0'.repeat(64), content_type: 'text/plain' };
+      await db
+        .insertInto('objects')
+        .values([
+          { workspace_id: a, path: 'x', version_id: randomUUID(), size: 100, ...row },
+          { workspace_id: a, path: 'y', version_id: randomUUID(), size: 20, ...row },
+          { workspace_id: b, path: 'x', version_id: randomUUID(), size: 7, ...row },
+        ])
+        .execute();
+      await db
+        .insertInto('object_versions')
+        .values({ id: randomUUID(), workspace_id: a, path: 'x', size: 3000, created_at: new Date(), ...row })
+        .execute();
+      await db
+        .insertInto('trash_items')
+        .values({ workspace_id: b, path: 'gone', version_id: randomUUID(), size: 50_000, updated_at: new Date(), ...row })
+        .execute();
+      expect(await migrate(before.database, all)).toEqual(all.filter((m) => m.version >= '012').map((m) => m.version));
+      const total = async (ws: string) =>
+        Number((await sql<{ n: string }>`SELECT coalesce(sum(bytes), 0) AS n FROM workspace_usage WHERE workspace_id = ${ws}`.execute(db)).rows[0]!.n);
+      expect([await total(a), await total(b), await total(empty)]).toEqual([3120, 50_007, 0]);
+      await db.deleteFrom('trash_items').where('workspace_id', '=', b).execute();
+      await db.updateTable('objects').set({ size: 1 }).where('workspace_id', '=', a).execute();
+      expect([await total(a), await total(b)]).toEqual([3002, 7]);
+    } finally {
+      await before.drop();
+    }
   });
 });

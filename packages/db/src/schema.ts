@@ -193,6 +193,16 @@ export interface SandboxIdentitiesTable {
   created_at: CreatedAt;
 }
 
+/**
+ * The running totals of the bytes each workspace stores (migration 012, decision 0200): a
+ * workspace's total is the sum of its rows. Appended by triggers, folded by `foldUsage`.
+ */
+export interface WorkspaceUsageTable {
+  id: Generated<number>;
+  workspace_id: string;
+  bytes: number;
+}
+
 export interface DB {
   platform_roles: PlatformRolesTable;
   users: UsersTable;
@@ -212,6 +222,7 @@ export interface DB {
   sandbox_identities: SandboxIdentitiesTable;
   cluster_rate_buckets: ClusterRateBucketsTable;
   service_leases: ServiceLeasesTable;
+  workspace_usage: WorkspaceUsageTable;
 }
 
 export type UserRow = Selectable<UsersTable>;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { migrate } from './migrate.js';
+import { migrate, type Migration } from './migrate.js';
 import { openDatabase, type Database } from './open.js';
 
 /** `embedded`: the server `codeagent start` runs (started once per test run); `postgres`: the machine's server. */
@@ -54,7 +54,10 @@ function embeddedServer(): EmbeddedTestServer {
  * PostgreSQL, dropped again by `drop`, so test files never share state. On the embedded server
  * the tests log in as the platform's own role (no superuser), as the services do.
  */
-export async function createTestDatabase(target: TestDatabaseTarget = testDatabaseTargets()): Promise<TestDatabase> {
+export async function createTestDatabase(
+  target: TestDatabaseTarget = testDatabaseTargets(),
+  opts: { /** The migrations to apply (default: all): a test of one migration starts before it. */ migrations?: Migration[] } = {},
+): Promise<TestDatabase> {
   const name = `codeagent_test_${randomBytes(6).toString('hex')}`;
   let adminUrl: string;
   let url: string;
@@ -79,7 +82,7 @@ export async function createTestDatabase(target: TestDatabaseTarget = testDataba
     await admin.end();
   }
   const database = await openDatabase({ databaseUrl: url, poolSize: 20 });
-  await migrate(database);
+  await migrate(database, opts.migrations);
   return {
     database,
     target,

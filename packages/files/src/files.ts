@@ -140,25 +140,66 @@ export interface WorkspaceFilesOptions {
   quotaBytes?: number | undefined;
 }
 
-/** The stored bytes of a workspace: current objects + versions + trash. */
+/**
+ * A workspace's rows of `workspace_usage` (migration 012) beyond which a quota check folds them
+ * into one: its reads stay a few rows, its folds rare.
+ */
+const FOLD_ABOVE_ROWS = 64;
+
+/**
+ * The stored bytes of a workspace: current objects + versions + trash, from the running total of
+ * migration 012 (a sum over the rows the writes since its last fold appended, not over its files;
+ * decision 0200).
+ */
 export async function storedBytes(db: Kysely<DB>, workspaceId: string): Promise<number> {
-  const { total } = await db
-    .selectNoFrom((eb) => [
-      sql<string>`${eb
-        .selectFrom('objects')
-        .select(sql`coalesce(sum(size), 0)`.as('s'))
-        .where('workspace_id', '=', workspaceId)}
-        + ${eb
-          .selectFrom('object_versions')
-          .select(sql`coalesce(sum(size), 0)`.as('s'))
-          .where('workspace_id', '=', workspaceId)}
-        + ${eb
-          .selectFrom('trash_items')
-          .select(sql`coalesce(sum(size), 0)`.as('s'))
-          .where('workspace_id', '=', workspaceId)}`.as('total'),
-    ])
+  return (await usage(db, workspaceId)).bytes;
+}
+
+async function usage(db: Kysely<DB>, workspaceId: string): Promise<{ bytes: number; rows: number }> {
+  const row = await db
+    .selectFrom('workspace_usage')
+    .select([sql<string>`coalesce(sum(bytes), 0)`.as('bytes'), sql<string>`count(*)`.as('rows')])
+    .where('workspace_id', '=', workspaceId)
     .executeTakeFirstOrThrow();
-  return Number(total);
+  return { bytes: Number(row.bytes), rows: Number(row.rows) };
+}
+
+/** The advisory lock (held to the transaction's end) under which a workspace's quota checks and folds run. */
+const usageLock = (trx: Transaction<DB>, workspaceId: string) => advisoryXactLock(trx, `codeagent:quota:${workspaceId}`);
+
+/**
+ * Folds a workspace's rows of `workspace_usage` into one (their sum), in one statement. Each row
+ * is deleted by one fold only, so a total never changes by folding; the caller holds the
+ * workspace's `usageLock`, so that two folds of a workspace never wait for each other's rows.
+ */
+async function fold(trx: Transaction<DB>, workspaceId: string): Promise<void> {
+  await sql`
+    WITH gone AS (DELETE FROM workspace_usage WHERE workspace_id = ${workspaceId} RETURNING bytes)
+    INSERT INTO workspace_usage (workspace_id, bytes) SELECT ${workspaceId}, sum(bytes) FROM gone HAVING sum(bytes) <> 0`.execute(trx);
+}
+
+/**
+ * Folds the rows of `workspace_usage` of up to `limit` workspaces that have several (most rows
+ * first), each in a transaction of its own: what keeps the running totals of workspaces without
+ * a quota (which no write folds) a few rows each. Run by the worker's maintenance. Returns how
+ * many workspaces it folded.
+ */
+export async function foldUsage(db: Kysely<DB>, limit: number): Promise<number> {
+  const many = await db
+    .selectFrom('workspace_usage')
+    .select('workspace_id')
+    .groupBy('workspace_id')
+    .having(sql`count(*)`, '>', 1)
+    .orderBy(sql`count(*)`, 'desc')
+    .limit(limit)
+    .execute();
+  for (const { workspace_id } of many) {
+    await db.transaction().execute(async (trx) => {
+      await usageLock(trx, workspace_id);
+      await fold(trx, workspace_id);
+    });
+  }
+  return many.length;
 }
 
 /**
@@ -185,9 +226,11 @@ export class WorkspaceFiles {
   private async admit(trx: Transaction<DB>, workspaceId: string, delta: number): Promise<void> {
     const quota = this.options.quotaBytes;
     if (quota === undefined || delta <= 0) return;
-    await advisoryXactLock(trx, `codeagent:quota:${workspaceId}`);
-    const used = await storedBytes(trx, workspaceId);
+    await usageLock(trx, workspaceId);
+    const { bytes: used, rows } = await usage(trx, workspaceId);
     if (used + delta > quota) throw quotaExceeded(used, delta, quota);
+    // (Writes without a check only append rows, and never wait for a fold.)
+    if (rows > FOLD_ABOVE_ROWS) await fold(trx, workspaceId);
   }
 
   /** Bytes an upload may still add before the final check refuses it; undefined without a quota. */

@@ -1,4 +1,4 @@
-export { WorkspaceFiles, storedBytes, FOLDER_COUNT_LIMIT } from './files.js';
+export { WorkspaceFiles, storedBytes, foldUsage, FOLDER_COUNT_LIMIT } from './files.js';
 export type { OpenedObject, WorkspaceFilesOptions } from './files.js';
 export {
   ObjectSchema,

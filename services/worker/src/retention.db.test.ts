@@ -1,9 +1,10 @@
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import pino from 'pino';
+import { sql } from 'kysely';
 import type { TestDatabase } from '@codeagent/db';
 import type { LocalObjectStore } from '@codeagent/storage';
-import type { WorkspaceFiles } from '@codeagent/files';
+import { storedBytes, type WorkspaceFiles } from '@codeagent/files';
 import { createTestFiles, type TestFiles } from '@codeagent/files/testing';
 import { applyRetention, type RetentionSettings } from './retention.js';
 import { executedNotebookPath } from './notebook.js';
@@ -112,5 +113,23 @@ describe(`retention of runs and versions (${process.env.CODEAGENT_TEST_DB ?? 'po
       .execute();
     await retention({ versionDays: 14 });
     expect((await files.versions(ws, 'aged.txt')).map((v) => v.version_id).slice(1)).toEqual([newer!.version_id]);
+  });
+
+  it('folds the running totals of stored bytes, with no retention setting on, and keeps them exact', async () => {
+    for (let i = 0; i < 12; i++) await write(`f${i % 4}`, 'x'.repeat(i + 1));
+    const rows = async () =>
+      Number(
+        (
+          await t.database.db
+            .selectFrom('workspace_usage')
+            .select(sql<string>`count(*)`.as('n'))
+            .where('workspace_id', '=', ws)
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    expect(await rows()).toBeGreaterThan(1);
+    await retention({});
+    expect(await rows()).toBe(1);
+    expect(await storedBytes(t.database.db, ws)).toBe(78); // 1 + 2 + … + 12: four files and eight versions
   });
 });

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { DB } from '@codeagent/db';
 import { deleteFinishedRuns, expiredRuns } from '@codeagent/runs';
 import type { ObjectStore } from '@codeagent/storage';
-import type { WorkspaceFiles } from '@codeagent/files';
+import { foldUsage, type WorkspaceFiles } from '@codeagent/files';
 
 export interface RetentionSettings {
   /** RUN_RETENTION_DAYS: finished runs older than this go with their executed notebook and log; 0 = keep. */
@@ -36,8 +36,9 @@ const DAY_MS = 24 * 3600 * 1000;
  * One retention pass (run by the worker every few minutes): deletes finished runs older than
  * RUN_RETENTION_DAYS — their executed notebook (and its versions) and their run log first, the
  * row last, so a pass cut short is simply repeated — and prunes old versions beyond
- * VERSION_RETENTION_COUNT or VERSION_RETENTION_DAYS. Every step is idempotent, so two workers
- * doing it at once waste work but damage nothing.
+ * VERSION_RETENTION_COUNT or VERSION_RETENTION_DAYS, then folds the workspaces' running totals of
+ * stored bytes. Every step is idempotent, so two workers doing it at once waste work but damage
+ * nothing.
  */
 export async function applyRetention(opts: RetentionOptions, now = new Date()): Promise<RetentionResult> {
   const { db, files, store, log, settings } = opts;
@@ -74,6 +75,9 @@ export async function applyRetention(opts: RetentionOptions, now = new Date()): 
       if (n < batchSize) break;
     }
   }
+  // The running totals of stored bytes (decision 0200): every write appends a row; workspaces
+  // without a quota check are folded here, a bounded number per pass.
+  for (let i = 0; i < maxBatches; i++) if ((await foldUsage(db, batchSize)) < batchSize) break;
   if (result.runs > 0 || result.versions > 0) log.info({ runs: result.runs, versions: result.versions }, 'retention removed old runs and versions');
   return result;
 }
