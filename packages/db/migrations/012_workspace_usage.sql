@@ -39,26 +39,19 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE TRIGGER objects_usage_insert AFTER INSERT ON objects
-  REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_added();
-CREATE TRIGGER objects_usage_delete AFTER DELETE ON objects
-  REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_removed();
-CREATE TRIGGER objects_usage_update AFTER UPDATE ON objects
-  REFERENCING NEW TABLE AS added OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_changed();
-
-CREATE TRIGGER object_versions_usage_insert AFTER INSERT ON object_versions
-  REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_added();
-CREATE TRIGGER object_versions_usage_delete AFTER DELETE ON object_versions
-  REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_removed();
-CREATE TRIGGER object_versions_usage_update AFTER UPDATE ON object_versions
-  REFERENCING NEW TABLE AS added OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_changed();
-
-CREATE TRIGGER trash_items_usage_insert AFTER INSERT ON trash_items
-  REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_added();
-CREATE TRIGGER trash_items_usage_delete AFTER DELETE ON trash_items
-  REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_removed();
-CREATE TRIGGER trash_items_usage_update AFTER UPDATE ON trash_items
-  REFERENCING NEW TABLE AS added OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_changed();
+-- The same three triggers on each of the three tables.
+DO $$
+DECLARE t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['objects', 'object_versions', 'trash_items'] LOOP
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON %I REFERENCING NEW TABLE AS added '
+      'FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_added()', t || '_usage_insert', t);
+    EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON %I REFERENCING OLD TABLE AS removed '
+      'FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_removed()', t || '_usage_delete', t);
+    EXECUTE format('CREATE TRIGGER %I AFTER UPDATE ON %I REFERENCING NEW TABLE AS added OLD TABLE AS removed '
+      'FOR EACH STATEMENT EXECUTE FUNCTION workspace_usage_changed()', t || '_usage_update', t);
+  END LOOP;
+END $$;
 
 -- What the workspaces store today, one row each.
 INSERT INTO workspace_usage (workspace_id, bytes)
