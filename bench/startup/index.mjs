@@ -4,15 +4,33 @@
 //  2. idle memory of the whole process tree after the start settled: RSS and PSS (PSS shares the
 //     pages that several processes map, so the sum is what the tree really costs), per process,
 //     and PSS of anonymous memory (heaps: the part a component's code decides; the file-backed
-//     part, mostly the Node binary shared by all, moves with how many Node processes run).
-// Anchor: the PGlite version measured 1.5 GB RSS / 1.18 GB PSS for the same idle tree.
-import { spawn } from 'node:child_process';
+//     part, mostly the Node binary shared by all, moves with how many Node processes run);
+//  3. idle CPU of the same tree over BENCH_IDLE_SECONDS (default 20): CPU time per second and how
+//     often each process's main thread wakes (its context switches) per second.
+// Anchors: the PGlite version measured 1.5 GB RSS / 1.18 GB PSS for the same idle tree; for idle
+// CPU, a bare Node HTTP server listening in the same window (what an idle Node process costs).
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, freePort, table } from '../lib.mjs';
 
 const settleSeconds = Number(process.env.BENCH_SETTLE_SECONDS ?? 20);
+const idleSeconds = Number(process.env.BENCH_IDLE_SECONDS ?? 20);
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+
+/** CPU time (clock ticks, all threads) and context switches of the main thread of `pid`. */
+function activity(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const status = readFileSync(`/proc/${pid}/task/${pid}/status`, 'utf8');
+    const n = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
+    return { ticks: Number(fields[11]) + Number(fields[12]), switches: n('voluntary_ctxt_switches') + n('nonvoluntary_ctxt_switches') };
+  } catch {
+    return undefined; // gone meanwhile
+  }
+}
 
 async function start(dataDir) {
   const ports = {};
@@ -91,6 +109,18 @@ warmRuns.sort((a, b) => a - b);
 await new Promise((r) => setTimeout(r, settleSeconds * 1000));
 const procs = tree(running.child.pid);
 const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+// Idle CPU: the tree and, beside it, a bare Node HTTP server (the anchor), over the same window.
+const bare = spawn(process.execPath, ['-e', "require('node:http').createServer().listen(0, '127.0.0.1')"], { stdio: 'ignore' });
+await new Promise((r) => setTimeout(r, 2000));
+const idleBefore = new Map([...procs.map((p) => [p.pid, activity(p.pid)]), [bare.pid, activity(bare.pid)]]);
+await new Promise((r) => setTimeout(r, idleSeconds * 1000));
+const idle = new Map();
+for (const [pid, before] of idleBefore) {
+  const after = activity(pid);
+  if (before && after)
+    idle.set(pid, { cpuMs: ((after.ticks - before.ticks) * 1000) / CLOCK_TICKS / idleSeconds, wakeups: (after.switches - before.switches) / idleSeconds });
+}
+bare.kill();
 await stop(running.child);
 
 const groups = new Map();
@@ -119,3 +149,26 @@ console.log(
 console.log(`\nidle process tree after ${settleSeconds} s (load average ${load}):\n`);
 console.log(table(rows));
 console.log(`\nidle PSS ÷ the PGlite version's 1.18 GB: ${(total.pss / 1024 / 1208).toFixed(2)}×`);
+
+const cpuGroups = new Map();
+for (const p of procs) {
+  const i = idle.get(p.pid);
+  if (!i) continue;
+  const g = cpuGroups.get(label(p)) ?? { process: label(p), cpuMs: 0, wakeups: 0 };
+  g.cpuMs += i.cpuMs;
+  g.wakeups += i.wakeups;
+  cpuGroups.set(g.process, g);
+}
+const cpuRows = [...cpuGroups.values()].sort((a, b) => b.wakeups - a.wakeups);
+const cpuTotal = cpuRows.reduce((a, g) => ({ cpuMs: a.cpuMs + g.cpuMs, wakeups: a.wakeups + g.wakeups }), { cpuMs: 0, wakeups: 0 });
+const anchor = idle.get(bare.pid) ?? { cpuMs: NaN, wakeups: NaN };
+console.log(`\nidle CPU over ${idleSeconds} s (main threads' wakeups: context switches per second; postgresql: all its processes):\n`);
+console.log(
+  table(
+    [...cpuRows, { process: 'whole tree', ...cpuTotal }, { process: 'anchor: a bare Node HTTP server', ...anchor }].map((g) => ({
+      process: g.process,
+      'CPU ms per s': g.cpuMs.toFixed(1),
+      'wakeups per s': g.wakeups.toFixed(1),
+    })),
+  ),
+);

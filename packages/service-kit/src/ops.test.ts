@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { Metrics, opsRoutes, startOpsServer } from './ops.js';
@@ -42,5 +45,40 @@ describe('ops routes (issue 18)', () => {
     const res = await app.inject('/readyz');
     expect(res.statusCode).toBe(503);
     await app.close();
+  });
+
+  it('lets an idle component sleep: its metrics wake the event loop about ten times a second, not a hundred', async () => {
+    // A process that only holds the metrics (as every idle component does), built JavaScript.
+    const ops = fileURLToPath(new URL('../dist/ops.js', import.meta.url));
+    const child = spawn(
+      process.execPath,
+      ['--input-type=module', '-e', `import { Metrics } from ${JSON.stringify(ops)}; new Metrics('idle'); setInterval(() => {}, 1e9); console.log('up');`],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.once('data', () => resolve());
+        child.once('exit', (code) => reject(new Error(`exited with ${code}`)));
+      });
+      // How often its main thread went to sleep and woke again (context switches), over 3 s.
+      const switches = () => {
+        const status = readFileSync(`/proc/${child.pid}/task/${child.pid}/status`, 'utf8');
+        return ['voluntary_ctxt_switches', 'nonvoluntary_ctxt_switches'].reduce(
+          (n, key) => n + Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1]),
+          0,
+        );
+      };
+      await new Promise((r) => setTimeout(r, 1000));
+      const before = switches();
+      await new Promise((r) => setTimeout(r, 3000));
+      const perSecond = (switches() - before) / 3;
+      // prom-client's default sampling of the event loop's delay (every 10 ms): about 100.
+      expect(perSecond).toBeGreaterThan(3);
+      expect(perSecond).toBeLessThan(40);
+    } finally {
+      child.kill();
+    }
   });
 });
