@@ -13,7 +13,7 @@ export {
   QueueFullError,
   RUNS_CHANNEL,
   notifyWorkers,
-  nextScheduleDue,
+  nextDeadlines,
 } from './queue.js';
 export type { EnqueueInput, Completion, ScheduleTickOptions, ScheduleTick } from './queue.js';
 export { expiredRuns, deleteFinishedRuns } from './retention.js';

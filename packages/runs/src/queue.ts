@@ -29,17 +29,29 @@ export async function notifyWorkers(db: Kysely<DB>): Promise<void> {
   await sql`SELECT pg_notify(${RUNS_CHANNEL}, '')`.execute(db);
 }
 
-/** When the next enabled schedule is due (undefined: none), so a worker can sleep exactly until then. */
-export async function nextScheduleDue(db: Kysely<DB>): Promise<Date | undefined> {
-  // The same schedules enqueueDueSchedules considers (not those of deleted workspaces).
+/**
+ * When a worker's tick has something to do next without being told: the next schedule due (the
+ * same schedules enqueueDueSchedules considers, not those of deleted workspaces) and the first
+ * lease of a running run to expire. One statement.
+ */
+export async function nextDeadlines(db: Kysely<DB>): Promise<{ schedule: Date | undefined; lease: Date | undefined }> {
   const row = await db
-    .selectFrom('schedules as s')
-    .innerJoin('workspaces as w', 'w.id', 's.workspace_id')
-    .select(sql<Date | null>`min(s.next_run_at)`.as('at'))
-    .where('s.enabled', '=', true)
-    .where('w.deleted_at', 'is', null)
-    .executeTakeFirst();
-  return row?.at ?? undefined;
+    .selectNoFrom((eb) => [
+      eb
+        .selectFrom('schedules as s')
+        .innerJoin('workspaces as w', 'w.id', 's.workspace_id')
+        .select(sql<Date | null>`min(s.next_run_at)`.as('at'))
+        .where('s.enabled', '=', true)
+        .where('w.deleted_at', 'is', null)
+        .as('schedule'),
+      eb
+        .selectFrom('runs')
+        .select(sql<Date | null>`min(lease_expires_at)`.as('at'))
+        .where('status', '=', 'running')
+        .as('lease'),
+    ])
+    .executeTakeFirstOrThrow();
+  return { schedule: row.schedule ?? undefined, lease: row.lease ?? undefined };
 }
 
 /** A workspace already holds `limit` queued runs (MAX_QUEUED_RUNS_PER_WORKSPACE). */

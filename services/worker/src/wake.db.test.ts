@@ -60,14 +60,14 @@ describe(`the worker wakes on NOTIFY (${process.env.CODEAGENT_TEST_DB ?? 'postgr
   });
 
   /** A worker that polls only every 10 minutes, listening and idle (its start-up ticks done). */
-  async function startWorker(concurrency = 2): Promise<ScheduleWorker> {
+  async function startWorker(concurrency = 2, pollMs = POLL_MS): Promise<ScheduleWorker> {
     runtime = new HeldRuntime();
     worker = new ScheduleWorker({
       db: t.database.db,
       io,
       runtime,
       log,
-      pollMs: POLL_MS,
+      pollMs,
       concurrency,
       listen: t.database.listen.bind(t.database),
       leaseSeconds: 60,
@@ -178,5 +178,30 @@ describe(`the worker wakes on NOTIFY (${process.env.CODEAGENT_TEST_DB ?? 'postgr
     await until('the run is running', async () => (await status(run.id)) === 'running');
     await worker.idle();
     expect(worker.ticks - before).toBeLessThan(50);
+  });
+
+  it('sleeps while idle and listening: a tick every ten polls, not every poll (decision 0202)', async () => {
+    await startWorker(2, 50);
+    const before = worker.ticks;
+    await new Promise((r) => setTimeout(r, 2000));
+    // Every 500 ms: about 4 ticks in 2 s (every 50 ms, as without a listener: about 40).
+    expect(worker.ticks - before).toBeGreaterThanOrEqual(2);
+    expect(worker.ticks - before).toBeLessThanOrEqual(8);
+  });
+
+  it('fails a lease when it expires, though no poll is due for minutes', async () => {
+    // A run held by a worker that died: its lease expires in a second.
+    const run = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    await t.database.db
+      .updateTable('runs')
+      .set({ status: 'running', worker_id: 'gone', started_at: new Date(), lease_expires_at: sql<Date>`now() + interval '1 second'` })
+      .where('id', '=', run.id)
+      .execute();
+    await startWorker();
+    expect(await status(run.id)).toBe('running');
+    const started = Date.now();
+    await until('the run is failed', async () => (await status(run.id)) === 'failed');
+    // At its expiry (within the slack of the check), not at the next poll ten minutes away.
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 });

@@ -3,17 +3,15 @@ import { hostname } from 'node:os';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { DB, Database, Listener, RunRow } from '@codeagent/db';
-import {
-  RUNS_CHANNEL,
-  claimRuns,
-  completeRun,
-  enqueueDueSchedules,
-  failExpiredRuns,
-  nextScheduleDue,
-  recordCancelledRunLog,
-  renewLease,
-} from '@codeagent/runs';
+import { RUNS_CHANNEL, claimRuns, completeRun, enqueueDueSchedules, failExpiredRuns, nextDeadlines, recordCancelledRunLog, renewLease } from '@codeagent/runs';
 import { executedNotebookPath, firstError, injectParameters, parseNotebook, type Notebook } from './notebook.js';
+
+/**
+ * With LISTEN/NOTIFY connected, the worker's fallback tick comes after this many times
+ * WORKER_POLL_MS without news (decision 0202): what it would notice there, it is told of or
+ * knows the time of.
+ */
+export const IDLE_POLL_FACTOR = 10;
 
 /** A workspace file going into a run's sandbox, or one the run created or changed. */
 export interface WorkspaceFile {
@@ -69,9 +67,10 @@ export interface WorkerOptions {
   /** A run whose worker does not renew its claim within this time ends `failed`. */
   leaseSeconds?: number;
   /**
-   * The longest sleep between two ticks (WORKER_POLL_MS): the fallback when a notification is
-   * lost, and what notices expired leases. With `listen`, a queued run starts at once and a
-   * schedule fires when due, whatever this is.
+   * The longest sleep between two ticks while no `listen` connection is up (WORKER_POLL_MS).
+   * With one, a queued run starts at once, a schedule fires when due and an expired lease is
+   * failed when it expires, whatever this is; the worker then also ticks after IDLE_POLL_FACTOR
+   * times this (at most half a lease) without news, in case a notification was lost.
    */
   pollMs?: number;
   /** LISTEN on the runs channel (Database.listen): the backend's NOTIFY wakes the worker at once. */
@@ -126,7 +125,7 @@ export class ScheduleWorker {
   /** A wake-up came during a tick: tick again right after it. */
   private wakeAgain = false;
   private listener: Listener | undefined;
-  /** When the next schedule is due, as of the last tick. */
+  /** When the next schedule is due or the first lease of a running run expires, as of the last tick. */
   private nextDue: Date | undefined;
   private tickCount = 0;
   private maintaining: Promise<void> | undefined;
@@ -167,12 +166,16 @@ export class ScheduleWorker {
   }
 
   /**
-   * Until the next schedule is due, at most pollMs. A due time already past (a schedule another
-   * worker holds, or one that failed to enqueue) waits the full pollMs: no busy loop.
+   * Until the next schedule is due or lease expires, at most pollMs (without a listener) or the
+   * idle poll (with one: notifications wake the worker for everything else). A time already past
+   * (a schedule another worker holds, or one that failed to enqueue) waits the full pollMs: no
+   * busy loop.
    */
   private sleepMs(): number {
     const left = this.nextDue ? this.nextDue.getTime() - Date.now() : Infinity;
-    return left <= 0 ? this.pollMs : Math.min(this.pollMs, left + 5);
+    if (left <= 0) return this.pollMs;
+    const longest = this.listening ? Math.max(this.pollMs, Math.min(IDLE_POLL_FACTOR * this.pollMs, (this.leaseSeconds * 1000) / 2)) : this.pollMs;
+    return Math.min(longest, left + 5);
   }
 
   /**
@@ -202,7 +205,8 @@ export class ScheduleWorker {
     const expired = await failExpiredRuns(db);
     for (const r of expired) log.warn({ run_id: r.id, worker_id: r.worker_id }, 'run failed: its worker stopped renewing the lease');
     await this.stopRunsNoLongerHeld();
-    this.nextDue = await nextScheduleDue(db);
+    const next = await nextDeadlines(db);
+    this.nextDue = [next.schedule, next.lease].reduce<Date | undefined>((a, b) => (b !== undefined && (a === undefined || b < a) ? b : a), undefined);
     this.maybeMaintain();
     const free = this.concurrency - this.inFlight.size;
     if (free <= 0 || this.stopped) return;
