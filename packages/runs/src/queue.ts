@@ -177,6 +177,8 @@ export async function enqueueDueSchedules(db: Kysely<DB>, opts: ScheduleTickOpti
         .where('id', '=', s.id)
         .execute();
     }
+    // Every worker with a free slot may take them (an idle one sleeps until told: decision 0202).
+    if (tick.enqueued.length > 0) await notifyWorkers(trx);
     return tick;
   });
 }

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
-import { RUNS_CHANNEL, cancelRun, enqueueRun, notifyWorkers } from '@codeagent/runs';
+import { RUNS_CHANNEL, cancelRun, enqueueDueSchedules, enqueueRun, notifyWorkers } from '@codeagent/runs';
 import { ScheduleWorker, type NotebookRunner, type RunIO } from './worker.js';
 import type { Notebook } from './notebook.js';
 
@@ -203,5 +203,25 @@ describe(`the worker wakes on NOTIFY (${process.env.CODEAGENT_TEST_DB ?? 'postgr
     await until('the run is failed', async () => (await status(run.id)) === 'failed');
     // At its expiry (within the slack of the check), not at the next poll ten minutes away.
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('starts a scheduled run another worker enqueued at once (its enqueue tells every worker)', async () => {
+    await startWorker();
+    // Due already, and nobody told: this worker, asleep until its fallback tick, does not know.
+    await t.database.db
+      .insertInto('schedules')
+      .values({
+        workspace_id: workspaceId,
+        notebook_path: 'nb.ipynb',
+        cron: '0 0 1 1 *',
+        timezone: 'UTC',
+        enabled: true,
+        next_run_at: new Date(Date.now() - 1000),
+      })
+      .execute();
+    // Another worker's tick (busy, so it takes none of the runs itself) enqueues it.
+    const tick = await enqueueDueSchedules(t.database.db);
+    expect(tick.enqueued).toHaveLength(1);
+    await until('the scheduled run is running', async () => (await status(tick.enqueued[0]!.id)) === 'running');
   });
 });
