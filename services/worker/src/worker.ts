@@ -11,7 +11,7 @@ import { executedNotebookPath, firstError, injectParameters, parseNotebook, type
  * WORKER_POLL_MS without news (decision 0202): what it would notice there, it is told of or
  * knows the time of.
  */
-export const IDLE_POLL_FACTOR = 10;
+const IDLE_POLL_FACTOR = 10;
 
 /** A workspace file going into a run's sandbox, or one the run created or changed. */
 export interface WorkspaceFile {
@@ -205,8 +205,8 @@ export class ScheduleWorker {
     const expired = await failExpiredRuns(db);
     for (const r of expired) log.warn({ run_id: r.id, worker_id: r.worker_id }, 'run failed: its worker stopped renewing the lease');
     await this.stopRunsNoLongerHeld();
-    const next = await nextDeadlines(db);
-    this.nextDue = [next.schedule, next.lease].reduce<Date | undefined>((a, b) => (b !== undefined && (a === undefined || b < a) ? b : a), undefined);
+    const { schedule, lease } = await nextDeadlines(db);
+    this.nextDue = schedule === undefined || (lease !== undefined && lease < schedule) ? lease : schedule;
     this.maybeMaintain();
     const free = this.concurrency - this.inFlight.size;
     if (free <= 0 || this.stopped) return;
