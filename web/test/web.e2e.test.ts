@@ -803,6 +803,28 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
 
+  it('the run form offers a notebook that sorts after a thousand other files (decision 0203)', async () => {
+    const owner = await createAndLogin(b, 'many-files@example.com');
+    const many = await createWorkspace(b, 'Many files');
+    await addMembers(b, many, [[owner, 'editor']]);
+    const row = (path: string) => ({ workspace_id: many, path, version_id: randomUUID(), size: 1, sha256: '0'.repeat(64), content_type: 'text/csv' });
+    // Rows only: the form lists paths. The form read the first 1 000 objects and found none here.
+    await b.t.database.db
+      .insertInto('objects')
+      .values([
+        ...Array.from({ length: 1500 }, (_, i) => row(`data/${String(i).padStart(4, '0')}.csv`)),
+        row('reports/weekly.ipynb'),
+        row('reports/weekly.runs/1.ipynb'),
+      ])
+      .execute();
+    const page = await newPage();
+    await logIn(page, base, 'many-files@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${many}/runs`)}`);
+    await page.getByLabel('Notebook').waitFor(UI_WAIT);
+    expect(await page.getByLabel('Notebook').inputValue()).toBe('reports/weekly.ipynb');
+    // The executed copy a run keeps is not offered.
+    expect(await page.getByLabel('Notebook').locator('option').allTextContents()).toEqual(['reports/weekly.ipynb']);
+  }, 60_000);
+
   it('a folder of 2 500 files shows its first page of 1 000 while the rest arrives, then all of them', async () => {
     const owner = await createAndLogin(b, 'long@example.com');
     const long = await createWorkspace(b, 'Long folder');

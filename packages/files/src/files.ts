@@ -55,6 +55,24 @@ function pathStartsWith(prefix: string) {
   return (eb: ExpressionBuilder<DB, 'objects'>) => (end === undefined ? eb('path', '>=', prefix) : eb.and([eb('path', '>=', prefix), eb('path', '<', end)]));
 }
 
+/**
+ * The statement of `WorkspaceFiles.list` (exported for its tests, which read its plan): `limit + 1`
+ * objects under `prefix` after the path `after`, in path order; only the notebooks with `notebooks`
+ * (the predicate of migration 013's partial index, as constants, so that the planner can use it).
+ */
+export function objectPageQuery(db: Kysely<DB>, workspaceId: string, prefix: string, limit: number, after: string | undefined, notebooks: boolean) {
+  let q = db
+    .selectFrom('objects')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .orderBy('path')
+    .limit(limit + 1);
+  if (notebooks) q = q.where(sql<boolean>`path LIKE '%.ipynb' AND path NOT LIKE '%.runs/%'`);
+  if (prefix !== '') q = q.where(pathStartsWith(prefix));
+  if (after !== undefined) q = q.where('path', '>', after);
+  return q;
+}
+
 type FolderPageRow = Omit<ObjectRow, 'workspace_id' | 'path'> & { key: string; folder: boolean; under: string };
 
 /**
@@ -364,18 +382,14 @@ export class WorkspaceFiles {
     return Buffer.concat(chunks);
   }
 
-  async list(workspaceId: string, prefix: string, limit: number, cursor: string | undefined) {
+  /**
+   * A page of the objects under `prefix`, in path order. `notebooks`: only the notebooks (decision
+   * 0203: `*.ipynb` outside the `.runs/` folders of executed copies), read from their own index.
+   */
+  async list(workspaceId: string, prefix: string, limit: number, cursor: string | undefined, opts: { notebooks?: boolean } = {}) {
     validatePrefix(prefix);
-    const after = decodeCursor(cursor, ['text']);
-    let q = this.db
-      .selectFrom('objects')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .orderBy('path')
-      .limit(limit + 1);
-    if (prefix !== '') q = q.where(pathStartsWith(prefix));
-    if (after) q = q.where('path', '>', after[0]);
-    const rows = await q.execute();
+    const after = decodeCursor(cursor, ['text'])?.[0];
+    const rows = await objectPageQuery(this.db, workspaceId, prefix, limit, after, opts.notebooks === true).execute();
     return keysetPage(rows, limit, (r) => [r.path], toObjectDto);
   }
 

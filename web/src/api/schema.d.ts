@@ -3400,7 +3400,7 @@ export interface paths {
         };
         /**
          * List objects by prefix
-         * @description With `delimiter=/` (decision 0199), a page lists what lies directly under the prefix: the objects whose path has no `/` after it in `items`, and for the others one entry per folder in `folders` (the prefix up to that `/`, as S3's common prefixes) with the number of objects under it; `limit` counts both.
+         * @description With `delimiter=/` (decision 0199), a page lists what lies directly under the prefix: the objects whose path has no `/` after it in `items`, and for the others one entry per folder in `folders` (the prefix up to that `/`, as S3's common prefixes) with the number of objects under it; `limit` counts both. With `kind=notebook` (decision 0203), only the notebooks: objects named `*.ipynb` outside the `.runs/` folders where runs keep their executed copies (not with `delimiter`).
          */
         get: {
             parameters: {
@@ -3409,6 +3409,7 @@ export interface paths {
                     cursor?: string;
                     prefix?: string;
                     delimiter?: "/";
+                    kind?: "notebook";
                 };
                 header?: never;
                 path: {

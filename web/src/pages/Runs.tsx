@@ -1,7 +1,8 @@
 import { lazy, Suspense, useEffect, useMemo, useState, type FormEvent } from 'react';
 import { api, describeError, type Me } from '../api/client';
 import { ErrorText, formatTime, PartBoundary } from '../components';
-import { useLoad } from '../load';
+import { useLoad, type Answer } from '../load';
+import { collectPages, type Collected } from '../paging';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 
 // The run view (notebook renderer) and the schedules (croner) load on demand.
@@ -10,6 +11,28 @@ const Schedules = lazy(() => import('./Schedules'));
 
 const ACTIVE = new Set(['queued', 'running']);
 const POLL_MS = 2000;
+/** Pages of 1 000 notebooks the run form offers at most (10 000). */
+const NOTEBOOK_PAGES = 10;
+
+/**
+ * The workspace's notebooks, wherever they are (`kind=notebook`, decision 0203: not the executed
+ * copies runs keep in `.runs/` folders), up to NOTEBOOK_PAGES pages.
+ */
+async function listNotebooks(ws: string): Promise<Answer<Collected<string>>> {
+  try {
+    const data = await collectPages(async (cursor) => {
+      const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
+        params: { path: { ws }, query: { kind: 'notebook', limit: 1000, ...(cursor ? { cursor } : {}) } },
+      });
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- the API's error body ({ error, message }); describeError reads it
+      if (error) throw error;
+      return { items: data.items.map((o) => o.path), next_cursor: data.next_cursor };
+    }, NOTEBOOK_PAGES);
+    return { data };
+  } catch (error) {
+    return { error };
+  }
+}
 
 export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
@@ -19,8 +42,8 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
     pollMs: POLL_MS,
   });
   const runs = list.data?.items ?? null;
-  const objects = useLoad(() => api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { limit: 1000 } } }), [ws]);
-  const notebooks = useMemo(() => (objects.data?.items ?? []).map((o) => o.path).filter((p) => p.endsWith('.ipynb') && !/\.runs\//.test(p)), [objects.data]);
+  const objects = useLoad(() => listNotebooks(ws), [ws]);
+  const notebooks = useMemo(() => objects.data?.items ?? [], [objects.data]);
   const [notebook, setNotebook] = useState('');
   const [startError, setStartError] = useState<string | null>(null);
   const [openRun, setOpenRun] = useState<string | null>(null);
@@ -54,6 +77,9 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
               </select>
             </label>
             <button type="submit">Run now</button>
+            {objects.data?.complete === false ? (
+              <span className="muted">The workspace holds more notebooks: the first {notebooks.length.toLocaleString()} by path are offered here.</span>
+            ) : null}
             <ErrorText error={startError} />
           </form>
         ) : objects.error ? (

@@ -176,6 +176,20 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect((await fetch(url('objects?delimiter=/'))).status).toBe(401);
   });
 
+  it('lists the notebooks with kind=notebook: *.ipynb anywhere under the prefix, not the executed copies in .runs/ folders', async () => {
+    for (const p of ['kinds/a.ipynb', 'kinds/b.csv', 'kinds/c/d.ipynb', 'kinds/c.runs/e.ipynb']) await put(p, '{}');
+    type Page = { items: { path: string }[]; next_cursor: string | null };
+    const page = (await (await get('objects?prefix=kinds/&kind=notebook', viewer.token)).json()) as Page;
+    expect(page.items.map((i) => i.path)).toEqual(['kinds/a.ipynb', 'kinds/c/d.ipynb']);
+    const first = (await (await get('objects?prefix=kinds/&kind=notebook&limit=1')).json()) as Page;
+    const second = (await (await get(`objects?prefix=kinds/&kind=notebook&limit=1&cursor=${first.next_cursor}`)).json()) as Page;
+    expect([...first.items, ...second.items].map((i) => i.path)).toEqual(['kinds/a.ipynb', 'kinds/c/d.ipynb']);
+    expect((await get('objects?kind=folder')).status).toBe(400);
+    expect((await get('objects?kind=notebook&delimiter=/')).status).toBe(400);
+    expect((await get('objects?kind=notebook', stranger.token)).status).toBe(404);
+    expect((await fetch(url('objects?kind=notebook'))).status).toBe(401);
+  });
+
   it('moves deleted objects to the trash; restores (409 when live again) and purges', async () => {
     await put('t/file.txt', 'trash me');
     expect((await fetch(url('objects/t/file.txt'), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(204);

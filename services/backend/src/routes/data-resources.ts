@@ -217,11 +217,15 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         tags,
         summary: 'List objects by prefix',
         description:
-          "With `delimiter=/` (decision 0199), a page lists what lies directly under the prefix: the objects whose path has no `/` after it in `items`, and for the others one entry per folder in `folders` (the prefix up to that `/`, as S3's common prefixes) with the number of objects under it; `limit` counts both.",
+          "With `delimiter=/` (decision 0199), a page lists what lies directly under the prefix: the objects whose path has no `/` after it in `items`, and for the others one entry per folder in `folders` (the prefix up to that `/`, as S3's common prefixes) with the number of objects under it; `limit` counts both. With `kind=notebook` (decision 0203), only the notebooks: objects named `*.ipynb` outside the `.runs/` folders where runs keep their executed copies (not with `delimiter`).",
         params: Ws,
         querystring: Type.Composite([
           ListQuery,
-          Type.Object({ prefix: Type.Optional(Type.String({ maxLength: 1024 })), delimiter: Type.Optional(Type.Literal('/')) }),
+          Type.Object({
+            prefix: Type.Optional(Type.String({ maxLength: 1024 })),
+            delimiter: Type.Optional(Type.Literal('/')),
+            kind: Type.Optional(Type.Literal('notebook')),
+          }),
         ]),
         response: {
           200: Type.Composite([listResponse(ObjectSchema), Type.Object({ folders: Type.Optional(Type.Array(ListedFolderSchema)) })]),
@@ -231,9 +235,13 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
     async (req) => {
       const { ws } = req.params;
-      const { prefix = '', limit = 100, cursor } = req.query;
+      const { prefix = '', limit = 100, cursor, kind } = req.query;
+      if (kind !== undefined && req.query.delimiter !== undefined)
+        throw new BadRequestError('kind=notebook lists notebooks anywhere under the prefix: it does not take delimiter');
       try {
-        return req.query.delimiter === undefined ? await files.list(ws, prefix, limit, cursor) : await files.listByFolder(ws, prefix, limit, cursor);
+        return req.query.delimiter === undefined
+          ? await files.list(ws, prefix, limit, cursor, { notebooks: kind === 'notebook' })
+          : await files.listByFolder(ws, prefix, limit, cursor);
       } catch (err) {
         if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { prefix: err.reason });
         throw err;
