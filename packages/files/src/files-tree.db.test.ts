@@ -3,15 +3,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConflictError, NotFoundError } from '@codeagent/service-kit';
 import { FOLDER_COUNT_LIMIT, folderPageQuery, prefixEnd, type WorkspaceFiles } from './files.js';
-
-interface PlanNode {
-  'Relation Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-import { createTestFiles, type TestFiles } from './testing.js';
+import { createTestFiles, objectsRead, type TestFiles } from './testing.js';
 
 /** The folder view and renames of WorkspaceFiles, which the WebDAV tree is built on. */
 describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -148,15 +140,8 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
       SELECT ${ws}, 'big/' || lpad(i::text, 6, '0'), gen_random_uuid(), 1, 'x', 'text/plain'
       FROM generate_series(1, ${FOLDER_COUNT_LIMIT * 5}) i`.execute(fixture.t.database.db);
     /** Rows the statement read from `objects`: every scan of it, what it kept and what its filter dropped, times its loops. */
-    const rowsRead = async (prefix: string, limit: number, after?: string) => {
-      const { rows } = await sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>`EXPLAIN (ANALYZE, FORMAT JSON) ${folderPageQuery(ws, prefix, limit, after)}`.execute(
-        fixture.t.database.db,
-      );
-      const sum = (n: PlanNode): number =>
-        (n['Relation Name'] === 'objects' ? (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0)) * n['Actual Loops'] : 0) +
-        (n.Plans ?? []).reduce((a, c) => a + sum(c), 0);
-      return sum(rows[0]!['QUERY PLAN'][0].Plan);
-    };
+    const rowsRead = async (prefix: string, limit: number, after?: string) =>
+      (await objectsRead(fixture.t.database.db, folderPageQuery(ws, prefix, limit, after))).rows;
     // The root: four entries; the big folder is read only to count it, up to the limit.
     const root = await rowsRead('', 100);
     expect(root).toBeGreaterThan(FOLDER_COUNT_LIMIT);

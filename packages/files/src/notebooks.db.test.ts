@@ -2,16 +2,7 @@ import { Readable } from 'node:stream';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { objectPageQuery, type WorkspaceFiles } from './files.js';
-import { createTestFiles, type TestFiles } from './testing.js';
-
-interface PlanNode {
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
+import { createTestFiles, objectsRead, type TestFiles } from './testing.js';
 
 /** The notebooks of a workspace (`kind=notebook`, decision 0203): what the run and schedule forms offer. */
 describe(`a workspace's notebooks (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -54,23 +45,8 @@ describe(`a workspace's notebooks (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   });
 
   it('reads the notebooks from their index, not the other files of the workspace', async () => {
-    const { rows } = await sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>`EXPLAIN (ANALYZE, FORMAT JSON) ${objectPageQuery(
-      fixture.t.database.db,
-      ws,
-      '',
-      100,
-      undefined,
-      true,
-    )}`.execute(fixture.t.database.db);
-    const nodes: PlanNode[] = [];
-    const walk = (n: PlanNode): void => {
-      nodes.push(n);
-      for (const c of n.Plans ?? []) walk(c);
-    };
-    walk(rows[0]!['QUERY PLAN'][0].Plan);
-    const scans = nodes.filter((n) => n['Relation Name'] === 'objects');
-    expect(scans.map((n) => n['Index Name'])).toEqual(['objects_notebooks']);
-    const read = scans.reduce((a, n) => a + (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0)) * n['Actual Loops'], 0);
-    expect(read).toBeLessThan(10);
+    const read = await objectsRead(fixture.t.database.db, objectPageQuery(fixture.t.database.db, ws, '', 100, undefined, true));
+    expect(read.indexes).toEqual(['objects_notebooks']);
+    expect(read.rows).toBeLessThan(10);
   });
 });
