@@ -42,8 +42,8 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
     pollMs: POLL_MS,
   });
   const runs = list.data?.items ?? null;
-  const objects = useLoad(() => listNotebooks(ws), [ws]);
-  const notebooks = useMemo(() => objects.data?.items ?? [], [objects.data]);
+  const notebookList = useLoad(() => listNotebooks(ws), [ws]);
+  const notebooks = useMemo(() => notebookList.data?.items ?? [], [notebookList.data]);
   const [notebook, setNotebook] = useState('');
   const [startError, setStartError] = useState<string | null>(null);
   const [openRun, setOpenRun] = useState<string | null>(null);
@@ -77,14 +77,14 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
               </select>
             </label>
             <button type="submit">Run now</button>
-            {objects.data?.complete === false ? (
+            {notebookList.data?.complete === false ? (
               <span className="muted">The workspace holds more notebooks: the first {notebooks.length.toLocaleString()} by path are offered here.</span>
             ) : null}
             <ErrorText error={startError} />
           </form>
-        ) : objects.error ? (
-          <ErrorText error={objects.error} />
-        ) : objects.data ? (
+        ) : notebookList.error ? (
+          <ErrorText error={notebookList.error} />
+        ) : notebookList.data ? (
           <p className="empty">No notebook in this workspace yet: upload an .ipynb file under Files, then run it here.</p>
         ) : null
       ) : null}

@@ -237,7 +237,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       const { ws } = req.params;
       const { prefix = '', limit = 100, cursor, kind } = req.query;
       if (kind !== undefined && req.query.delimiter !== undefined)
-        throw new BadRequestError('kind=notebook lists notebooks anywhere under the prefix: it does not take delimiter');
+        throw new BadRequestError('kind=notebook lists notebooks anywhere under the prefix: it does not take delimiter', { kind: 'not with delimiter' });
       try {
         return req.query.delimiter === undefined
           ? await files.list(ws, prefix, limit, cursor, { notebooks: kind === 'notebook' })
