@@ -60,3 +60,13 @@ export class PartBoundary extends Component<{ what: string; children: ReactNode 
     return this.props.children;
   }
 }
+
+/** The word that a list has more rows than the page read (LIST_MAX_PAGES pages of it, decision 0204). */
+export function MoreThan({ count, what, order }: { count: number; what: string; order: string }) {
+  const n = count.toLocaleString();
+  return (
+    <p className="muted" role="note">
+      There are more than {n} {what}: the first {n} {order} are listed here.
+    </p>
+  );
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { collectPages, type Page } from './paging';
+import { collectPages, LIST_MAX_PAGES, loadPages, type Page } from './paging';
 
 /** A list of `total` numbers served `size` at a time, the cursor being the next offset. */
 const list =
@@ -57,5 +57,25 @@ describe('collectPages: every page of a list, or as many as allowed and the word
     const atMax: number[] = [];
     await collectPages(list(1000, 10), 2, (soFar) => void atMax.push(soFar.items.length));
     expect(atMax).toEqual([10]);
+  });
+});
+
+describe('loadPages: a whole API list for a loader', () => {
+  /** `list` answered as openapi-fetch does; page `failAt` (a cursor) answers an error body. */
+  const api = (total: number, size: number, failAt?: string) => async (cursor: string | undefined) =>
+    cursor !== undefined && cursor === failAt ? { error: { error: 'internal', message: 'boom' } } : { data: await list(total, size)(cursor) };
+
+  it('reads every page, at most LIST_MAX_PAGES, and says when the list goes on', async () => {
+    expect(await loadPages(api(25, 10))).toEqual({ data: { items: Array.from({ length: 25 }, (_, i) => i), complete: true } });
+    const long = await loadPages(api(10 * (LIST_MAX_PAGES + 1), 10));
+    expect(long.data?.items).toHaveLength(10 * LIST_MAX_PAGES);
+    expect(long.data?.complete).toBe(false);
+  });
+
+  it('a failing page answers its error, never a part of the list as if it were all', async () => {
+    expect(await loadPages(api(25, 10, '20'))).toEqual({ error: { error: 'internal', message: 'boom' } });
+    expect(await loadPages(() => Promise.resolve({ error: { error: 'not_found', message: 'no such workspace' } }))).toEqual({
+      error: { error: 'not_found', message: 'no such workspace' },
+    });
   });
 });

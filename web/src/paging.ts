@@ -1,3 +1,5 @@
+import type { Answer } from './load';
+
 /** One page of a list (docs/contract/spec.md §3): its items and the cursor of the next page, if any. */
 export interface Page<T> {
   items: T[];
@@ -33,4 +35,31 @@ export async function collectPages<T>(
     if (onProgress && n < maxPages && (n & (n - 1)) === 0 && onProgress({ items: [...items], complete: false }) === false) break;
   }
   return { items, complete: false };
+}
+
+/**
+ * Pages of 1 000 rows a list of the web app reads at most (10 000 rows), where the whole list is
+ * shown at once (the trash, the schedules, the run form's notebooks, the administration's users,
+ * workspaces and members): enough for any team, bounded for a page's memory and drawing. A list
+ * with more says so (decision 0204).
+ */
+export const LIST_MAX_PAGES = 10;
+
+/**
+ * A whole API list for a loader (`useLoad`): every page from the first, at most `maxPages`, or
+ * the first page's or a later page's error. `page` is one call of the API (openapi-fetch's answer).
+ */
+export async function loadPages<T>(page: (cursor: string | undefined) => Promise<Answer<Page<T>>>, maxPages = LIST_MAX_PAGES): Promise<Answer<Collected<T>>> {
+  try {
+    return {
+      data: await collectPages(async (cursor) => {
+        const { data, error } = await page(cursor);
+        // (The API's error body, { error, message }: loadPages answers it; describeError reads it.)
+        if (data === undefined) throw error;
+        return data;
+      }, maxPages),
+    };
+  } catch (error) {
+    return { error };
+  }
 }

@@ -920,4 +920,65 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     const list = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${many}/objects?limit=1000`, headers: bearer(owner.token) });
     expect(list.json<{ items: { path: string }[] }>().items).toHaveLength(399);
   }, 120_000);
+
+  it('the trash lists what lies past its first page of 1 000, newest first (decision 0204)', async () => {
+    const owner = await createAndLogin(b, 'deleter@example.com');
+    const bin = await createWorkspace(b, 'Full trash');
+    await addMembers(b, bin, [[owner, 'editor']]);
+    // Rows only: the list reads no content. gone/0000.csv was deleted first, so it is listed last.
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    await b.t.database.db
+      .insertInto('trash_items')
+      .values(
+        Array.from({ length: 1200 }, (_, i) => ({
+          workspace_id: bin,
+          path: `gone/${String(i).padStart(4, '0')}.csv`,
+          version_id: randomUUID(),
+          size: 1,
+          sha256: '0'.repeat(64),
+          content_type: 'text/csv',
+          updated_at: new Date(t0),
+          deleted_at: new Date(t0 + i * 1000),
+        })),
+      )
+      .execute();
+    const page = await newPage();
+    await logIn(page, base, 'deleter@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${bin}/trash`)}`);
+    // The page read only the first 1 000 (newest): the oldest 200 could be neither seen nor restored.
+    await page.getByRole('button', { name: 'Restore gone/0000.csv' }).waitFor(UI_WAIT);
+    expect(await page.getByRole('button', { name: /^Restore / }).count()).toBe(1200);
+    expect(await page.locator('tbody tr').first().textContent()).toContain('gone/1199.csv');
+    expect(await page.getByRole('note').count()).toBe(0);
+  }, 60_000);
+
+  it('the administration lists users past the first 1 000 and makes one a member (decision 0204)', async () => {
+    // 1 100 users created before everyone else: the users created by this file's tests come after
+    // the first page of 1 000, where the page read them before.
+    const hash = (await b.t.database.db.selectFrom('users').select('password_hash').where('email', '=', ADMIN_EMAIL).executeTakeFirstOrThrow()).password_hash;
+    await b.t.database.db
+      .insertInto('users')
+      .values(
+        Array.from({ length: 1100 }, (_, i) => ({
+          email: `early-${String(i).padStart(4, '0')}@example.com`,
+          name: `Early ${i}`,
+          password_hash: hash,
+          platform_role_id: 'user',
+          created_at: new Date(Date.parse('2020-01-01T00:00:00Z') + i * 1000),
+        })),
+      )
+      .execute();
+    await createAndLogin(b, 'late-joiner@example.com');
+    await createWorkspace(b, 'Late team');
+    const page = await newPage();
+    await logIn(page, base, ADMIN_EMAIL, ADMIN_PASSWORD, '/login?next=%2Fmanage');
+    await page.getByRole('heading', { name: 'Administration' }).waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'Disable late-joiner@example.com' }).waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'Late team', exact: true }).click();
+    await page.getByRole('heading', { name: 'Members of Late team' }).waitFor(UI_WAIT);
+    const addForm = page.getByRole('form', { name: 'Add member' });
+    await addForm.getByLabel('User').selectOption({ label: 'late-joiner@example.com' });
+    await addForm.getByRole('button', { name: 'Add member' }).click();
+    await page.getByLabel('Role of late-joiner@example.com').waitFor(UI_WAIT);
+    expect(await page.getByRole('note').count()).toBe(0);
+  }, 60_000);
 });

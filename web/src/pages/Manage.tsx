@@ -1,7 +1,8 @@
 import { useState, type FormEvent } from 'react';
 import { api, describeError, type Me, type Member, type User, type Workspace } from '../api/client';
-import { ErrorText, formatTime } from '../components';
+import { ErrorText, formatTime, MoreThan } from '../components';
 import { useLoad } from '../load';
+import { loadPages } from '../paging';
 
 type Role = Member['role'];
 const ROLES: Role[] = ['admin', 'editor', 'viewer'];
@@ -10,9 +11,17 @@ const ROLES: Role[] = ['admin', 'editor', 'viewer'];
 export function ManagePage({ me }: { me: Me }) {
   const [selected, setSelected] = useState<string | null>(null);
   const [showDeleted, setShowDeleted] = useState(false);
-  const userList = useLoad(() => api.GET('/api/v1/platform/users', { params: { query: { limit: 1000 } } }), []);
+  // Every page of each list (up to LIST_MAX_PAGES): a user or workspace past the first page is
+  // listed, and can be made a member, like the others.
+  const userList = useLoad(
+    () => loadPages((cursor) => api.GET('/api/v1/platform/users', { params: { query: { limit: 1000, ...(cursor ? { cursor } : {}) } } })),
+    [],
+  );
   const workspaceList = useLoad(
-    () => api.GET('/api/v1/platform/workspaces', { params: { query: { limit: 1000, include_deleted: showDeleted } } }),
+    () =>
+      loadPages((cursor) =>
+        api.GET('/api/v1/platform/workspaces', { params: { query: { limit: 1000, include_deleted: showDeleted, ...(cursor ? { cursor } : {}) } } }),
+      ),
     [showDeleted],
   );
   const users = userList.data?.items ?? [];
@@ -27,9 +36,10 @@ export function ManagePage({ me }: { me: Me }) {
     <section>
       <h1>Administration</h1>
       <div className="grid2">
-        <Users users={users} loadError={userList.error} me={me} onChange={reload} />
+        <Users users={users} allListed={userList.data?.complete !== false} loadError={userList.error} me={me} onChange={reload} />
         <Workspaces
           workspaces={workspaces}
+          allListed={workspaceList.data?.complete !== false}
           loadError={workspaceList.error}
           selected={selected}
           onSelect={setSelected}
@@ -38,12 +48,24 @@ export function ManagePage({ me }: { me: Me }) {
           onShowDeleted={setShowDeleted}
         />
       </div>
-      {members ? <Members key={members.id} ws={members} users={users} onChange={reload} /> : null}
+      {members ? <Members key={members.id} ws={members} users={users} allUsers={userList.data?.complete !== false} onChange={reload} /> : null}
     </section>
   );
 }
 
-function Users({ users, loadError, me, onChange }: { users: User[]; loadError: string | null; me: Me; onChange: () => Promise<void> }) {
+function Users({
+  users,
+  allListed,
+  loadError,
+  me,
+  onChange,
+}: {
+  users: User[];
+  allListed: boolean;
+  loadError: string | null;
+  me: Me;
+  onChange: () => Promise<void>;
+}) {
   const [form, setForm] = useState({ email: '', name: '', password: '', admin: false });
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -115,6 +137,7 @@ function Users({ users, loadError, me, onChange }: { users: User[]; loadError: s
         {notice ? <p role="status">{notice}</p> : null}
         <button type="submit">Create user</button>
       </form>
+      {allListed ? null : <MoreThan count={users.length} what="users" order="by creation" />}
       <table className="listing">
         <caption className="visually-hidden">Users</caption>
         <thead>
@@ -183,6 +206,7 @@ function Users({ users, loadError, me, onChange }: { users: User[]; loadError: s
 
 function Workspaces({
   workspaces,
+  allListed,
   loadError,
   selected,
   onSelect,
@@ -191,6 +215,7 @@ function Workspaces({
   onShowDeleted,
 }: {
   workspaces: Workspace[];
+  allListed: boolean;
   loadError: string | null;
   selected: string | null;
   onSelect: (id: string) => void;
@@ -251,6 +276,7 @@ function Workspaces({
         <input type="checkbox" checked={showDeleted} onChange={(e) => onShowDeleted(e.target.checked)} /> Show deleted workspaces
       </label>
       {workspaces.length === 0 ? <p className="empty">No workspaces yet: create the first one above.</p> : null}
+      {allListed ? null : <MoreThan count={workspaces.length} what="workspaces" order="by creation" />}
       <ul className="plain">
         {workspaces.map((w) => (
           <li key={w.id}>
@@ -293,8 +319,14 @@ function Workspaces({
   );
 }
 
-function Members({ ws, users, onChange }: { ws: Workspace; users: User[]; onChange: () => Promise<void> }) {
-  const list = useLoad(() => api.GET('/api/v1/platform/workspaces/{id}/members', { params: { path: { id: ws.id }, query: { limit: 1000 } } }), [ws.id]);
+function Members({ ws, users, allUsers, onChange }: { ws: Workspace; users: User[]; allUsers: boolean; onChange: () => Promise<void> }) {
+  const list = useLoad(
+    () =>
+      loadPages((cursor) =>
+        api.GET('/api/v1/platform/workspaces/{id}/members', { params: { path: { id: ws.id }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } } }),
+      ),
+    [ws.id],
+  );
   const members = list.data?.items ?? [];
   const [userId, setUserId] = useState('');
   const [role, setRole] = useState<Role>('editor');
@@ -358,9 +390,10 @@ function Members({ ws, users, onChange }: { ws: Workspace; users: User[]; onChan
           </label>
           <button type="submit">Add member</button>
         </form>
-      ) : (
+      ) : allUsers ? (
         <p className="muted">Every user is a member already.</p>
-      )}
+      ) : null}
+      {list.data?.complete === false ? <MoreThan count={members.length} what="members" order="by when they joined" /> : null}
       <ErrorText error={list.error ?? error} />
       <table className="listing">
         <caption className="visually-hidden">Members of {ws.name}</caption>

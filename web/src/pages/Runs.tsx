@@ -2,7 +2,7 @@ import { lazy, Suspense, useEffect, useMemo, useState, type FormEvent } from 're
 import { api, describeError, type Me } from '../api/client';
 import { ErrorText, formatTime, PartBoundary } from '../components';
 import { useLoad, type Answer } from '../load';
-import { collectPages, type Collected } from '../paging';
+import { loadPages, type Collected } from '../paging';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 
 // The run view (notebook renderer) and the schedules (croner) load on demand.
@@ -11,27 +11,15 @@ const Schedules = lazy(() => import('./Schedules'));
 
 const ACTIVE = new Set(['queued', 'running']);
 const POLL_MS = 2000;
-/** Pages of 1 000 notebooks the run form offers at most (10 000). */
-const NOTEBOOK_PAGES = 10;
-
 /**
  * The workspace's notebooks, wherever they are (`kind=notebook`, decision 0203: not the executed
- * copies runs keep in `.runs/` folders), up to NOTEBOOK_PAGES pages.
+ * copies runs keep in `.runs/` folders), up to LIST_MAX_PAGES pages.
  */
 async function listNotebooks(ws: string): Promise<Answer<Collected<string>>> {
-  try {
-    const data = await collectPages(async (cursor) => {
-      const { data, error } = await api.GET('/api/v1/data-resources/{ws}/objects', {
-        params: { path: { ws }, query: { kind: 'notebook', limit: 1000, ...(cursor ? { cursor } : {}) } },
-      });
-      // eslint-disable-next-line @typescript-eslint/only-throw-error -- the API's error body ({ error, message }); describeError reads it
-      if (error) throw error;
-      return { items: data.items.map((o) => o.path), next_cursor: data.next_cursor };
-    }, NOTEBOOK_PAGES);
-    return { data };
-  } catch (error) {
-    return { error };
-  }
+  const answer = await loadPages((cursor) =>
+    api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { kind: 'notebook', limit: 1000, ...(cursor ? { cursor } : {}) } } }),
+  );
+  return answer.data ? { data: { ...answer.data, items: answer.data.items.map((o) => o.path) } } : { error: answer.error };
 }
 
 export function RunsPage({ me, ws }: { me: Me; ws: string }) {

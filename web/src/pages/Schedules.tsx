@@ -1,8 +1,9 @@
 import { Cron } from 'croner';
 import { useEffect, useMemo, useState, type FormEvent } from 'react';
 import { api, describeError, type Schedule } from '../api/client';
-import { ErrorText, formatTime } from '../components';
+import { ErrorText, formatTime, MoreThan } from '../components';
 import { useLoad } from '../load';
+import { loadPages } from '../paging';
 
 /** The browser's IANA zone: the default for new schedules and the zone fire times are shown in. */
 export const userZone = (): string => Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
@@ -61,7 +62,12 @@ export function CronHelper({ cron, timezone }: { cron: string; timezone: string 
 }
 
 export default function Schedules({ ws, writable, notebooks }: { ws: string; writable: boolean; notebooks: string[] }) {
-  const schedules = useLoad(() => api.GET('/api/v1/workspaces/{ws}/schedules', { params: { path: { ws }, query: { limit: 1000 } } }), [ws]);
+  // (At most MAX_SCHEDULES_PER_WORKSPACE, 50 by default: one page, unless an operator raised it.)
+  const schedules = useLoad(
+    () =>
+      loadPages((cursor) => api.GET('/api/v1/workspaces/{ws}/schedules', { params: { path: { ws }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } } })),
+    [ws],
+  );
   const items = schedules.data?.items ?? null;
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
   const [notebook, setNotebook] = useState('');
@@ -127,6 +133,7 @@ export default function Schedules({ ws, writable, notebooks }: { ws: string; wri
       ) : null}
       <ErrorText error={schedules.error} />
       {items?.length === 0 ? <p className="empty">No schedules yet.</p> : null}
+      {schedules.data?.complete === false ? <MoreThan count={schedules.data.items.length} what="schedules" order="by creation" /> : null}
       {items && items.length > 0 ? (
         <table className="listing">
           <caption className="visually-hidden">Schedules</caption>

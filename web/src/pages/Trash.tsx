@@ -2,11 +2,17 @@ import { useState } from 'react';
 import { api, describeError, type Me, type TrashItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime } from '../components';
 import { useLoad } from '../load';
+import { loadPages } from '../paging';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 
 export function TrashPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
-  const trash = useLoad(() => api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: { limit: 1000 } } }), [ws]);
+  // The whole trash, newest first (up to LIST_MAX_PAGES pages: a deleted folder can fill many).
+  const trash = useLoad(
+    () =>
+      loadPages((cursor) => api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } } })),
+    [ws],
+  );
   const items = trash.data?.items ?? null;
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
 
@@ -33,6 +39,12 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
       <ErrorText error={trash.error} />
       {items === null && !trash.error ? <p aria-busy="true">Loading…</p> : null}
       {items?.length === 0 ? <p className="empty">The trash is empty. Deleted files land here and can be restored.</p> : null}
+      {trash.data?.complete === false ? (
+        <p className="muted" role="note">
+          The trash holds more than {trash.data.items.length.toLocaleString()} files: the newest {trash.data.items.length.toLocaleString()} are listed here.
+          Restore or delete some of them for good to see the older ones.
+        </p>
+      ) : null}
       {items && items.length > 0 ? (
         <table className="listing">
           <caption className="visually-hidden">Deleted files</caption>
