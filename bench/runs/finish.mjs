@@ -5,24 +5,29 @@
 // process, one with the warm kernel pool (KERNEL_POOL_SIZE=1) and one without (0: every run
 // starts its kernel, as before), runs alternating between them; the anchor, in the same rounds:
 // the same notebook through `jupyter nbconvert --to notebook --execute` (Debian's nbconvert,
-// spawned, until it exits). Runs are spaced (the pool refills between them, as between runs a
-// person starts); back-to-back runs of one workspace would each find the pool still refilling.
+// spawned, until it exits). As root with FUSE and rclone (the platform's default there, decision
+// 0140), a third runtime runs on the workspace mounted as /workspace, as `codeagent start` does:
+// the run ends once what it wrote is stored (the mount's flush). Runs are spaced (the pool refills
+// between them, as between runs a person starts); back-to-back runs of one workspace would each
+// find the pool still refilling.
 // Run alone: `node bench/runs/finish.mjs`.
 import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { startTestBackend, createAndLogin, createWorkspace, addMembers, bearer } from '@codeagent/backend/testing';
+import { mountTokenKey } from '@codeagent/auth';
+import { startTestBackend, createAndLogin, createWorkspace, addMembers, bearer, INTERNAL_TOKEN } from '@codeagent/backend/testing';
+import { databaseUidAllocator } from '@codeagent/sandbox';
 import { ScheduleWorker } from '@codeagent/worker';
 import { runtimeClient } from '@codeagent/clients';
-import { buildRuntimeApp } from '@codeagent/runtime';
+import { buildRuntimeApp, WorkspaceMounts } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
 import { table } from '../lib.mjs';
 
 const RUNS = Number(process.env.BENCH_FINISH_RUNS ?? 10);
-const TOKEN = randomUUID();
+/** The workspace mount needs root, /dev/fuse and rclone (scripts/system-deps.sh webdav). */
+const MOUNTED = process.getuid?.() === 0 && existsSync('/dev/fuse') && existsSync('/usr/bin/rclone');
 const GiB = 1024 * 1024 * 1024;
 const NOTEBOOK = {
   nbformat: 4,
@@ -38,14 +43,27 @@ const stats = (samples) => {
 };
 const f1 = (x) => x.toFixed(1);
 
-async function runtime(poolSize) {
+/** A runtime with sandboxed kernels; with `mounted`, each workspace's files mounted from the backend's WebDAV tree. */
+async function runtime(poolSize, mounted) {
   const kernels = await startTestKernels({
     sandbox: { maxServers: 8, memoryBytes: 4 * GiB, kernelMemoryBytes: 2 * GiB, pidsMax: 512, kernelPidsMax: 256, diskBytes: GiB, tmpBytes: GiB / 2 },
     warmPool: { size: poolSize, max: 4, idleSeconds: 600 },
+    ...(mounted
+      ? {
+          uids: databaseUidAllocator(mounted.db, 1_900_000_000),
+          mounts: new WorkspaceMounts({
+            dataDir: mounted.dataDir,
+            davUrl: (w) => `${mounted.backendUrl}/api/v1/dav/${w}/`,
+            tokenKey: mountTokenKey(INTERNAL_TOKEN),
+            log: pino({ level: 'silent' }),
+            cacheBytes: 64 * 1024 * 1024,
+          }),
+        }
+      : {}),
   });
-  const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: TOKEN });
+  const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: INTERNAL_TOKEN });
   const url = (await app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
-  return { kernels, app, client: runtimeClient(url, TOKEN) };
+  return { kernels, app, client: runtimeClient(url, INTERNAL_TOKEN) };
 }
 
 /** `jupyter nbconvert --to notebook --execute` of the same notebook, spawn to exit. */
@@ -73,13 +91,14 @@ function nbconvert(dir) {
 export async function measureRunLatency() {
   process.env.CODEAGENT_TEST_DB ??= 'postgres';
   const b = await startTestBackend({ runLimits: { maxQueuedRunsPerWorkspace: 100_000 } });
+  const url = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
+  const dir = mkdtempSync(join(tmpdir(), 'bench-finish-'));
   const warm = await runtime(1);
   const cold = await runtime(0);
-  const dir = mkdtempSync(join(tmpdir(), 'bench-finish-'));
+  const mounted = MOUNTED ? await runtime(1, { db: b.t.database.db, backendUrl: url, dataDir: join(dir, 'mounts') }) : undefined;
   writeFileSync(join(dir, 'nb.ipynb'), JSON.stringify(NOTEBOOK));
   let worker;
   try {
-    const url = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
     const editor = await createAndLogin(b, 'bench-finish@example.com');
     const workspace = async (name) => {
       const id = await createWorkspace(b, name);
@@ -94,11 +113,9 @@ export async function measureRunLatency() {
     };
     const wsWarm = await workspace('bench-warm');
     const wsCold = await workspace('bench-cold');
+    const wsMounted = mounted ? await workspace('bench-mounted') : undefined;
     const nb = Buffer.from(JSON.stringify(NOTEBOOK));
-    const byWorkspace = new Map([
-      [wsWarm, warm],
-      [wsCold, cold],
-    ]);
+    const byWorkspace = new Map([[wsWarm, warm], [wsCold, cold], ...(mounted ? [[wsMounted, mounted]] : [])]);
 
     let onRunning;
     let onFinished;
@@ -147,8 +164,9 @@ export async function measureRunLatency() {
     // The first run of each workspace starts its Jupyter server (and fills the pool): not counted.
     await oneRun(wsWarm);
     await oneRun(wsCold);
+    if (mounted) await oneRun(wsMounted);
     await nbconvert(dir);
-    const samples = { warm: { running: [], finished: [] }, cold: { running: [], finished: [] }, anchor: [] };
+    const samples = { warm: { running: [], finished: [] }, cold: { running: [], finished: [] }, mounted: { running: [], finished: [] }, anchor: [] };
     let warmHits = 0;
     for (let i = 0; i < RUNS; i++) {
       await warm.kernels.kernels.warm.settled();
@@ -161,6 +179,13 @@ export async function measureRunLatency() {
       const c = await oneRun(wsCold);
       samples.cold.running.push(c.running);
       samples.cold.finished.push(c.finished);
+      if (mounted) {
+        await mounted.kernels.kernels.warm.settled();
+        await new Promise((r) => setTimeout(r, 300 + Math.random() * 300));
+        const m = await oneRun(wsMounted);
+        samples.mounted.running.push(m.running);
+        samples.mounted.finished.push(m.finished);
+      }
       samples.anchor.push(await nbconvert(dir));
     }
     const anchor = stats(samples.anchor);
@@ -191,11 +216,12 @@ export async function measureRunLatency() {
         },
         row('platform, no pool (KERNEL_POOL_SIZE=0, before)', samples.cold),
         row('platform, warm pool (KERNEL_POOL_SIZE=1)', samples.warm),
+        ...(mounted ? [row('platform, warm pool, workspace mounted (the default as root)', samples.mounted)] : []),
       ],
     };
   } finally {
     await worker?.stop(5000);
-    for (const rt of [warm, cold]) {
+    for (const rt of [warm, cold, mounted].filter(Boolean)) {
       await rt.app.close();
       await rt.kernels.stop();
     }

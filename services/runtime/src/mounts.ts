@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { existsSync } from 'node:fs';
 import { MOUNT_TOKEN_MAX_SECONDS, issueMountToken, mountTokenKey } from '@codeagent/auth';
 import type { Config } from '@codeagent/config';
-import { INSTALL_MOUNT_HINT, RCLONE, detachMount, isMounted, mountWorkspace, type WorkspaceMount } from './workspace-mount.js';
+import { INSTALL_MOUNT_HINT, RCLONE, detachMount, isMounted, mountWorkspace, type FlushEnd, type WorkspaceMount } from './workspace-mount.js';
 
 export interface WorkspaceMountsOptions {
   /** DATA_DIR: mounts go below `DATA_DIR/mounts/<ws>`, rclone's caches and tokens below `DATA_DIR/mount-state/<ws>`. */
@@ -34,8 +34,8 @@ export interface LiveMount {
   readonly dir: string;
   /** Changes made through the API show at once (rclone vfs/forget). */
   refresh(): Promise<void>;
-  /** Every file written and closed is uploaded (a version) when this resolves (at most `timeoutMs`, default 60 s). */
-  flush(timeoutMs?: number): Promise<void>;
+  /** Every file written and closed is uploaded (a version) when this resolves (at most `timeoutMs`, default 60 s); how it knew (WorkspaceMount.flush). */
+  flush(timeoutMs?: number): Promise<FlushEnd>;
   /** rclone uploads what is cached and ends (SIGKILL after 30 s), the mount is detached. Bounded. */
   unmount(): Promise<void>;
   /**

@@ -59,8 +59,13 @@ export interface WorkspaceMount {
   remoteControl?: RemoteControl;
   /** Forgets cached listings so that changes made through the API show at once (needs the remote control). */
   refresh(): Promise<void>;
-  /** Waits until every closed file is uploaded (`vfs/stats`: no upload queued or in progress; needs the remote control). */
-  flush(timeoutMs?: number): Promise<void>;
+  /**
+   * Waits until every closed file is uploaded (`vfs/stats`: no upload queued or in progress; needs
+   * the remote control). Resolves with how it knew: `answered` when the kernel's FUSE connection
+   * had no request left unanswered (fusectl) and nothing was uploading; `quiet` after a whole
+   * second without an upload (no fusectl, or the mount busy with other requests).
+   */
+  flush(timeoutMs?: number): Promise<FlushEnd>;
   /**
    * Writes what is still cached, unmounts and waits for rclone to end: SIGTERM, SIGKILL after
    * `graceMs` (default 30 s), then the mount is detached whatever rclone did. Bounded.
@@ -75,8 +80,14 @@ export interface WorkspaceMount {
   kill(): Promise<void>;
 }
 
-/** Looks 250 ms apart that must all find no upload queued or in progress before a flush ends. */
-const FLUSH_QUIET_LOOKS = 5;
+/** How a flush knew that every closed file was uploaded (WorkspaceMount.flush). */
+export type FlushEnd = 'answered' | 'quiet';
+
+/** How long a flush without fusectl's answer must see no upload queued or in progress. */
+const FLUSH_QUIET_MS = 1000;
+
+/** fusectl: one directory per FUSE connection of this machine, named by the mount's device minor. */
+const FUSE_CONNECTIONS = '/sys/fs/fuse/connections';
 
 /** rclone's remote control did not answer in time: the mount is stuck (a stopped or wedged rclone). */
 export class MountUnresponsiveError extends Error {
@@ -100,6 +111,37 @@ function freeLoopbackPort(): Promise<number> {
       s.close(() => ok(port));
     });
   });
+}
+
+let fuseControl: Promise<void> | undefined;
+
+/**
+ * fusectl mounted at /sys/fs/fuse/connections, as systemd does at boot; as root, on a system that
+ * did not (a container, a machine without systemd), it is mounted here once. Without it a flush
+ * falls back to its quiet second and a stuck mount is detached without aborting its connection.
+ */
+function ensureFuseControl(): Promise<void> {
+  fuseControl ??= (async () => {
+    if (process.getuid?.() !== 0 || !existsSync(FUSE_CONNECTIONS) || isMounted(FUSE_CONNECTIONS)) return;
+    await runBounded('mount', ['-t', 'fusectl', 'fusectl', FUSE_CONNECTIONS]);
+  })();
+  return fuseControl;
+}
+
+/**
+ * The file of fusectl that counts the requests of the FUSE connection mounted at `dir` that its
+ * daemon has not answered yet (`waiting`), when fusectl is there and readable (root).
+ */
+function fuseWaitingFile(dir: string): string | undefined {
+  const device = mountDevice(dir);
+  if (!device?.startsWith('0:')) return undefined;
+  const file = `${FUSE_CONNECTIONS}/${device.split(':')[1]}/waiting`;
+  try {
+    readFileSync(file);
+    return file;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether `dir` is a mount point now (the kernel's own table). */
@@ -210,6 +252,7 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     ...(opts.token !== undefined ? { RCLONE_WEBDAV_BEARER_TOKEN: opts.token } : { RCLONE_WEBDAV_BEARER_TOKEN_COMMAND: `/bin/cat ${opts.tokenFile}` }),
     ...(remoteControl ? { RCLONE_RC_PASS: remoteControl.password } : {}),
   };
+  await ensureFuseControl();
   const child: ChildProcess = spawn(rclone, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)));
@@ -283,19 +326,26 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     async flush(timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       // close(2) returns before rclone has handled the file's release (FUSE sends it
-      // asynchronously), so a file closed a moment ago may not be queued yet: nothing pending
-      // for a whole quiet second (five looks 250 ms apart; a release under heavy load was seen
-      // to take longer than one look, CI 2026-11-23).
-      let idle = 0;
+      // asynchronously), so a file closed a moment ago may not be queued yet. The kernel counts
+      // the requests rclone has not answered (fusectl's `waiting`; a release is counted from the
+      // moment its process closed the file, or exited): read before the upload queue, none
+      // waiting means every file closed by then is queued, uploading or stored. Without that
+      // count (or while other requests keep it above 0): nothing pending for a whole quiet second
+      // (a release under heavy load was seen to take longer than 250 ms, CI 2026-11-23).
+      const waitingFile = fuseWaitingFile(opts.mountpoint);
+      let quietSince: number | undefined;
       for (;;) {
+        const waiting = waitingFile === undefined ? undefined : Number(readFileSync(waitingFile, 'utf8'));
         const stats = (await call('vfs/stats', {}, Math.min(RC_CALL_TIMEOUT_MS, Math.max(1, deadline - Date.now())))) as {
           diskCache?: { uploadsInProgress?: number; uploadsQueued?: number };
         };
         const pending = (stats.diskCache?.uploadsInProgress ?? 0) + (stats.diskCache?.uploadsQueued ?? 0);
-        idle = pending === 0 ? idle + 1 : 0;
-        if (idle >= FLUSH_QUIET_LOOKS) return;
-        if (Date.now() > deadline) throw new Error(`${pending} files of the workspace mount were still uploading after ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, idle > 0 ? 250 : 100));
+        if (pending === 0 && waiting === 0) return 'answered';
+        const now = Date.now();
+        quietSince = pending === 0 ? (quietSince ?? now) : undefined;
+        if (quietSince !== undefined && now - quietSince >= FLUSH_QUIET_MS) return 'quiet';
+        if (now > deadline) throw new Error(`${pending} files of the workspace mount were still uploading after ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, waiting !== undefined ? 20 : quietSince !== undefined ? 250 : 100));
       }
     },
     async unmount(graceMs = 30_000) {

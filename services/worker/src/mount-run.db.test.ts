@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -176,6 +177,42 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
       }
       expect(isMounted(join(dataDir, 'short', 'mounts', other))).toBe(false);
     }, 60_000);
+
+    it('a flush answers once every file a process closed by exiting is stored, without a quiet second (fusectl)', async () => {
+      const mounts = new WorkspaceMounts({
+        dataDir: join(dataDir, 'flush'),
+        davUrl: (w) => `${backendBase}/api/v1/dav/${w}/`,
+        tokenKey: mountTokenKey(INTERNAL_TOKEN),
+        log,
+      });
+      const mount = await mounts.mount(other, undefined, false);
+      try {
+        const ends: string[] = [];
+        for (let round = 0; round < 5; round++) {
+          // 40 files written and left open; the process exits, and the kernel sends rclone their
+          // releases (which queue the uploads) after it is gone: a flush must wait for them.
+          const script = [
+            'import os, sys',
+            `fs = [open(os.path.join(sys.argv[1], f"r${round}-{j}.txt"), "w") for j in range(40)]`,
+            'for j, f in enumerate(fs): f.write(str(j)); f.flush()',
+            'os._exit(0)',
+          ].join('\n');
+          await new Promise<void>((ok, fail) =>
+            spawn('python3', ['-c', script, mount.dir], { stdio: 'inherit' }).once('exit', (code) =>
+              code === 0 ? ok() : fail(new Error(`python3 exited ${code}`)),
+            ),
+          );
+          ends.push(await mount.flush());
+          const listed = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${other}/objects?prefix=r${round}-`, headers: bearer(b.adminToken) });
+          expect(listed.json<{ items: unknown[] }>().items).toHaveLength(40);
+        }
+        // As root the runtime mounts fusectl where the system did not: the flush reads the FUSE
+        // connection's unanswered requests instead of waiting for a quiet second (decision 0205).
+        expect(ends).toEqual(Array.from({ length: 5 }, () => (process.getuid?.() === 0 ? 'answered' : 'quiet')));
+      } finally {
+        await mount.unmount();
+      }
+    }, 120_000);
 
     it('gives user code neither the mount token, nor the host, nor another workspace', async () => {
       const probe = [
