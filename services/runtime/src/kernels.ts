@@ -708,7 +708,7 @@ export class KernelService implements WarmKernelSource {
    * run's directory), else one started for the run. Either way it has executed nothing before.
    */
   private async kernelForRun(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
-    const warm = await this.warm?.take(workspaceId, kernelName);
+    const warm = await this.warm?.take(workspaceId, kernelName, Date.now(), signal);
     if (warm !== undefined) {
       try {
         if (cwd) await this.changeDirectory(warm, cwd);

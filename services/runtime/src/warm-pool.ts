@@ -19,12 +19,19 @@ export interface WarmPoolOptions {
   log?: Pick<FastifyBaseLogger, 'warn' | 'info'> | undefined;
 }
 
+/** A warm kernel being started; `claimed` once a run found no ready kernel and waits for this one. */
+interface Start {
+  claimed: boolean;
+  /** The kernel's id for the run that claimed it; undefined when unclaimed (it went to `ready`) or when it did not start. */
+  kernel: Promise<string | undefined>;
+}
+
 interface Slot {
   readonly workspaceId: string | undefined;
   readonly kernelName: string;
   /** Started, answered kernel_info, never executed anything. */
   readonly ready: string[];
-  starting: number;
+  readonly starting: Start[];
   lastUsed: number;
 }
 
@@ -35,7 +42,8 @@ interface Slot {
  * never waits for a kernel start once its workspace has run before, and never sees another
  * run's state. Pools are keyed by workspace: a kernel never leaves the sandbox it started in.
  * Bounded per workspace (`size`) and in all (`max`, the least recently used workspace gives way);
- * a pool not drawn from for `idleSeconds` is emptied.
+ * a pool not drawn from for `idleSeconds` is emptied. A workspace's pool starts one kernel at a
+ * time, and a run that finds none ready takes the one being started (decision 0206).
  */
 export class WarmKernelPool {
   private readonly slots = new Map<string, Slot>();
@@ -59,15 +67,19 @@ export class WarmKernelPool {
   }
 
   /**
-   * A warm kernel of this workspace for one run, or undefined (the run starts its own). Either
-   * way the workspace's pool is filled again in the background: the next run finds one.
+   * A warm kernel of this workspace for one run, or undefined (the run starts its own). With
+   * none ready but one being started (the replacement for the run before, when runs come faster
+   * than kernels start), the run waits for that one: it is up sooner than a start of the run's
+   * own, which would also share the machine with it. Either way the workspace's pool is filled
+   * again in the background, one start at a time: the next run finds one. A run cancelled
+   * (`signal`) while it waits gets an error; the kernel it waited for is shut down once up.
    */
-  async take(workspaceId: string | undefined, kernelName: string, now = Date.now()): Promise<string | undefined> {
+  async take(workspaceId: string | undefined, kernelName: string, now = Date.now(), signal?: AbortSignal): Promise<string | undefined> {
     if (this.closed || this.opts.size <= 0) return undefined;
     const key = WarmKernelPool.key(workspaceId, kernelName);
     let slot = this.slots.get(key);
     if (!slot) {
-      slot = { workspaceId, kernelName, ready: [], starting: 0, lastUsed: now };
+      slot = { workspaceId, kernelName, ready: [], starting: [], lastUsed: now };
       this.slots.set(key, slot);
     }
     slot.lastUsed = now;
@@ -77,8 +89,32 @@ export class WarmKernelPool {
       // Culled by Jupyter, its server stopped, or it died: never hand it out.
       this.discard(kernelId);
     }
-    if (this.slots.get(key) === slot) this.refill(key, slot);
-    return kernelId;
+    const start = kernelId === undefined && this.slots.get(key) === slot ? slot.starting.find((s) => !s.claimed) : undefined;
+    if (start === undefined) {
+      if (this.slots.get(key) === slot) this.refill(key, slot);
+      return kernelId;
+    }
+    start.claimed = true;
+    return this.claimed(start, signal);
+  }
+
+  /** The kernel of a claimed start, for its run; a cancelled run's is shut down once it is up. */
+  private async claimed(start: Start, signal: AbortSignal | undefined): Promise<string | undefined> {
+    if (!signal) return start.kernel;
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<'aborted'>((resolve) => {
+      onAbort = () => resolve('aborted');
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      const got = await Promise.race([start.kernel, aborted]);
+      if (got !== 'aborted') return got;
+    } finally {
+      if (onAbort) signal.removeEventListener('abort', onAbort);
+    }
+    void start.kernel.then((kernelId) => kernelId !== undefined && this.discard(kernelId));
+    throw new Error('the run was cancelled while its kernel started');
   }
 
   /** True for a kernel waiting in a pool: no caller may act on it (it must reach its run untouched). */
@@ -91,7 +127,7 @@ export class WarmKernelPool {
   stats(workspaceId?: string | null, kernelName = 'python3'): { ready: number; starting: number } {
     const slots =
       workspaceId === null ? [...this.slots.values()] : [this.slots.get(WarmKernelPool.key(workspaceId, kernelName))].filter((s): s is Slot => s !== undefined);
-    return slots.reduce((t, s) => ({ ready: t.ready + s.ready.length, starting: t.starting + s.starting }), { ready: 0, starting: 0 });
+    return slots.reduce((t, s) => ({ ready: t.ready + s.ready.length, starting: t.starting + s.starting.length }), { ready: 0, starting: 0 });
   }
 
   /** The ids of the warm kernels of one workspace (tests, diagnostics). */
@@ -104,33 +140,47 @@ export class WarmKernelPool {
     while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
   }
 
+  /** The pool's own kernels of a slot: ready, and being started for no run. */
+  private static held(slot: Slot): number {
+    return slot.ready.length + slot.starting.filter((s) => !s.claimed).length;
+  }
+
   private total(): number {
     let n = 0;
-    for (const s of this.slots.values()) n += s.ready.length + s.starting;
+    for (const s of this.slots.values()) n += WarmKernelPool.held(s);
     return n;
   }
 
   private refill(key: string, slot: Slot): void {
-    while (!this.closed && slot.ready.length + slot.starting < this.opts.size) {
+    // One start at a time per workspace: a second one beside it would slow both.
+    while (!this.closed && slot.starting.length === 0 && WarmKernelPool.held(slot) < this.opts.size) {
       if (this.total() >= this.opts.max && !this.evictFor(slot)) return;
-      slot.starting++;
-      const started = this.source
-        .startReadyKernel(slot.kernelName, slot.workspaceId)
-        .then(
-          (kernelId) => {
-            slot.starting--;
-            // The pool was emptied (idle, closed) while this kernel started: it is not wanted.
-            if (this.closed || this.slots.get(key) !== slot) this.discard(kernelId);
-            else slot.ready.push(kernelId);
-          },
-          (err: unknown) => {
-            // No retry here: the next run of the workspace tries again (no loop on a broken sandbox).
-            slot.starting--;
-            this.opts.log?.warn({ err, workspace_id: slot.workspaceId ?? null }, 'a warm kernel did not start');
-          },
-        )
-        .finally(() => this.pending.delete(started));
-      this.pending.add(started);
+      const start: Start = { claimed: false, kernel: Promise.resolve(undefined) };
+      const done = () => slot.starting.splice(slot.starting.indexOf(start), 1);
+      start.kernel = this.source.startReadyKernel(slot.kernelName, slot.workspaceId).then(
+        (kernelId) => {
+          done();
+          const wanted = !this.closed && this.slots.get(key) === slot;
+          // The pool was emptied (idle, closed) while this kernel started: it is not wanted. A
+          // claimed kernel is its run's.
+          if (!start.claimed) {
+            if (wanted) slot.ready.push(kernelId);
+            else this.discard(kernelId);
+          }
+          // The pool's next start, now that this one is over.
+          if (wanted) this.refill(key, slot);
+          return start.claimed ? kernelId : undefined;
+        },
+        (err: unknown) => {
+          // No retry here: the next run of the workspace tries again (no loop on a broken sandbox).
+          done();
+          this.opts.log?.warn({ err, workspace_id: slot.workspaceId ?? null }, 'a warm kernel did not start');
+          return undefined;
+        },
+      );
+      slot.starting.push(start);
+      const tracked: Promise<void> = start.kernel.then(() => undefined).finally(() => this.pending.delete(tracked));
+      this.pending.add(tracked);
     }
   }
 
