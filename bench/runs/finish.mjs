@@ -188,6 +188,15 @@ export async function measureRunLatency() {
       }
       samples.anchor.push(await nbconvert(dir));
     }
+    // Back to back: each run sent as the one before finished, so the pool is still starting the
+    // replacement (decision 0206: the run takes that start instead of one of its own).
+    const burst = { running: [], finished: [] };
+    await warm.kernels.kernels.warm.settled();
+    for (let i = 0; i < RUNS; i++) {
+      const w = await oneRun(wsWarm);
+      burst.running.push(w.running);
+      burst.finished.push(w.finished);
+    }
     const anchor = stats(samples.anchor);
     const row = (name, s) => {
       const r = stats(s.running);
@@ -217,6 +226,7 @@ export async function measureRunLatency() {
         row('platform, no pool (KERNEL_POOL_SIZE=0, before)', samples.cold),
         row('platform, warm pool (KERNEL_POOL_SIZE=1)', samples.warm),
         ...(mounted ? [row('platform, warm pool, workspace mounted (the default as root)', samples.mounted)] : []),
+        row('platform, warm pool, runs back to back (pool refilling)', burst),
       ],
     };
   } finally {
