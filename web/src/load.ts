@@ -17,9 +17,16 @@ export interface Loaded<T> {
 }
 
 export interface LoadOptions<T> {
-  /** Load again every `pollMs` while this holds for the data shown (live status). */
+  /** Load again while this holds for the data shown (live status): after `pollFirstMs`, then twice as long each time, up to every `pollMs`. */
   pollWhile?: (data: T) => boolean;
   pollMs?: number;
+  /** The first wait of a polling (default `pollMs`: a fixed period); starts again at every reload asked for (an action). */
+  pollFirstMs?: number;
+}
+
+/** The `n`th wait (from 0) of a polling that starts at `firstMs` and doubles up to `maxMs`. */
+export function pollDelay(n: number, firstMs: number, maxMs: number): number {
+  return Math.min(maxMs, firstMs * 2 ** Math.min(n, 30));
 }
 
 /**
@@ -28,10 +35,16 @@ export interface LoadOptions<T> {
  * Only the answer of the newest load is shown: a slow answer for a workspace left meanwhile, or one
  * overtaken by a reload after an action, never replaces a newer one.
  */
-export function useLoad<T>(load: () => Promise<Answer<T>>, deps: DependencyList, { pollWhile, pollMs = 2000 }: LoadOptions<T> = {}): Loaded<T> {
+export function useLoad<T>(
+  load: () => Promise<Answer<T>>,
+  deps: DependencyList,
+  { pollWhile, pollMs = 2000, pollFirstMs = pollMs }: LoadOptions<T> = {},
+): Loaded<T> {
   const [data, setData] = useState<T | null>(null);
   const [error, setError] = useState<string | null>(null);
   const newest = useRef(0);
+  /** Reloads asked for: each starts the polling's waits again from `pollFirstMs`. */
+  const [asked, setAsked] = useState(0);
 
   // `deps` are what `load` reads: the caller's list, as for useCallback.
   const reload = useCallback(async () => {
@@ -58,9 +71,24 @@ export function useLoad<T>(load: () => Promise<Answer<T>>, deps: DependencyList,
   const polling = data !== null && pollWhile !== undefined && pollWhile(data);
   useEffect(() => {
     if (!polling) return;
-    const timer = setInterval(() => void reload(), pollMs);
-    return () => clearInterval(timer);
-  }, [polling, pollMs, reload]);
+    // A change that has just been asked for (a run started) often ends within a second: look
+    // again soon, then less and less often.
+    let n = 0;
+    let over = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const next = () => {
+      if (!over) timer = setTimeout(() => void reload().finally(next), pollDelay(n++, pollFirstMs, pollMs));
+    };
+    next();
+    return () => {
+      over = true;
+      clearTimeout(timer);
+    };
+  }, [polling, pollMs, pollFirstMs, reload, asked]);
 
-  return { data, error, reload };
+  const reloadAsked = useCallback(async () => {
+    setAsked((a) => a + 1);
+    await reload();
+  }, [reload]);
+  return { data, error, reload: reloadAsked };
 }

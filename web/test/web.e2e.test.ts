@@ -921,6 +921,52 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(list.json<{ items: { path: string }[] }>().items).toHaveLength(399);
   }, 120_000);
 
+  it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {
+    const owner = await createAndLogin(b, 'poller@example.com');
+    const lab = await createWorkspace(b, 'Polling');
+    await addMembers(b, lab, [[owner, 'editor']]);
+    const put = await fetch(`${base}/api/v1/data-resources/${lab}/objects/quick.ipynb`, {
+      method: 'PUT',
+      headers: { ...bearer(owner.token), 'content-type': 'application/x-ipynb+json' },
+      body: notebookOf([{ source: '1+1' }]),
+    });
+    expect(put.status).toBe(201);
+    const page = await newPage();
+    // The page's clock is the test's: time moves only when the test says, and only while no
+    // request of the page is under way (so that each answer is in before the next wait begins).
+    await page.clock.install();
+    let inFlight = 0;
+    const looks: number[] = [];
+    let now = 0;
+    const listRequest = (url: string) => new URL(url).pathname === `/api/v1/workspaces/${lab}/runs`;
+    page.on('request', (r) => {
+      inFlight++;
+      if (r.method() === 'GET' && listRequest(r.url())) looks.push(now);
+    });
+    const settle = () => void inFlight--;
+    page.on('requestfinished', settle);
+    page.on('requestfailed', settle);
+    await logIn(page, base, 'poller@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${lab}/runs`)}`);
+    await page.getByRole('button', { name: 'Run now' }).waitFor(UI_WAIT);
+    await page.clock.pauseAt(Date.now() + 60_000);
+    // No worker runs here: the run stays queued, and the page keeps looking at it.
+    await page.getByRole('button', { name: 'Run now' }).click();
+    await page.getByRole('row').filter({ hasText: 'quick.ipynb' }).locator('.status-queued').waitFor(UI_WAIT);
+    const idle = async () => {
+      await expect.poll(() => inFlight, UI_WAIT).toBe(0);
+      await new Promise((r) => setTimeout(r, 20));
+      await expect.poll(() => inFlight, UI_WAIT).toBe(0);
+    };
+    await idle();
+    looks.length = 0;
+    for (now = 50; now <= 6000; now += 50) {
+      await page.clock.runFor(50);
+      await idle();
+    }
+    // A fixed two-second period looked first at 2 000 ms (a warm run has ended long before).
+    expect(looks).toEqual([250, 750, 1750, 3750, 5750]);
+  }, 90_000);
+
   it('the trash lists what lies past its first page of 1 000, newest first (decision 0204)', async () => {
     const owner = await createAndLogin(b, 'deleter@example.com');
     const bin = await createWorkspace(b, 'Full trash');
