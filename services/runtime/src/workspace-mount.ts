@@ -136,9 +136,13 @@ function fuseWaitingFile(dir: string): string | undefined {
   const device = mountDevice(dir);
   if (!device?.startsWith('0:')) return undefined;
   const file = `${FUSE_CONNECTIONS}/${device.split(':')[1]}/waiting`;
+  return readCount(file) === undefined ? undefined : file;
+}
+
+/** A number in a file of fusectl; undefined once it is gone (the connection ended: rclone died). */
+function readCount(file: string): number | undefined {
   try {
-    readFileSync(file);
-    return file;
+    return Number(readFileSync(file, 'utf8'));
   } catch {
     return undefined;
   }
@@ -335,7 +339,7 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
       const waitingFile = fuseWaitingFile(opts.mountpoint);
       let quietSince: number | undefined;
       for (;;) {
-        const waiting = waitingFile === undefined ? undefined : Number(readFileSync(waitingFile, 'utf8'));
+        const waiting = waitingFile === undefined ? undefined : readCount(waitingFile);
         const stats = (await call('vfs/stats', {}, Math.min(RC_CALL_TIMEOUT_MS, Math.max(1, deadline - Date.now())))) as {
           diskCache?: { uploadsInProgress?: number; uploadsQueued?: number };
         };
@@ -345,7 +349,8 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
         quietSince = pending === 0 ? (quietSince ?? now) : undefined;
         if (quietSince !== undefined && now - quietSince >= FLUSH_QUIET_MS) return 'quiet';
         if (now > deadline) throw new Error(`${pending} files of the workspace mount were still uploading after ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, waiting !== undefined ? 20 : quietSince !== undefined ? 250 : 100));
+        // (An upload takes its time; the count, when that is all there is to wait for, is soon down.)
+        await new Promise((r) => setTimeout(r, pending > 0 ? 100 : waiting !== undefined ? 20 : 250));
       }
     },
     async unmount(graceMs = 30_000) {
