@@ -166,7 +166,7 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
     expect(created).toBe(false);
     await expect(files.stat(ws, 'a.txt')).rejects.toBeInstanceOf(NotFoundError);
     expect(await read('b.txt')).toBe('a2');
-    const versions = await files.versions(ws, 'b.txt');
+    const versions = (await files.versions(ws, 'b.txt')).items;
     expect(versions).toHaveLength(3);
     const contents = await Promise.all(versions.map(async (v) => (await files.openVersion(ws, 'b.txt', v.version_id)).body.toArray()));
     expect(contents.map((c) => Buffer.concat(c).toString()).sort()).toEqual(['a1', 'a2', 'b1']);
@@ -183,7 +183,7 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
         await files.rename(ws, `.~nb-${i}.ipynb`, 'nb.ipynb', null);
       }),
     );
-    const versions = await files.versions(ws, 'nb.ipynb');
+    const versions = (await files.versions(ws, 'nb.ipynb')).items;
     expect(versions).toHaveLength(saves + 1);
     const contents = await Promise.all(
       versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'nb.ipynb', v.version_id)).body.toArray()).toString()),
@@ -197,7 +197,7 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
       await write(`src-${round}`, `renamed-${round}`);
       await Promise.all([files.rename(ws, `src-${round}`, 'target', null), write('target', `saved-${round}`)]);
     }
-    const versions = await files.versions(ws, 'target');
+    const versions = (await files.versions(ws, 'target')).items;
     expect(versions).toHaveLength(10);
     const contents = await Promise.all(
       versions.map(async (v) => Buffer.concat(await (await files.openVersion(ws, 'target', v.version_id)).body.toArray()).toString()),

@@ -73,6 +73,33 @@ export function objectPageQuery(db: Kysely<DB>, workspaceId: string, prefix: str
   return q;
 }
 
+/**
+ * The statement of a page of `WorkspaceFiles.versions` (exported for its tests, which read its
+ * plan): `rows` kept versions of `path` after the key `after`, newest first, without the current
+ * content's own (`currentId`).
+ */
+export function versionPageQuery(
+  db: Kysely<DB>,
+  workspaceId: string,
+  path: string,
+  rows: number,
+  after: readonly [Date, Date, string] | undefined,
+  currentId: string | undefined,
+) {
+  let q = db
+    .selectFrom('object_versions')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('path', '=', path)
+    .orderBy('replaced_at', 'desc')
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(rows);
+  if (currentId !== undefined) q = q.where('id', '<>', currentId);
+  if (after) q = q.where((eb) => eb(eb.refTuple('replaced_at', 'created_at', 'id'), '<', eb.tuple(after[0], after[1], after[2])));
+  return q;
+}
+
 type FolderPageRow = Omit<ObjectRow, 'workspace_id' | 'path'> & { key: string; folder: boolean; under: string };
 
 /**
@@ -132,6 +159,22 @@ export function folderPageQuery(
     )
     SELECT * FROM entries ORDER BY key COLLATE "C" LIMIT ${limit + 1}`;
 }
+
+/** The current content of a path as its newest version. */
+function currentVersion(current: ObjectRow): VersionDto {
+  return {
+    version_id: current.version_id,
+    size: Number(current.size),
+    sha256: current.sha256,
+    content_type: current.content_type,
+    created_at: current.updated_at.toISOString(),
+    created_by: current.updated_by,
+    current: true,
+  };
+}
+
+/** The cursor of a versions page that held only the current content: every kept version is after it. */
+const VERSIONS_FROM_THE_TOP = ['9999-12-31T23:59:59.999Z', '9999-12-31T23:59:59.999Z', 'ffffffff-ffff-4fff-bfff-ffffffffffff'];
 
 function toObjectDto(r: ObjectRow): ObjectDto {
   return {
@@ -593,54 +636,70 @@ export class WorkspaceFiles {
     if (removed) await this.discard('workspace', blobKey(workspaceId, removed.version_id));
   }
 
-  async versions(workspaceId: string, path: string): Promise<VersionDto[]> {
+  /**
+   * The versions of `path`, newest first, in pages (docs/contract/spec.md §3): the current content
+   * first (on the first page), then the kept ones by when they were replaced. A path can keep
+   * any number of versions (every save is one), so no page reads more than `limit` of them
+   * (migration 014's index is the order). 404 when the path has neither.
+   */
+  async versions(workspaceId: string, path: string, limit = 100, cursor?: string): Promise<{ items: VersionDto[]; next_cursor: string | null }> {
     validateObjectPath(path);
+    const after = decodeCursor(cursor, ['time', 'time', 'uuid']);
     const current = await this.currentRow(this.db, workspaceId, path);
-    const older = await this.db
-      .selectFrom('object_versions')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .where('path', '=', path)
-      .orderBy('replaced_at', 'desc')
-      .orderBy('created_at', 'desc')
-      .execute();
-    if (!current && older.length === 0) throw new NotFoundError(`no object or version at ${path}`);
-    const list: VersionDto[] = older
-      .filter((v) => v.id !== current?.version_id)
-      .map((v) => ({
-        version_id: v.id,
-        size: Number(v.size),
-        sha256: v.sha256,
-        content_type: v.content_type,
-        created_at: v.created_at.toISOString(),
-        created_by: v.created_by,
-        current: false,
-      }));
-    if (current) {
-      list.unshift({
-        version_id: current.version_id,
-        size: Number(current.size),
-        sha256: current.sha256,
-        content_type: current.content_type,
-        created_at: current.updated_at.toISOString(),
-        created_by: current.updated_by,
-        current: true,
-      });
-    }
-    return list;
+    const first = after === undefined && current !== undefined;
+    // Room for the kept versions on this page; one more row says whether another page follows.
+    const room = limit - (first ? 1 : 0);
+    const older = await versionPageQuery(this.db, workspaceId, path, room + 1, after, current?.version_id).execute();
+    if (!current && older.length === 0 && after === undefined) throw new NotFoundError(`no object or version at ${path}`);
+    const items: VersionDto[] = older.slice(0, room).map((v) => ({
+      version_id: v.id,
+      size: Number(v.size),
+      sha256: v.sha256,
+      content_type: v.content_type,
+      created_at: v.created_at.toISOString(),
+      created_by: v.created_by,
+      current: false,
+    }));
+    if (first) items.unshift(currentVersion(current));
+    const last = older[room - 1];
+    // More kept versions than room: the next page starts after the last one shown (or, when the
+    // page held only the current content, at the newest kept one).
+    const next = older.length > room ? (last ? [last.replaced_at.toISOString(), last.created_at.toISOString(), last.id] : VERSIONS_FROM_THE_TOP) : undefined;
+    return { items, next_cursor: next ? encodeCursor(next) : null };
   }
 
   /** Opens one version's content: the current one, or a kept one. */
   async openVersion(workspaceId: string, path: string, versionId: string): Promise<{ version: VersionDto; body: Readable }> {
-    const all = await this.versions(workspaceId, path);
-    const version = all.find((v) => v.version_id === versionId);
+    validateObjectPath(path);
+    if (!isUuid(versionId)) throw new NotFoundError(`version ${versionId} of ${path} not found`);
+    const current = await this.currentRow(this.db, workspaceId, path);
+    let version: VersionDto | undefined;
+    if (current?.version_id === versionId) version = currentVersion(current);
+    else {
+      const v = await this.db
+        .selectFrom('object_versions')
+        .selectAll()
+        .where('id', '=', versionId)
+        .where('workspace_id', '=', workspaceId)
+        .where('path', '=', path)
+        .executeTakeFirst();
+      if (v)
+        version = {
+          version_id: v.id,
+          size: Number(v.size),
+          sha256: v.sha256,
+          content_type: v.content_type,
+          created_at: v.created_at.toISOString(),
+          created_by: v.created_by,
+          current: false,
+        };
+    }
     if (!version) throw new NotFoundError(`version ${versionId} of ${path} not found`);
     const got = await this.store.get(version.current ? 'workspace' : 'version', blobKey(workspaceId, versionId));
     if (!got) throw new NotFoundError(`the content of version ${versionId} is missing from storage`);
     return { version, body: got.body };
   }
 
-  /** Makes a kept version current again; the current content becomes a version. */
   async restoreVersion(workspaceId: string, path: string, versionId: string, actor: string | null): Promise<ObjectDto> {
     validateObjectPath(path);
     if (!isUuid(versionId)) throw new NotFoundError(`version ${versionId} of ${path} not found`);

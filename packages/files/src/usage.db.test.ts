@@ -53,7 +53,7 @@ describe(`stored bytes as a running total (${process.env.CODEAGENT_TEST_DB ?? 'p
       ['a replace (the old content becomes a version)', () => write(files, ws, 'a.bin', 250)],
       ['a rename', () => files.rename(ws, 'd/b.bin', 'd/c.bin', null)],
       ['a rename onto a file (its content becomes a version)', () => files.rename(ws, 'd/c.bin', 'a.bin', null)],
-      ['a restore of a version', async () => files.restoreVersion(ws, 'a.bin', (await files.versions(ws, 'a.bin'))[2]!.version_id, null)],
+      ['a restore of a version', async () => files.restoreVersion(ws, 'a.bin', (await files.versions(ws, 'a.bin')).items[2]!.version_id, null)],
       ['a delete to the trash', () => files.remove(ws, 'a.bin', null)],
       ['a restore from the trash', async () => files.restoreTrash(ws, (await files.trash(ws, 10, undefined)).items[0]!.id, null)],
       ['another delete', () => write(files, ws, 'gone.bin', 70).then(() => files.remove(ws, 'gone.bin', null))],

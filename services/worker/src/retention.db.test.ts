@@ -88,14 +88,14 @@ describe(`retention of runs and versions (${process.env.CODEAGENT_TEST_DB ?? 'po
   it('keeps the newest VERSION_RETENTION_COUNT versions of each path; the current content is never touched', async () => {
     for (let i = 1; i <= 5; i++) await write('doc.txt', `doc v${i}`);
     for (let i = 1; i <= 2; i++) await write('other.txt', `other v${i}`);
-    const before = await files.versions(ws, 'doc.txt');
+    const before = (await files.versions(ws, 'doc.txt')).items;
     expect(before.filter((v) => !v.current)).toHaveLength(4);
     const result = await retention({ versionCount: 2 });
     expect(result.versions).toBeGreaterThanOrEqual(2);
-    const after = await files.versions(ws, 'doc.txt');
+    const after = (await files.versions(ws, 'doc.txt')).items;
     expect(after.map((v) => v.version_id)).toEqual(before.slice(0, 3).map((v) => v.version_id));
     for (const gone of before.slice(3)) expect(await store.head('version', `${ws}/${gone.version_id}`)).toBeUndefined();
-    expect((await files.versions(ws, 'other.txt')).filter((v) => !v.current)).toHaveLength(1);
+    expect((await files.versions(ws, 'other.txt')).items.filter((v) => !v.current)).toHaveLength(1);
     expect((await files.readAll(ws, 'doc.txt')).toString()).toBe('doc v5');
     const kept = after.find((v) => !v.current)!;
     expect((await store.get('version', `${ws}/${kept.version_id}`)) !== undefined).toBe(true);
@@ -105,14 +105,14 @@ describe(`retention of runs and versions (${process.env.CODEAGENT_TEST_DB ?? 'po
     await write('aged.txt', 'a1');
     await write('aged.txt', 'a2');
     await write('aged.txt', 'a3');
-    const [, newer, older] = await files.versions(ws, 'aged.txt');
+    const [, newer, older] = (await files.versions(ws, 'aged.txt')).items;
     await t.database.db
       .updateTable('object_versions')
       .set({ replaced_at: new Date(Date.now() - 20 * DAY) })
       .where('id', '=', older!.version_id)
       .execute();
     await retention({ versionDays: 14 });
-    expect((await files.versions(ws, 'aged.txt')).map((v) => v.version_id).slice(1)).toEqual([newer!.version_id]);
+    expect((await files.versions(ws, 'aged.txt')).items.map((v) => v.version_id).slice(1)).toEqual([newer!.version_id]);
   });
 
   it('folds the running totals of stored bytes, with no retention setting on, and keeps them exact', async () => {

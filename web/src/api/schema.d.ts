@@ -3504,10 +3504,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the versions of a path, newest first; with version_id, that version’s content */
+        /** List the versions of a path, newest first (the current content first), in pages; with version_id, that version’s content */
         get: {
             parameters: {
                 query?: {
+                    limit?: number;
+                    cursor?: string;
                     version_id?: string;
                 };
                 header?: never;

@@ -14,12 +14,13 @@ import {
   type Ref,
 } from 'react';
 import { api, describeError, objectUrl, type ListedFolder, type Me, type StoredObject, type VersionItem } from '../api/client';
-import { ErrorText, formatBytes, formatTime, Link, PartBoundary } from '../components';
+import { ErrorText, formatBytes, formatTime, Link, MoreThan, PartBoundary } from '../components';
 import { filesPath } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { encodePath } from '../nav';
-import { collectPages, type Collected, type Page } from '../paging';
+import { collectPages, loadPages, type Collected, type Page } from '../paging';
+import type { Answer } from '../load';
 
 // Previews (CSV, notebooks, …) load on demand: their code is not part of the first page load.
 const Preview = lazy(() => import('../preview/Preview'));
@@ -490,15 +491,23 @@ function Versions({
   onClose: () => void;
   onRestored: () => Promise<void>;
 }) {
-  const [items, setItems] = useState<VersionItem[] | null>(null);
+  const [listed, setListed] = useState<Collected<VersionItem> | null>(null);
+  const items = listed?.items ?? null;
   const [error, setError] = useState<string | null>(null);
   const heading = useRef<HTMLHeadingElement>(null);
 
+  // Every save keeps a version: the list is paged (decision 0208), read here up to LIST_MAX_PAGES.
   const load = useCallback(async () => {
-    const { data, error: err } = await api.GET('/api/v1/data-resources/{ws}/versions/{*}', { params: { path: { ws, '*': path } }, parseAs: 'json' });
-    if (err) setError(describeError(err));
-    // The route also serves a version's raw content (`*/*`); this call asks for the list (JSON).
-    else setItems((data as { items: VersionItem[] }).items);
+    const answer = await loadPages(async (cursor): Promise<Answer<Page<VersionItem>>> => {
+      const { data, error: err } = await api.GET('/api/v1/data-resources/{ws}/versions/{*}', {
+        params: { path: { ws, '*': path }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } },
+        parseAs: 'json',
+      });
+      // The route also serves a version's raw content (`*/*`); this call asks for the list (JSON).
+      return err ? { error: err } : { data: data as Page<VersionItem> };
+    });
+    if (answer.data) setListed(answer.data);
+    else setError(describeError(answer.error));
   }, [ws, path]);
 
   useEffect(() => {
@@ -527,6 +536,7 @@ function Versions({
       <ErrorText error={error} />
       {items === null && !error ? <p aria-busy="true">Loading…</p> : null}
       {items?.length === 0 ? <p className="empty">No versions yet: replacing the file keeps the old content here.</p> : null}
+      {listed?.complete === false ? <MoreThan count={listed.items.length} what="versions" order="(newest first)" /> : null}
       {items && items.length > 0 ? (
         <ol className="versions">
           {items.map((v) => (

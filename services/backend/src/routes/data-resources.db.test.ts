@@ -80,6 +80,22 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect(await (await get('objects/notes/a.txt')).text()).toBe('first');
     const after = (await (await get('versions/notes/a.txt')).json()) as { items: unknown[] };
     expect(after.items).toHaveLength(3);
+    // In pages, like every list (decision 0208): one at a time, the current content first.
+    const paged: string[] = [];
+    let cursor = '';
+    for (let n = 0; n < 5; n++) {
+      const page = (await (await get(`versions/notes/a.txt?limit=1${cursor ? `&cursor=${cursor}` : ''}`)).json()) as {
+        items: { version_id: string }[];
+        next_cursor: string | null;
+      };
+      expect(page.items).toHaveLength(1);
+      paged.push(page.items[0]!.version_id);
+      if (!page.next_cursor) break;
+      cursor = page.next_cursor;
+    }
+    expect(paged).toEqual((after.items as { version_id: string }[]).map((v) => v.version_id));
+    expect((await get('versions/notes/a.txt?cursor=bm9wZQ')).status).toBe(400);
+    expect((await get('versions/notes/a.txt?limit=1001')).status).toBe(400);
     const missing = await fetch(url('versions/notes/a.txt/restore'), {
       method: 'POST',
       headers: { ...bearer(editor.token), 'content-type': 'application/json' },

@@ -268,9 +268,9 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       config: { access: 'workspace-viewer' },
       schema: {
         tags,
-        summary: 'List the versions of a path, newest first; with version_id, that version’s content',
+        summary: 'List the versions of a path, newest first (the current content first), in pages; with version_id, that version’s content',
         params: WsPath,
-        querystring: Type.Object({ version_id: Type.Optional(Type.String({ maxLength: 64 })) }),
+        querystring: Type.Object({ ...ListQuery.properties, version_id: Type.Optional(Type.String({ maxLength: 64 })) }),
         response: {
           // The list is JSON; with version_id the 200 is that version's raw content in its own content type
           // (a stream: Fastify sends it past the serializer, whatever its content type).
@@ -286,8 +286,8 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     },
     async (req, reply) => {
       const path = pathOf(req.params);
-      // Every version at once (a path keeps few): the list shape of every list, next_cursor always null.
-      if (req.query.version_id === undefined) return { items: await files.versions(req.params.ws, path), next_cursor: null };
+      // A path keeps a version per save, without bound: paged like every list (limit, cursor).
+      if (req.query.version_id === undefined) return files.versions(req.params.ws, path, req.query.limit, req.query.cursor);
       const { version, body } = await files.openVersion(req.params.ws, path, req.query.version_id);
       reply
         .header('etag', `"${version.sha256}"`)
