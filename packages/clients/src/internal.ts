@@ -36,6 +36,8 @@ export interface RuntimeClient<N> {
   runNotebook(notebook: N, timeoutSeconds: number, context?: RuntimeRunContext, signal?: AbortSignal, requestId?: string): Promise<RuntimeRunResult<N>>;
   /** The health probe: `list_kernels` with the token answers 2xx within `timeoutMs`. */
   ping(requestId?: string, timeoutMs?: number): Promise<boolean>;
+  /** `warm_up`: the workspace's next run will find a warm kernel; true when the runtime took it on (it answers at once). */
+  warmUp(workspaceId: string, requestId?: string, timeoutMs?: number): Promise<boolean>;
 }
 
 /** Error text of a failed internal call, with the server's own message when it sent one. */
@@ -69,7 +71,8 @@ const jsonHeaders = (token: string, requestId: string | undefined) => ({
 /**
  * The one client of the runtime's action endpoint (docs/contract/spec.md §5.2), with the internal token on every
  * call: `run_notebook` in the run's workspace sandbox, with the workspace's files copied in and
- * the files the run wrote back (the worker), and `list_kernels` as a probe (the backend's health).
+ * the files the run wrote back (the worker), `list_kernels` as a probe (the backend's health), and
+ * `warm_up` when a member opens the run form (the backend, decision 0209).
  */
 export function runtimeClient<N = unknown>(runtimeUrl: string, token: string): RuntimeClient<N> {
   return {
@@ -82,6 +85,16 @@ export function runtimeClient<N = unknown>(runtimeUrl: string, token: string): R
       });
       await res.body?.cancel();
       return res.ok;
+    },
+    async warmUp(workspaceId, requestId, timeoutMs = 2000) {
+      const res = await fetch(`${runtimeUrl}/api/v1/jupyter`, {
+        method: 'POST',
+        headers: jsonHeaders(token, requestId),
+        body: JSON.stringify({ action: 'warm_up', workspace_id: workspaceId }),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      if (!res.ok) throw await failure('the runtime', res.status, res);
+      return ((await res.json()) as { warming?: boolean }).warming === true;
     },
     async runNotebook(notebook, timeoutSeconds, context, signal, requestId) {
       if (context?.files === undefined && context?.loadFiles) {

@@ -11,7 +11,7 @@ import { routeAccess } from './routes/access.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';
-import { runsRoutes } from './routes/runs.js';
+import { runsRoutes, type RuntimeWarmUp } from './routes/runs.js';
 import { dataResourcesRoutes } from './routes/data-resources.js';
 import { internalRoutes } from './routes/internal.js';
 import { davRoutes } from './routes/dav.js';
@@ -29,6 +29,8 @@ export interface BackendAppOptions {
   jwtTtlSeconds: number;
   storageProbe: Probe;
   runtimeProbe: Probe;
+  /** Asks the runtime to ready a workspace for its next run (decision 0209); none: the route does nothing. */
+  runtimeWarmUp?: RuntimeWarmUp | undefined;
   store: ObjectStore;
   internalServiceToken: string;
   maxUploadBytes: number;
@@ -104,7 +106,14 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       await api.register(authRoutes, { db: opts.db, jwtSecret: opts.jwtSecret, jwtTtlSeconds: opts.jwtTtlSeconds, throttle });
       await api.register(healthRoutes, { db: opts.db, storageProbe: opts.storageProbe, runtimeProbe: opts.runtimeProbe });
       await api.register(platformRoutes, { db: opts.db, throttle, prefix: '/platform' });
-      await api.register(runsRoutes, { db: opts.db, files, readRunLog, limits: opts.runLimits ?? DEFAULT_RUN_LIMITS, prefix: '/workspaces' });
+      await api.register(runsRoutes, {
+        db: opts.db,
+        files,
+        readRunLog,
+        limits: opts.runLimits ?? DEFAULT_RUN_LIMITS,
+        warmUp: opts.runtimeWarmUp,
+        prefix: '/workspaces',
+      });
       await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
       await api.register(davRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/dav' });
       api.get('/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, () => app.swagger());

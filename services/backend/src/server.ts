@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import { Metrics, createLogger, listen, opsRoutes } from '@codeagent/service-kit';
 import { buildBackendApp } from './app.js';
 import { ensureBootstrapAdmin } from './domain/users.js';
-import { runtimeProbe } from './probes.js';
+import { runtimeProbe, runtimeWarmUp } from './probes.js';
 
 export interface StartBackendOptions {
   /**
@@ -35,6 +35,7 @@ export async function startBackend(config: Config, opts: StartBackendOptions = {
       return true;
     },
     runtimeProbe: runtimeProbe(config),
+    runtimeWarmUp: runtimeWarmUp(config),
     store,
     internalServiceToken: config.internalServiceToken,
     maxUploadBytes: config.maxUploadBytes,

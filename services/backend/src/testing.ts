@@ -37,6 +37,8 @@ export async function startTestBackend(
     runLimits?: Partial<RunLimits>;
     workspaceQuotaBytes?: number;
     loginThrottle?: BackendAppOptions['loginThrottle'];
+    /** The runtime's warm-up (decision 0209); none by default. */
+    runtimeWarmUp?: BackendAppOptions['runtimeWarmUp'];
     /** Cache token checks, invalidated by LISTEN/NOTIFY, as the backend does (default true). */
     tokenCache?: boolean;
   } = {},
@@ -57,6 +59,7 @@ export async function startTestBackend(
     runLimits: { ...DEFAULT_RUN_LIMITS, ...overrides.runLimits },
     workspaceQuotaBytes: overrides.workspaceQuotaBytes,
     ...(overrides.loginThrottle ? { loginThrottle: overrides.loginThrottle } : {}),
+    ...(overrides.runtimeWarmUp ? { runtimeWarmUp: overrides.runtimeWarmUp } : {}),
     ...(overrides.tokenCache === false ? {} : { listen: t.database.listen.bind(t.database) }),
   };
   const app = await buildBackendApp(options);

@@ -33,7 +33,8 @@ export interface RuntimeAppOptions {
 
 const Timeout = Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86_400 }));
 const KernelId = Type.String({ minLength: 1, maxLength: 64 });
-const WorkspaceId = Type.Optional(Type.String({ pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }));
+const WORKSPACE_ID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+const WorkspaceId = Type.Optional(Type.String({ pattern: WORKSPACE_ID }));
 const File = Type.Object({ path: Type.String({ minLength: 1, maxLength: 1024 }), content_base64: Type.String() }, { additionalProperties: false });
 
 const Action = Type.Union([
@@ -43,6 +44,12 @@ const Action = Type.Union([
   Type.Object({ action: Type.Literal('restart'), kernel_id: KernelId }),
   Type.Object({ action: Type.Literal('shutdown'), kernel_id: KernelId }),
   Type.Object({ action: Type.Literal('list_kernels') }),
+  // The workspace's next run will find a warm kernel (decision 0209): answers at once.
+  Type.Object({
+    action: Type.Literal('warm_up'),
+    workspace_id: Type.String({ pattern: WORKSPACE_ID }),
+    kernel_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  }),
   Type.Object({
     action: Type.Literal('run_notebook'),
     notebook: Type.Object(
@@ -58,7 +65,7 @@ const Action = Type.Union([
   }),
 ]);
 
-const ACTIONS = ['start_kernel', 'execute', 'interrupt', 'restart', 'shutdown', 'list_kernels', 'run_notebook'];
+const ACTIONS = ['start_kernel', 'execute', 'interrupt', 'restart', 'shutdown', 'list_kernels', 'run_notebook', 'warm_up'];
 
 /**
  * The runtime's action endpoint (docs/contract/spec.md §5.2): internal, token-guarded, on real Jupyter kernels
@@ -119,6 +126,8 @@ export async function buildRuntimeApp(opts: RuntimeAppOptions): Promise<FastifyI
           return { kernel_id: body.kernel_id, status: 'shutdown' };
         case 'list_kernels':
           return { kernels: await kernels.list() };
+        case 'warm_up':
+          return { warming: kernels.warmUp(body.workspace_id.toLowerCase(), body.kernel_name ?? 'python3') };
         case 'run_notebook':
           return await kernels.runNotebook(body.notebook as unknown as Notebook, body.timeout_seconds, {
             workspaceId: body.workspace_id?.toLowerCase(),

@@ -174,4 +174,23 @@ describe('warm kernel pool (issue 17): runs start on a warm kernel of their own 
     expect(warm.stats(null)).toEqual({ ready: 0, starting: 0 });
     expect(await liveKernels()).toEqual([]);
   }, 120_000);
+
+  it('warm_up readies a workspace before its first run: its server and one warm kernel, which the run then takes (decision 0209)', async () => {
+    const WS_D = '1d1d1d1d-0000-4000-8000-00000000001d';
+    expect(warm.stats(WS_D)).toEqual({ ready: 0, starting: 0 });
+    const res = await act({ action: 'warm_up', workspace_id: WS_D });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toEqual({ warming: true });
+    await warm.settled();
+    const ready = warm.readyKernels(WS_D);
+    expect(ready).toHaveLength(1);
+    // Asked again: nothing more starts (the pool is full).
+    await act({ action: 'warm_up', workspace_id: WS_D });
+    await warm.settled();
+    expect(warm.readyKernels(WS_D)).toEqual(ready);
+    const run = await runNotebook(WS_D, [WHO]);
+    expect(kernelOf(run.out)).toBe(ready[0]);
+    // A workspace id that is not one: 400, nothing started.
+    expect((await act({ action: 'warm_up', workspace_id: 'nope' })).statusCode).toBe(400);
+  }, 120_000);
 });

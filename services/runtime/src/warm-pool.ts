@@ -76,13 +76,7 @@ export class WarmKernelPool {
    */
   async take(workspaceId: string | undefined, kernelName: string, now = Date.now(), signal?: AbortSignal): Promise<string | undefined> {
     if (this.closed || this.opts.size <= 0) return undefined;
-    const key = WarmKernelPool.key(workspaceId, kernelName);
-    let slot = this.slots.get(key);
-    if (!slot) {
-      slot = { workspaceId, kernelName, ready: [], starting: [], lastUsed: now };
-      this.slots.set(key, slot);
-    }
-    slot.lastUsed = now;
+    const [key, slot] = this.used(workspaceId, kernelName, now);
     let kernelId: string | undefined;
     while ((kernelId = slot.ready.shift()) !== undefined) {
       if (await this.source.isReady(kernelId).catch(() => false)) break;
@@ -115,6 +109,30 @@ export class WarmKernelPool {
     }
     void start.kernel.then((kernelId) => kernelId !== undefined && this.discard(kernelId));
     throw new Error('the run was cancelled while its kernel started');
+  }
+
+  /**
+   * Fills the workspace's pool ahead of a run (a member opened the run form, decision 0209): the
+   * kernels start in the background (the workspace's Jupyter server first, when it is not
+   * running), one at a time, up to `size`; nothing when it is full or filling. Counts as a use
+   * of the pool (`idleSeconds` starts again).
+   */
+  fill(workspaceId: string | undefined, kernelName: string, now = Date.now()): void {
+    if (this.closed || this.opts.size <= 0) return;
+    const [key, slot] = this.used(workspaceId, kernelName, now);
+    this.refill(key, slot);
+  }
+
+  /** The pool of a workspace and kernel name (made when missing), marked as used at `now`. */
+  private used(workspaceId: string | undefined, kernelName: string, now: number): [string, Slot] {
+    const key = WarmKernelPool.key(workspaceId, kernelName);
+    let slot = this.slots.get(key);
+    if (!slot) {
+      slot = { workspaceId, kernelName, ready: [], starting: [], lastUsed: now };
+      this.slots.set(key, slot);
+    }
+    slot.lastUsed = now;
+    return [key, slot];
   }
 
   /** True for a kernel waiting in a pool: no caller may act on it (it must reach its run untouched). */

@@ -39,6 +39,11 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const [startError, setStartError] = useState<string | null>(null);
   const [openRun, setOpenRun] = useState<string | null>(null);
   useEffect(() => setNotebook((cur) => cur || notebooks[0] || ''), [notebooks]);
+  // An editor on this page is likely to start a run: the workspace's server and a warm kernel
+  // start meanwhile (decision 0209). Nothing to show either way.
+  useEffect(() => {
+    if (writable) void api.POST('/api/v1/workspaces/{ws}/runs/warm-up', { params: { path: { ws } } }).catch(() => undefined);
+  }, [ws, writable]);
 
   const start = async (e: FormEvent) => {
     e.preventDefault();

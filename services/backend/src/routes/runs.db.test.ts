@@ -330,3 +330,50 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
 
   const admin = () => b.adminToken;
 });
+
+describe(`readying a workspace for a run (decision 0209, ${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  const asked: string[] = [];
+  let failing = false;
+  beforeAll(async () => {
+    b = await startTestBackend({
+      runtimeWarmUp: (workspaceId) => {
+        asked.push(workspaceId);
+        return failing ? Promise.reject(new Error('the runtime is down')) : Promise.resolve(true);
+      },
+    });
+  });
+  afterAll(async () => {
+    await b.close();
+  });
+
+  it('an editor readies the workspace (202, at once), at most once every 10 s however often asked; viewer 403, stranger 404, logged out 401', async () => {
+    const editor = await createAndLogin(b, 'warm-editor@example.com');
+    const viewer = await createAndLogin(b, 'warm-viewer@example.com');
+    const stranger = await createAndLogin(b, 'warm-stranger@example.com');
+    const ws = await createWorkspace(b, 'warm');
+    const other = await createWorkspace(b, 'warm-other');
+    await addMembers(b, ws, [
+      [editor, 'editor'],
+      [viewer, 'viewer'],
+    ]);
+    await addMembers(b, other, [[editor, 'editor']]);
+    const warm = (token: string | undefined, w = ws) =>
+      b.app.inject({ method: 'POST', url: `/api/v1/workspaces/${w}/runs/warm-up`, headers: token ? bearer(token) : {} });
+    expect((await warm(viewer.token)).statusCode).toBe(403);
+    expect((await warm(stranger.token)).statusCode).toBe(404);
+    expect((await warm(undefined)).statusCode).toBe(401);
+    expect(asked).toEqual([]);
+    // A loop of requests reaches the runtime once per workspace in the window.
+    for (let i = 0; i < 20; i++) expect((await warm(editor.token)).statusCode).toBe(202);
+    expect((await warm(editor.token, other)).statusCode).toBe(202);
+    expect((await warm(editor.token, ws.toUpperCase())).statusCode).toBe(202);
+    expect(asked).toEqual([ws, other]);
+    // A runtime that refuses costs the caller nothing: still 202, logged.
+    failing = true;
+    const third = await createWorkspace(b, 'warm-third');
+    await addMembers(b, third, [[editor, 'editor']]);
+    expect((await warm(editor.token, third)).statusCode).toBe(202);
+    expect(asked).toEqual([ws, other, third]);
+  });
+});

@@ -25,12 +25,19 @@ import { Run, RunStatus, Schedule } from '../domain/schemas.js';
 /** Reads a run log from the run_log area; undefined when there is none (yet). */
 export type RunLogReader = (logKey: string) => Promise<NodeJS.ReadableStream | undefined>;
 
+/** Asks the runtime to ready a workspace for its next run (the runtime's `warm_up`, decision 0209). */
+export type RuntimeWarmUp = (workspaceId: string, requestId: string) => Promise<boolean>;
+
 export interface RunsRoutesOptions {
   db: Kysely<DB>;
   files: WorkspaceFiles;
   readRunLog: RunLogReader;
   limits?: RunLimits;
+  warmUp?: RuntimeWarmUp | undefined;
 }
+
+/** A workspace is readied for a run at most this often, however many members open its run form. */
+const WARM_UP_EVERY_MS = 10_000;
 
 const NotebookPath = Type.String({ minLength: 1, maxLength: 1024, pattern: '\\.ipynb$' });
 const Ws = Type.Object({ ws: Type.String({ maxLength: 64 }) });
@@ -40,8 +47,35 @@ const Zone = Type.String({ minLength: 1, maxLength: 100 });
 
 /** Notebook runs and schedules of a workspace (docs/contract/spec.md §4.4): members read, editors and admins write. */
 // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
-export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, files, readRunLog, limits = DEFAULT_RUN_LIMITS }) => {
+export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (app, { db, files, readRunLog, limits = DEFAULT_RUN_LIMITS, warmUp }) => {
   const tags = ['runs'];
+  /** When each workspace was last readied (by this backend): a bounded map, swept as it grows. */
+  const warmedAt = new Map<string, number>();
+
+  app.post(
+    '/:ws/runs/warm-up',
+    {
+      config: { access: 'workspace-editor' },
+      schema: {
+        tags,
+        summary:
+          'Ready the workspace for a run about to be started (the web app asks when an editor opens the run form): its Jupyter server and a warm kernel start in the background; answers at once',
+        params: Ws,
+        response: { 202: Type.Object({}), ...errors(401, 403, 404) },
+      },
+    },
+    async (req, reply) => {
+      const ws = req.params.ws.toLowerCase();
+      const now = Date.now();
+      if (warmUp && now - (warmedAt.get(ws) ?? -Infinity) >= WARM_UP_EVERY_MS) {
+        if (warmedAt.size >= 10_000) for (const [k, at] of warmedAt) if (now - at >= WARM_UP_EVERY_MS) warmedAt.delete(k);
+        warmedAt.set(ws, now);
+        // Nobody waits for it: a runtime that is down or keeps no warm kernels only loses the head start.
+        void warmUp(ws, req.id).catch((err: unknown) => req.log.warn({ err, workspace_id: ws }, 'the runtime did not take the warm-up'));
+      }
+      return reply.code(202).send({});
+    },
+  );
 
   app.post(
     '/:ws/runs',
