@@ -60,10 +60,11 @@ export interface WorkspaceMount {
   /** Forgets cached listings so that changes made through the API show at once (needs the remote control). */
   refresh(): Promise<void>;
   /**
-   * Waits until every closed file is uploaded (`vfs/stats`: no upload queued or in progress; needs
-   * the remote control). Resolves with how it knew: `answered` when the kernel's FUSE connection
-   * had no request left unanswered (fusectl) and nothing was uploading; `quiet` after a whole
-   * second without an upload (no fusectl, or the mount busy with other requests).
+   * Waits until every closed file is uploaded (`vfs/stats` and `core/stats`: no upload queued or
+   * in progress; needs the remote control). Resolves with how it knew: `answered` when the
+   * kernel's FUSE connection had no request left unanswered (fusectl) and nothing was uploading;
+   * `quiet` after a while without an upload (a second without fusectl; 10 s with the mount busy
+   * with other requests).
    */
   flush(timeoutMs?: number): Promise<FlushEnd>;
   /**
@@ -83,8 +84,11 @@ export interface WorkspaceMount {
 /** How a flush knew that every closed file was uploaded (WorkspaceMount.flush). */
 export type FlushEnd = 'answered' | 'quiet';
 
-/** How long a flush without fusectl's answer must see no upload queued or in progress. */
+/** How long a flush without fusectl's count must see no upload queued or in progress. */
 const FLUSH_QUIET_MS = 1000;
+
+/** How long a flush must see the count above 0 with no upload before it takes the count for other requests. */
+const FLUSH_BUSY_MS = 10_000;
 
 /** fusectl: one directory per FUSE connection of this machine, named by the mount's device minor. */
 const FUSE_CONNECTIONS = '/sys/fs/fuse/connections';
@@ -330,24 +334,30 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     async flush(timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       // close(2) returns before rclone has handled the file's release (FUSE sends it
-      // asynchronously), so a file closed a moment ago may not be queued yet. The kernel counts
-      // the requests rclone has not answered (fusectl's `waiting`; a release is counted from the
-      // moment its process closed the file, or exited): read before the upload queue, none
-      // waiting means every file closed by then is queued, uploading or stored. Without that
-      // count (or while other requests keep it above 0): nothing pending for a whole quiet second
-      // (a release under heavy load was seen to take longer than 250 ms, CI 2026-11-23).
+      // asynchronously), and with `--vfs-write-back 0s` rclone 1.60 uploads the file while it
+      // handles the release (its upload queue stays empty: the upload shows only among the
+      // transfers of `core/stats`). The kernel counts the requests rclone has not answered
+      // (fusectl's `waiting`; a release is counted from the moment its process closed the file,
+      // or exited, until its upload is done): read before the stats, none waiting and nothing
+      // uploading means every file closed by then is stored. The count also holds other
+      // requests (a JupyterLab reading files): with it above 0 and nothing uploading for
+      // FLUSH_BUSY_MS, the rest is taken for those. Without the count: nothing uploading for
+      // FLUSH_QUIET_MS (a release under load was seen to take longer than 250 ms, CI 2026-11-23).
       const waitingFile = fuseWaitingFile(opts.mountpoint);
+      const quietFor = waitingFile === undefined ? FLUSH_QUIET_MS : FLUSH_BUSY_MS;
       let quietSince: number | undefined;
       for (;;) {
         const waiting = waitingFile === undefined ? undefined : readCount(waitingFile);
-        const stats = (await call('vfs/stats', {}, Math.min(RC_CALL_TIMEOUT_MS, Math.max(1, deadline - Date.now())))) as {
-          diskCache?: { uploadsInProgress?: number; uploadsQueued?: number };
-        };
-        const pending = (stats.diskCache?.uploadsInProgress ?? 0) + (stats.diskCache?.uploadsQueued ?? 0);
+        const timeout = Math.min(RC_CALL_TIMEOUT_MS, Math.max(1, deadline - Date.now()));
+        const [vfs, core] = (await Promise.all([call('vfs/stats', {}, timeout), call('core/stats', {}, timeout)])) as [
+          { diskCache?: { uploadsInProgress?: number; uploadsQueued?: number } },
+          { transferring?: unknown[] },
+        ];
+        const pending = (vfs.diskCache?.uploadsInProgress ?? 0) + (vfs.diskCache?.uploadsQueued ?? 0) + (core.transferring?.length ?? 0);
         if (pending === 0 && waiting === 0) return 'answered';
         const now = Date.now();
         quietSince = pending === 0 ? (quietSince ?? now) : undefined;
-        if (quietSince !== undefined && now - quietSince >= FLUSH_QUIET_MS) return 'quiet';
+        if (quietSince !== undefined && now - quietSince >= quietFor) return 'quiet';
         if (now > deadline) throw new Error(`${pending} files of the workspace mount were still uploading after ${timeoutMs} ms`);
         // (An upload takes its time; the count, when that is all there is to wait for, is soon down.)
         await new Promise((r) => setTimeout(r, pending > 0 ? 100 : waiting !== undefined ? 20 : 250));

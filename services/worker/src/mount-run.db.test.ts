@@ -204,7 +204,7 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
           );
           ends.push(await mount.flush());
           const listed = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${other}/objects?prefix=r${round}-`, headers: bearer(b.adminToken) });
-          expect(listed.json<{ items: unknown[] }>().items).toHaveLength(40);
+          expect(listed.json<{ items: unknown[] }>().items, `flush ended ${ends.join(', ')}`).toHaveLength(40);
         }
         // As root the runtime mounts fusectl where the system did not: the flush reads the FUSE
         // connection's unanswered requests instead of waiting for a quiet second (decision 0205).
