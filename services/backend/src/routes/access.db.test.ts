@@ -30,6 +30,7 @@ const EXPECTED: Record<string, string> = {
   'DELETE /api/v1/platform/workspaces/:id/members/:user_id': 'system-admin',
   'POST /api/v1/workspaces/:ws/runs': 'workspace-editor',
   'POST /api/v1/workspaces/:ws/runs/:id/cancel': 'workspace-editor',
+  'POST /api/v1/workspaces/:ws/runs/warm-up': 'workspace-editor',
   'GET /api/v1/workspaces/:ws/runs': 'workspace-viewer',
   'GET /api/v1/workspaces/:ws/runs/:id': 'workspace-viewer',
   'GET /api/v1/workspaces/:ws/runs/:id/log': 'workspace-viewer',
