@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
-import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow } from '@codeagent/db';
+import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow, type ObjectVersionRow } from '@codeagent/db';
 import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, encodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import { ObjectTooLargeError, normalizeContentType, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
 import type { FolderDto, ListedFolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
@@ -170,6 +170,19 @@ function currentVersion(current: ObjectRow): VersionDto {
     created_at: current.updated_at.toISOString(),
     created_by: current.updated_by,
     current: true,
+  };
+}
+
+/** A kept version as the versions list answers it. */
+function keptVersion(v: ObjectVersionRow): VersionDto {
+  return {
+    version_id: v.id,
+    size: Number(v.size),
+    sha256: v.sha256,
+    content_type: v.content_type,
+    created_at: v.created_at.toISOString(),
+    created_by: v.created_by,
+    current: false,
   };
 }
 
@@ -651,15 +664,7 @@ export class WorkspaceFiles {
     const room = limit - (first ? 1 : 0);
     const older = await versionPageQuery(this.db, workspaceId, path, room + 1, after, current?.version_id).execute();
     if (!current && older.length === 0 && after === undefined) throw new NotFoundError(`no object or version at ${path}`);
-    const items: VersionDto[] = older.slice(0, room).map((v) => ({
-      version_id: v.id,
-      size: Number(v.size),
-      sha256: v.sha256,
-      content_type: v.content_type,
-      created_at: v.created_at.toISOString(),
-      created_by: v.created_by,
-      current: false,
-    }));
+    const items: VersionDto[] = older.slice(0, room).map(keptVersion);
     if (first) items.unshift(currentVersion(current));
     const last = older[room - 1];
     // More kept versions than room: the next page starts after the last one shown (or, when the
@@ -683,16 +688,7 @@ export class WorkspaceFiles {
         .where('workspace_id', '=', workspaceId)
         .where('path', '=', path)
         .executeTakeFirst();
-      if (v)
-        version = {
-          version_id: v.id,
-          size: Number(v.size),
-          sha256: v.sha256,
-          content_type: v.content_type,
-          created_at: v.created_at.toISOString(),
-          created_by: v.created_by,
-          current: false,
-        };
+      if (v) version = keptVersion(v);
     }
     if (!version) throw new NotFoundError(`version ${versionId} of ${path} not found`);
     const got = await this.store.get(version.current ? 'workspace' : 'version', blobKey(workspaceId, versionId));
