@@ -704,10 +704,6 @@ export class KernelService implements WarmKernelSource {
   }
 
   /**
-   * The kernel of one run: a warm one of the workspace's pool when there is one (moved into the
-   * run's directory), else one started for the run. Either way it has executed nothing before.
-   */
-  /**
    * Readies the workspace for its next run (decision 0209): its warm pool fills in the background,
    * starting the workspace's Jupyter server first when it is not running. Answers at once; false
    * when this runtime keeps no warm kernels (KERNEL_POOL_SIZE=0).
@@ -718,6 +714,11 @@ export class KernelService implements WarmKernelSource {
     return true;
   }
 
+  /**
+   * The kernel of one run: a warm one of the workspace's pool when there is one (moved into the
+   * run's directory), or the one the pool is starting, else one started for the run. Either way
+   * it has executed nothing before.
+   */
   private async kernelForRun(kernelName: string, workspaceId: string | undefined, cwd: string | undefined, signal?: AbortSignal): Promise<string> {
     const warm = await this.warm?.take(workspaceId, kernelName, Date.now(), signal);
     if (warm !== undefined) {

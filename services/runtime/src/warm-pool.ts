@@ -170,8 +170,9 @@ export class WarmKernelPool {
   }
 
   private refill(key: string, slot: Slot): void {
-    // One start at a time per workspace: a second one beside it would slow both.
-    while (!this.closed && slot.starting.length === 0 && WarmKernelPool.held(slot) < this.opts.size) {
+    // One start at a time per workspace (a second one beside it would slow both); the next
+    // begins when this one is over.
+    if (!this.closed && slot.starting.length === 0 && WarmKernelPool.held(slot) < this.opts.size) {
       if (this.total() >= this.opts.max && !this.evictFor(slot)) return;
       const start: Start = { claimed: false, kernel: Promise.resolve(undefined) };
       const done = () => slot.starting.splice(slot.starting.indexOf(start), 1);
