@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { collectPages, LIST_MAX_PAGES, loadPages, type Page } from './paging';
+import { collectPages, LIST_MAX_PAGES, loadPages, type Page, type PageQuery } from './paging';
 
 /** A list of `total` numbers served `size` at a time, the cursor being the next offset. */
 const list =
@@ -62,8 +62,10 @@ describe('collectPages: every page of a list, or as many as allowed and the word
 
 describe('loadPages: a whole API list for a loader', () => {
   /** `list` answered as openapi-fetch does; page `failAt` (a cursor) answers an error body. */
-  const api = (total: number, size: number, failAt?: string) => async (cursor: string | undefined) =>
-    cursor !== undefined && cursor === failAt ? { error: { error: 'internal', message: 'boom' } } : { data: await list(total, size)(cursor) };
+  const api =
+    (total: number, size: number, failAt?: string) =>
+    async ({ cursor }: PageQuery) =>
+      cursor !== undefined && cursor === failAt ? { error: { error: 'internal', message: 'boom' } } : { data: await list(total, size)(cursor) };
 
   it('reads every page, at most LIST_MAX_PAGES, and says when the list goes on', async () => {
     expect(await loadPages(api(25, 10))).toEqual({ data: { items: Array.from({ length: 25 }, (_, i) => i), complete: true } });

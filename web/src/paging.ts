@@ -45,15 +45,22 @@ export async function collectPages<T>(
  */
 export const LIST_MAX_PAGES = 10;
 
+/** The query of one page a whole list asks for: the largest page (1 000 rows) and the cursor. */
+export interface PageQuery {
+  limit: number;
+  cursor?: string;
+}
+
 /**
  * A whole API list for a loader (`useLoad`): every page from the first, at most `maxPages`, or
- * the first page's or a later page's error. `page` is one call of the API (openapi-fetch's answer).
+ * the first page's or a later page's error. `page` is one call of the API (openapi-fetch's
+ * answer) with `query` among its query parameters.
  */
-export async function loadPages<T>(page: (cursor: string | undefined) => Promise<Answer<Page<T>>>, maxPages = LIST_MAX_PAGES): Promise<Answer<Collected<T>>> {
+export async function loadPages<T>(page: (query: PageQuery) => Promise<Answer<Page<T>>>, maxPages = LIST_MAX_PAGES): Promise<Answer<Collected<T>>> {
   try {
     return {
       data: await collectPages(async (cursor) => {
-        const { data, error } = await page(cursor);
+        const { data, error } = await page({ limit: 1000, ...(cursor ? { cursor } : {}) });
         // (The API's error body, { error, message }: loadPages answers it; describeError reads it.)
         if (data === undefined) throw error;
         return data;

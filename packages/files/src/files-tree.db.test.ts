@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConflictError, NotFoundError } from '@codeagent/service-kit';
 import { FOLDER_COUNT_LIMIT, folderPageQuery, prefixEnd, type WorkspaceFiles } from './files.js';
-import { createTestFiles, objectsRead, type TestFiles } from './testing.js';
+import { createTestFiles, tableRead, type TestFiles } from './testing.js';
 
 /** The folder view and renames of WorkspaceFiles, which the WebDAV tree is built on. */
 describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -141,7 +141,7 @@ describe(`workspace files as a tree (${process.env.CODEAGENT_TEST_DB ?? 'postgre
       FROM generate_series(1, ${FOLDER_COUNT_LIMIT * 5}) i`.execute(fixture.t.database.db);
     /** Rows the statement read from `objects`: every scan of it, what it kept and what its filter dropped, times its loops. */
     const rowsRead = async (prefix: string, limit: number, after?: string) =>
-      (await objectsRead(fixture.t.database.db, folderPageQuery(ws, prefix, limit, after))).rows;
+      (await tableRead(fixture.t.database.db, folderPageQuery(ws, prefix, limit, after))).rows;
     // The root: four entries; the big folder is read only to count it, up to the limit.
     const root = await rowsRead('', 100);
     expect(root).toBeGreaterThan(FOLDER_COUNT_LIMIT);

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { objectPageQuery, type WorkspaceFiles } from './files.js';
-import { createTestFiles, objectsRead, type TestFiles } from './testing.js';
+import { createTestFiles, tableRead, type TestFiles } from './testing.js';
 
 /** The notebooks of a workspace (`kind=notebook`, decision 0203): what the run and schedule forms offer. */
 describe(`a workspace's notebooks (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -45,7 +45,7 @@ describe(`a workspace's notebooks (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
   });
 
   it('reads the notebooks from their index, not the other files of the workspace', async () => {
-    const read = await objectsRead(fixture.t.database.db, objectPageQuery(fixture.t.database.db, ws, '', 100, undefined, true));
+    const read = await tableRead(fixture.t.database.db, objectPageQuery(fixture.t.database.db, ws, '', 100, undefined, true));
     expect(read.indexes).toEqual(['objects_notebooks']);
     expect(read.rows).toBeLessThan(10);
   });

@@ -44,15 +44,11 @@ interface PlanNode {
 }
 
 /**
- * How a statement read the objects table (or `table`) when run (`EXPLAIN ANALYZE`): the index of each scan of
+ * How a statement read a table (`objects` unless `table` says another) when run (`EXPLAIN ANALYZE`): the index of each scan of
  * it (undefined: the table itself), and the rows all its scans read — what each kept and what its
  * filter dropped, times its loops. What tests of a statement's cost assert on.
  */
-export async function objectsRead(
-  db: Kysely<DB>,
-  statement: Expression<unknown>,
-  table = 'objects',
-): Promise<{ indexes: (string | undefined)[]; rows: number }> {
+export async function tableRead(db: Kysely<DB>, statement: Expression<unknown>, table = 'objects'): Promise<{ indexes: (string | undefined)[]; rows: number }> {
   const { rows } = await sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`.execute(db);
   const scans: PlanNode[] = [];
   const walk = (n: PlanNode): void => {

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { versionPageQuery, type WorkspaceFiles } from './files.js';
-import { createTestFiles, objectsRead, type TestFiles } from './testing.js';
+import { createTestFiles, tableRead, type TestFiles } from './testing.js';
 
 const put = (files: WorkspaceFiles, ws: string, path: string, body: string) => files.put(ws, path, Readable.from([Buffer.from(body)]), { actor: null });
 
@@ -67,17 +67,13 @@ describe(`the versions of a path, in pages (${process.env.CODEAGENT_TEST_DB ?? '
   });
 
   it('reads a page of kept versions from their index, whatever number the path keeps', async () => {
-    const read = await objectsRead(
-      fixture.t.database.db,
-      versionPageQuery(fixture.t.database.db, ws, 'busy.txt', 101, undefined, undefined),
-      'object_versions',
-    );
+    const read = await tableRead(fixture.t.database.db, versionPageQuery(fixture.t.database.db, ws, 'busy.txt', 101, undefined, undefined), 'object_versions');
     expect(read.indexes).toEqual(['object_versions_page']);
     expect(read.rows).toBeLessThanOrEqual(101);
     const middle = (await files.versions(ws, 'busy.txt', 100, (await files.versions(ws, 'busy.txt', 100)).next_cursor!)).items[99]!;
     const row = await fixture.t.database.db.selectFrom('object_versions').selectAll().where('id', '=', middle.version_id).executeTakeFirstOrThrow();
     const after = [row.replaced_at, row.created_at, row.id] as const;
-    const deeper = await objectsRead(fixture.t.database.db, versionPageQuery(fixture.t.database.db, ws, 'busy.txt', 101, after, undefined), 'object_versions');
+    const deeper = await tableRead(fixture.t.database.db, versionPageQuery(fixture.t.database.db, ws, 'busy.txt', 101, after, undefined), 'object_versions');
     expect(deeper.rows).toBeLessThanOrEqual(101);
   });
 

@@ -498,9 +498,9 @@ function Versions({
 
   // Every save keeps a version: the list is paged (decision 0208), read here up to LIST_MAX_PAGES.
   const load = useCallback(async () => {
-    const answer = await loadPages(async (cursor): Promise<Answer<Page<VersionItem>>> => {
+    const answer = await loadPages(async (page): Promise<Answer<Page<VersionItem>>> => {
       const { data, error: err } = await api.GET('/api/v1/data-resources/{ws}/versions/{*}', {
-        params: { path: { ws, '*': path }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } },
+        params: { path: { ws, '*': path }, query: page },
         parseAs: 'json',
       });
       // The route also serves a version's raw content (`*/*`); this call asks for the list (JSON).

@@ -13,15 +13,9 @@ export function ManagePage({ me }: { me: Me }) {
   const [showDeleted, setShowDeleted] = useState(false);
   // Every page of each list (up to LIST_MAX_PAGES): a user or workspace past the first page is
   // listed, and can be made a member, like the others.
-  const userList = useLoad(
-    () => loadPages((cursor) => api.GET('/api/v1/platform/users', { params: { query: { limit: 1000, ...(cursor ? { cursor } : {}) } } })),
-    [],
-  );
+  const userList = useLoad(() => loadPages((page) => api.GET('/api/v1/platform/users', { params: { query: page } })), []);
   const workspaceList = useLoad(
-    () =>
-      loadPages((cursor) =>
-        api.GET('/api/v1/platform/workspaces', { params: { query: { limit: 1000, include_deleted: showDeleted, ...(cursor ? { cursor } : {}) } } }),
-      ),
+    () => loadPages((page) => api.GET('/api/v1/platform/workspaces', { params: { query: { ...page, include_deleted: showDeleted } } })),
     [showDeleted],
   );
   const users = userList.data?.items ?? [];
@@ -321,10 +315,7 @@ function Workspaces({
 
 function Members({ ws, users, allUsers, onChange }: { ws: Workspace; users: User[]; allUsers: boolean; onChange: () => Promise<void> }) {
   const list = useLoad(
-    () =>
-      loadPages((cursor) =>
-        api.GET('/api/v1/platform/workspaces/{id}/members', { params: { path: { id: ws.id }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } } }),
-      ),
+    () => loadPages((page) => api.GET('/api/v1/platform/workspaces/{id}/members', { params: { path: { id: ws.id }, query: page } })),
     [ws.id],
   );
   const members = list.data?.items ?? [];

@@ -18,9 +18,7 @@ const POLL_MS = 2000;
  * copies runs keep in `.runs/` folders), up to LIST_MAX_PAGES pages.
  */
 async function listNotebooks(ws: string): Promise<Answer<Collected<string>>> {
-  const answer = await loadPages((cursor) =>
-    api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { kind: 'notebook', limit: 1000, ...(cursor ? { cursor } : {}) } } }),
-  );
+  const answer = await loadPages((page) => api.GET('/api/v1/data-resources/{ws}/objects', { params: { path: { ws }, query: { kind: 'notebook', ...page } } }));
   return answer.data ? { data: { ...answer.data, items: answer.data.items.map((o) => o.path) } } : { error: answer.error };
 }
 

@@ -63,11 +63,7 @@ export function CronHelper({ cron, timezone }: { cron: string; timezone: string 
 
 export default function Schedules({ ws, writable, notebooks }: { ws: string; writable: boolean; notebooks: string[] }) {
   // (At most MAX_SCHEDULES_PER_WORKSPACE, 50 by default: one page, unless an operator raised it.)
-  const schedules = useLoad(
-    () =>
-      loadPages((cursor) => api.GET('/api/v1/workspaces/{ws}/schedules', { params: { path: { ws }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } } })),
-    [ws],
-  );
+  const schedules = useLoad(() => loadPages((page) => api.GET('/api/v1/workspaces/{ws}/schedules', { params: { path: { ws }, query: page } })), [ws]);
   const items = schedules.data?.items ?? null;
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
   const [notebook, setNotebook] = useState('');

@@ -8,11 +8,7 @@ import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 export function TrashPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
   // The whole trash, newest first (up to LIST_MAX_PAGES pages: a deleted folder can fill many).
-  const trash = useLoad(
-    () =>
-      loadPages((cursor) => api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: { limit: 1000, ...(cursor ? { cursor } : {}) } } })),
-    [ws],
-  );
+  const trash = useLoad(() => loadPages((page) => api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: page } })), [ws]);
   const items = trash.data?.items ?? null;
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
 
