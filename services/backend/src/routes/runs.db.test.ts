@@ -347,7 +347,7 @@ describe(`readying a workspace for a run (decision 0209, ${process.env.CODEAGENT
     await b.close();
   });
 
-  it('an editor readies the workspace (202, at once), at most once every 10 s however often asked; viewer 403, stranger 404, logged out 401', async () => {
+  it('an editor readies the workspace (202, at once), at most once every 10 s however often asked; viewer 403, stranger 404, logged out or disabled 401', async () => {
     const editor = await createAndLogin(b, 'warm-editor@example.com');
     const viewer = await createAndLogin(b, 'warm-viewer@example.com');
     const stranger = await createAndLogin(b, 'warm-stranger@example.com');
@@ -374,6 +374,18 @@ describe(`readying a workspace for a run (decision 0209, ${process.env.CODEAGENT
     const third = await createWorkspace(b, 'warm-third');
     await addMembers(b, third, [[editor, 'editor']]);
     expect((await warm(editor.token, third)).statusCode).toBe(202);
+    expect(asked).toEqual([ws, other, third]);
+    // A disabled account's session warms nothing.
+    const disable = await b.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/platform/users/${editor.id}`,
+      headers: bearer(b.adminToken),
+      payload: { disabled: true },
+    });
+    expect(disable.statusCode).toBe(200);
+    const fourth = await createWorkspace(b, 'warm-fourth');
+    await addMembers(b, fourth, [[editor, 'editor']]);
+    expect((await warm(editor.token, fourth)).statusCode).toBe(401);
     expect(asked).toEqual([ws, other, third]);
   });
 });
