@@ -474,6 +474,9 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     // Not a cron: said in words before anything is sent.
     await form.getByLabel('Cron').fill('every day');
     await form.getByText('It has 2 fields').waitFor(UI_WAIT);
+    // A day its months lack: it would never run (the server refuses it too).
+    await form.getByLabel('Cron').fill('0 0 31 4,6,9,11 *');
+    await form.getByText('it would never run').waitFor(UI_WAIT);
     await form.getByLabel('Cron').fill('30 7 * * 1-5');
     const fires = form.getByRole('list', { name: 'Next five runs' }).getByRole('listitem');
     await expect.poll(() => fires.count(), UI_WAIT).toBe(5);

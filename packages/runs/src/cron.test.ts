@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nextRunAfter, smallestGapSeconds, validateSchedule } from './cron.js';
+import { NEVER_FIRES, nextRunAfter, smallestGapSeconds, validateSchedule } from './cron.js';
 
 describe('schedule validation', () => {
   it('accepts 5 fields, and 6 with leading seconds, in IANA zones', () => {
@@ -44,5 +44,30 @@ describe('minimum interval between fires (SCHEDULE_MIN_INTERVAL_SECONDS)', () =>
     expect(smallestGapSeconds('0,59 1,3 * * *', 'UTC', before)).toBe(59 * 60);
     expect(smallestGapSeconds('0,59 1,3 * * *', 'Europe/Berlin', before)).toBe(60);
     expect(smallestGapSeconds('0 0 1 1 *', 'UTC', before)).toBe(365 * 86400);
+  });
+});
+
+describe('a cron that no date matches', () => {
+  // Croner searches month by month up to 9999: with several months and no date in them the
+  // search outgrew the stack (a RangeError: the request's 500, a worker tick failing for all).
+  const never = ['0 0 31 2 *', '0 0 30 2 *', '0 0 31 4,6,9,11 *', '0 0 0 31 4,6,9,11 *', '* * 31 2 *', '0 0 31 2 +1'];
+  it('is refused as new timing, naming why', () => {
+    for (const cron of never) {
+      for (const zone of ['UTC', 'Asia/Tokyo']) expect(validateSchedule(cron, zone, 60), `${cron} ${zone}`).toEqual({ cron: NEVER_FIRES });
+    }
+    // Rare is not never: leap days, and a leap day that is a Monday (2044).
+    expect(validateSchedule('0 0 29 2 *', 'UTC', 60)).toEqual({});
+    expect(validateSchedule('0 0 29 2 +1', 'UTC', 60)).toEqual({});
+    expect(validateSchedule('0 0 31 4,6,9,12 *', 'UTC', 60)).toEqual({});
+  });
+  it('stays acceptable as stored timing (a rename or a switch-off of an old schedule)', () => {
+    for (const cron of never) expect(validateSchedule(cron, 'UTC'), cron).toEqual({});
+  });
+  it('has no next time and no gap, instead of an error', () => {
+    for (const cron of never) {
+      expect(nextRunAfter(cron, 'Europe/Berlin', new Date('2026-04-01T00:00:00Z')), cron).toBeNull();
+      expect(smallestGapSeconds(cron, 'UTC'), cron).toBeUndefined();
+    }
+    expect(nextRunAfter('0 0 29 2 +1', 'UTC', new Date('2026-01-01T00:00:00Z'))!.toISOString()).toBe('2044-02-29T00:00:00.000Z');
   });
 });

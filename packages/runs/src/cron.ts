@@ -10,7 +10,8 @@ const ZONE_SAMPLE = 16;
 
 /**
  * Checks a schedule's cron (5 fields, or 6 with leading seconds) and IANA zone; returns problems
- * by field. With `minIntervalSeconds`, a cron that fires more often than that is a problem too.
+ * by field. With `minIntervalSeconds` (the check of new timing), a cron that fires more often than
+ * that, or never, is a problem too.
  */
 export function validateSchedule(cron: string, timezone: string, minIntervalSeconds?: number): Record<string, string> {
   const problems: Record<string, string> = {};
@@ -25,6 +26,9 @@ export function validateSchedule(cron: string, timezone: string, minIntervalSeco
     } catch (err) {
       problems.cron = (err as Error).message.replace(/^CronPattern: /, '');
     }
+  }
+  if (minIntervalSeconds !== undefined && !problems.cron && !problems.timezone && nextRunAfter(cron, timezone, new Date()) === null) {
+    problems.cron = NEVER_FIRES;
   }
   // Five fields fire on whole minutes: never closer than 60 s, whatever the zone does.
   const needsSample = minIntervalSeconds !== undefined && (fields.length === 6 || minIntervalSeconds > 60);
@@ -46,7 +50,7 @@ export function validateSchedule(cron: string, timezone: string, minIntervalSeco
  */
 export function smallestGapSeconds(cron: string, timezone: string, from = new Date(), count = ZONE_SAMPLE): number | undefined {
   // A fixed offset spares croner its Intl.DateTimeFormat per step: UTC is ~100 times cheaper so.
-  const fires = new Cron(cron, { paused: true, ...(timezone === 'UTC' ? { utcOffset: 0 } : { timezone }) }).nextRuns(count, from);
+  const fires = withoutDate(() => new Cron(cron, { paused: true, ...(timezone === 'UTC' ? { utcOffset: 0 } : { timezone }) }).nextRuns(count, from), []);
   let smallest: number | undefined;
   for (let i = 1; i < fires.length; i++) {
     const gap = (fires[i]!.getTime() - fires[i - 1]!.getTime()) / 1000;
@@ -66,5 +70,23 @@ export function isTimeZone(zone: string): boolean {
 
 /** The first time strictly after `after` at which the schedule fires, or null if never again. */
 export function nextRunAfter(cron: string, timezone: string, after: Date): Date | null {
-  return new Cron(cron, { paused: true, timezone }).nextRun(after);
+  return withoutDate(() => new Cron(cron, { paused: true, timezone }).nextRun(after), null);
+}
+
+/** The problem named for a cron that no date matches (a day its months do not have). */
+export const NEVER_FIRES = 'no date matches it (a day of the month that its months do not have, e.g. 31 in February or April): it would never run';
+
+/**
+ * Croner looks for a cron's next date month by month, one call deeper for each, up to the year
+ * 9999: when no date matches and the cron names several months ("0 0 31 4,6,9,11 *"), the search
+ * outgrows the stack before it ends. That is a cron that never fires, not a fault of the caller
+ * (the request's 500, or a worker's tick that fails for every schedule).
+ */
+function withoutDate<T>(search: () => T, never: T): T {
+  try {
+    return search();
+  } catch (err) {
+    if (err instanceof RangeError && /call stack/i.test(err.message)) return never;
+    throw err;
+  }
 }

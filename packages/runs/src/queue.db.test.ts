@@ -113,4 +113,25 @@ describe(`run queue (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     const runs = await t.database.db.selectFrom('runs').select('id').where('schedule_id', '=', s.id).execute();
     expect(runs).toEqual([]);
   });
+
+  it('moves a due schedule that no date matches to no next time, and the tick goes on for the others', async () => {
+    await drainQueue();
+    const ws = await workspace('never');
+    const due = new Date(Date.now() - 1000);
+    // Stored as a due tick (a cron changed in the database, or stored before the check): croner's
+    // search for its next date outgrew the stack, which failed the whole tick, every schedule's.
+    const [never, fine] = await t.database.db
+      .insertInto('schedules')
+      .values([
+        { workspace_id: ws, notebook_path: 'a.ipynb', cron: '0 0 31 4,6,9,11 *', timezone: 'UTC', next_run_at: due },
+        { workspace_id: ws, notebook_path: 'b.ipynb', cron: '0 * * * *', timezone: 'UTC', next_run_at: due },
+      ])
+      .returning('id')
+      .execute();
+    const tick = await enqueueDueSchedules(t.database.db, { minIntervalSeconds: 60 });
+    expect(tick.enqueued.map((r) => r.schedule_id).sort()).toEqual([never!.id, fine!.id].sort());
+    const after = await t.database.db.selectFrom('schedules').select(['id', 'next_run_at']).where('workspace_id', '=', ws).execute();
+    expect(after.find((r) => r.id === never!.id)!.next_run_at).toBeNull();
+    expect(after.find((r) => r.id === fine!.id)!.next_run_at!.getTime()).toBeGreaterThan(Date.now());
+  });
 });

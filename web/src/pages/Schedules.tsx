@@ -22,11 +22,16 @@ export function nextFires(cron: string, timezone: string, count = 5, from = new 
   } catch {
     return { error: `${timezone} is not an IANA time zone (e.g. UTC, Europe/Berlin).` };
   }
+  let fires: Date[];
   try {
-    return { fires: new Cron(cron, { paused: true, timezone }).nextRuns(count, from) };
+    fires = new Cron(cron, { paused: true, timezone }).nextRuns(count, from);
   } catch (err) {
-    return { error: (err as Error).message.replace(/^CronPattern: /, '') };
+    // Croner's search for a date that never comes can outgrow the stack (several months, none with
+    // the day): that cron never fires, as when the search ends with nothing.
+    if (!(err instanceof RangeError && /call stack/i.test(err.message))) return { error: (err as Error).message.replace(/^CronPattern: /, '') };
+    fires = [];
   }
+  return fires.length > 0 ? { fires } : { error: 'No date matches it (a day its months do not have, e.g. 31 in February or April): it would never run.' };
 }
 
 /** A fire time in the user's own zone (and the zone's name, so nobody guesses). */

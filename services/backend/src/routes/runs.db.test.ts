@@ -204,6 +204,33 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     expect((await call(editor.token, 'PATCH', `${ws}/schedules/${legacy.id}`, { enabled: true })).statusCode).toBe(400);
   });
 
+  it('refuses a cron that no date matches (400 naming why, never a 500), also on change; a stored one can still be switched off', async () => {
+    const ws = await workspace();
+    // '0 0 31 4,6,9,11 *' made croner's search outgrow the stack: the request answered 500.
+    for (const [cron, timezone] of [
+      ['0 0 31 2 *', 'UTC'],
+      ['0 0 31 4,6,9,11 *', 'UTC'],
+      ['0 0 0 31 4,6,9,11 *', 'Asia/Tokyo'],
+    ] as const) {
+      const res = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron, timezone });
+      expect(res.statusCode, cron).toBe(400);
+      expect(res.json()).toMatchObject({ error: 'invalid_request', fields: { cron: expect.stringMatching(/never run/) as unknown } });
+    }
+    const ok = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 0 29 2 *' });
+    expect(ok.statusCode).toBe(201);
+    const changed = await call(editor.token, 'PATCH', `${ws}/schedules/${ok.json<ScheduleDto>().id}`, { cron: '0 0 31 4,6,9,11 *' });
+    expect(changed.statusCode).toBe(400);
+    expect(changed.json<ErrorBody>().fields).toHaveProperty('cron');
+    const legacy = await b.t.database.db
+      .insertInto('schedules')
+      .values({ workspace_id: ws, notebook_path: 'nb.ipynb', cron: '0 0 31 4,6,9,11 *', timezone: 'UTC', next_run_at: null })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const renamed = await call(editor.token, 'PATCH', `${ws}/schedules/${legacy.id}`, { enabled: false, notebook_path: 'nb.ipynb' });
+    expect(renamed.statusCode).toBe(200);
+    expect(renamed.json()).toMatchObject({ enabled: false, next_run_at: null });
+  });
+
   it('needs the schedule notebook to exist (404 naming it, as a run of it); bad paths 400', async () => {
     const ws = await workspace();
     const missing = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'reports/missing.ipynb', cron: '0 9 * * *' });
