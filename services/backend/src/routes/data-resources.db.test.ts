@@ -249,6 +249,32 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect((await fetch(url('uploads'), { method: 'POST', body: badPath, headers: bearer(editor.token) })).status).toBe(400);
   });
 
+  it('answers a broken multipart form 400 naming it (it was a 500), and keeps the old content', async () => {
+    await put('up/kept.txt', 'old content');
+    const send = (body: string, type = 'multipart/form-data; boundary=x') =>
+      fetch(url('uploads'), { method: 'POST', body, headers: { ...bearer(editor.token), 'content-type': type } });
+    const head = (name: string, file?: string) => `--x\r\nContent-Disposition: form-data; name="${name}"${file ? `; filename="${file}"` : ''}\r\n\r\n`;
+    const broken = {
+      'no part at all': send('garbage'),
+      'no boundary': send(`${head('path')}up/kept.txt\r\n--x--\r\n`, 'multipart/form-data'),
+      'a part header cut off': send('--x\r\nContent-Disposition: form-da'),
+      // The file's part never ends: the parser fails the file's stream while it is being stored.
+      'the file part cut off': send(`${head('path')}up/kept.txt\r\n${head('file', 'k.txt')}new content that never ends`),
+    };
+    for (const [what, pending] of Object.entries(broken)) {
+      const res = await pending;
+      expect(res.status, what).toBe(400);
+      expect(await res.json(), what).toMatchObject({ error: 'invalid_request', fields: { file: expect.any(String) as unknown } });
+    }
+    expect(await (await get('objects/up/kept.txt')).text()).toBe('old content');
+    const versions = (await (await get('versions/up/kept.txt')).json()) as { items: unknown[] };
+    expect(versions.items).toHaveLength(1);
+    // A whole form still works after them.
+    const ok = await send(`${head('path')}up/kept.txt\r\n${head('file', 'k.txt')}new content\r\n--x--\r\n`);
+    expect(ok.status).toBe(201);
+    expect(await (await get('objects/up/kept.txt')).text()).toBe('new content');
+  });
+
   it('enforces membership: non-members 404, viewers read only', async () => {
     await put('m.txt', 'members only');
     expect((await get('objects/m.txt', stranger.token)).status).toBe(404);

@@ -105,6 +105,18 @@ export function checkDeclaredLength(req: FastifyRequest, max: number): void {
  * Data resources (docs/contract/spec.md §4.3). Content streams from the request to storage and from storage to
  * the response, never whole in memory.
  */
+/**
+ * A form the multipart parser gave up on: 400 naming what it said. The parser's own refusals
+ * (limits 413, a part name that would pollute a prototype 400) carry their status and keep it.
+ */
+function malformedForm(err: unknown): never {
+  if (typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err;
+  const said = err instanceof Error ? err.message : String(err);
+  throw new BadRequestError(`the body is not a whole multipart/form-data form (${said}); send a field \`path\` and then a field \`file\``, {
+    file: 'malformed form',
+  });
+}
+
 export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions> = async (app, { files, maxUploadBytes }) => {
   const tags = ['data-resources'];
 
@@ -158,7 +170,11 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         checkDeclaredLength(req, maxUploadBytes + 64 * 1024);
         if (!req.isMultipart()) throw new BadRequestError('send multipart/form-data with a field `path` and then a field `file`', { file: 'missing' });
         let path: string | undefined;
-        for await (const part of req.parts()) {
+        const parts = req.parts();
+        for (;;) {
+          const next = await parts.next().catch(malformedForm);
+          if (next.done) break;
+          const part = next.value;
           if (part.type === 'field') {
             if (part.fieldname === 'path') path = String(part.value);
             continue;
@@ -169,11 +185,13 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           }
           if (path === undefined) throw new BadRequestError('the field `path` must come before the field `file`', { path: 'missing before file' });
           const target = pathOf({ '*': path });
-          const { object } = await files.put(req.params.ws, target, part.file, {
-            contentType: part.mimetype,
-            actor: req.user.id,
-            maxBytes: maxUploadBytes,
-          });
+          // The parser fails the file's stream when the form breaks off inside it (a last boundary
+          // missing): the client's fault, whatever the store makes of it.
+          let broken: unknown;
+          part.file.once('error', (err) => (broken = err));
+          const { object } = await files
+            .put(req.params.ws, target, part.file, { contentType: part.mimetype, actor: req.user.id, maxBytes: maxUploadBytes })
+            .catch((err: unknown) => (broken === undefined ? Promise.reject(err) : malformedForm(broken)));
           if (part.file.truncated) throw new PayloadTooLargeError(`the upload is larger than MAX_UPLOAD_BYTES (${maxUploadBytes} bytes)`);
           return reply.code(201).send(object);
         }
