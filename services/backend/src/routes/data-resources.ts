@@ -189,9 +189,14 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           // missing): the client's fault, whatever the store makes of it.
           let broken: unknown;
           part.file.once('error', (err) => (broken = err));
-          const { object } = await files
-            .put(req.params.ws, target, part.file, { contentType: part.mimetype, actor: req.user.id, maxBytes: maxUploadBytes })
-            .catch((err: unknown) => (broken === undefined ? Promise.reject(err) : malformedForm(broken)));
+          let stored: Awaited<ReturnType<WorkspaceFiles['put']>>;
+          try {
+            stored = await files.put(req.params.ws, target, part.file, { contentType: part.mimetype, actor: req.user.id, maxBytes: maxUploadBytes });
+          } catch (err) {
+            if (broken === undefined) throw err;
+            malformedForm(broken);
+          }
+          const { object } = stored;
           if (part.file.truncated) throw new PayloadTooLargeError(`the upload is larger than MAX_UPLOAD_BYTES (${maxUploadBytes} bytes)`);
           return reply.code(201).send(object);
         }
