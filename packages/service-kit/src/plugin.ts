@@ -9,6 +9,8 @@ import { AppError, BadRequestError } from './errors.js';
 import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request-guards.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** PostgreSQL's codes for a U+0000 in text (22021, invalid byte sequence) and in jsonb (22P05, unsupported escape). */
+const NUL_REFUSED = new Set(['22021', '22P05']);
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 /** A request's id: the caller's well-formed `x-request-id`, else a new one. */
@@ -155,6 +157,15 @@ export const serviceKit = fp<ServiceKitOptions>(
           return reply
             .code(415)
             .send({ error: 'unsupported_media_type', message: `content type ${req.headers['content-type'] ?? '(none)'} is not accepted here` });
+      }
+      if (NUL_REFUSED.has(String(err.code))) {
+        // PostgreSQL stores no U+0000 in text or jsonb: a request that carried one (a name, a query
+        // parameter, a login's email) could never be stored or matched; said so, not a 500.
+        return reply.code(400).send({
+          error: opts.validationError ?? 'invalid_request',
+          message: 'the request contains the character U+0000 (NUL), which no text of the platform may hold; remove it',
+          fields: {},
+        });
       }
       if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
         return reply.code(err.statusCode).send({ error: 'invalid_request', message: err.message, fields: {} });

@@ -420,6 +420,12 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(foreign.json<ErrorBody>().error).toBe('invalid_request');
     expect((await edit('nb/v.ipynb', { settings: { unknownSetting: 1 } })).statusCode).toBe(400);
     expect((await edit('nb/v.ipynb', { action: 'rewrite' })).statusCode).toBe(400);
+    // A U+0000 in the notebook's path, which PostgreSQL cannot store or match (it was a 500).
+    const nul = await edit('nb/a\u0000b.ipynb');
+    expect(nul.statusCode).toBe(400);
+    expect(nul.json<ErrorBody>().error).toBe('invalid_request');
+    const forget = await app.inject({ method: 'DELETE', url: '/codeagent-bridge/session?notebook=a%00b', headers: { authorization: `Bearer ${token}` } });
+    expect(forget.statusCode).toBe(400);
   });
 
   it('times out after requestTimeoutSeconds with 504, aborts upstream, and frees the notebook lock', async () => {

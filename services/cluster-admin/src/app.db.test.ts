@@ -156,6 +156,13 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
         expect(Object.keys(res.json<Required<ErrorBody>>().fields).sort()).toEqual([...fields].sort());
       }
       expect((await admin('POST', '/clusters', valid('yarn-prod'))).json<ErrorBody>()).toEqual(expect.objectContaining({ error: 'conflict' }));
+      // PostgreSQL stores no U+0000: a record or a filter with one is the request's fault (it was a 500).
+      for (const body of [valid('a\u0000b'), valid('nul-user', { auth_type: 'basic', username: 'a\u0000b', AuthPassword: 'pw' })]) {
+        const res = await admin('POST', '/clusters', body);
+        expect(res.statusCode).toBe(400);
+        expect(res.json()).toMatchObject({ error: 'validation failed', message: expect.stringMatching(/U\+0000/) as unknown });
+      }
+      expect((await admin('GET', '/audit?action=a%00b')).statusCode).toBe(400);
       expect(await auditCount()).toBe(before);
     });
 

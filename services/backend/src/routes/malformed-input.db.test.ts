@@ -113,4 +113,23 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const members = await b.app.inject({ method: 'GET', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(b.adminToken) });
     expect(JSON.stringify(members.json())).not.toContain(user.id);
   });
+
+  it('answers 400 for a U+0000 in any text PostgreSQL would store or match (it was a 500), and stores nothing', async () => {
+    const nul = 'a\u0000b';
+    const sends: [string, string, string, object | undefined, string | undefined][] = [
+      ['logged out: a login', 'POST', '/api/v1/auth/login', { email: nul, password: nul }, undefined],
+      ['a workspace', 'POST', '/api/v1/platform/workspaces', { name: nul, description: nul }, b.adminToken],
+      ['a description', 'PATCH', `/api/v1/platform/workspaces/${ws}`, { description: nul }, b.adminToken],
+      ['a user', 'POST', '/api/v1/platform/users', { email: 'nul@example.com', name: nul, password: 'a long enough password' }, b.adminToken],
+    ];
+    for (const [what, method, url, payload, token] of sends) {
+      const res = await b.app.inject({ method: method as 'POST', url, ...(token ? { headers: bearer(token) } : {}), payload });
+      expect(res.statusCode, what).toBe(400);
+      expect(res.json(), what).toMatchObject({ error: 'invalid_request', message: expect.stringMatching(/U\+0000/) as unknown });
+    }
+    const users = await b.app.inject({ method: 'GET', url: '/api/v1/platform/users', headers: bearer(b.adminToken) });
+    expect(JSON.stringify(users.json())).not.toContain('nul@example.com');
+    const workspace = await b.app.inject({ method: 'GET', url: `/api/v1/platform/workspaces/${ws}`, headers: bearer(b.adminToken) });
+    expect(workspace.json<WorkspaceDto>().description).toBe('');
+  });
 });
