@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { readdirSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalObjectStore } from '@codeagent/storage';
 import type { ErrorBody } from '@codeagent/service-kit';
@@ -273,6 +274,28 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     const ok = await send(`${head('path')}up/kept.txt\r\n${head('file', 'k.txt')}new content\r\n--x--\r\n`);
     expect(ok.status).toBe(201);
     expect(await (await get('objects/up/kept.txt')).text()).toBe('new content');
+  });
+
+  it('refuses an upload with a Content-Encoding (415, Accept-Encoding: identity): it would be stored still encoded', async () => {
+    await put('up/coded.txt', 'plain');
+    const coded = gzipSync('meant content');
+    const raw = await fetch(url('objects/up/coded.txt'), { method: 'PUT', body: coded, headers: { ...bearer(editor.token), 'content-encoding': 'gzip' } });
+    expect(raw.status).toBe(415);
+    expect(raw.headers.get('accept-encoding')).toBe('identity');
+    expect(await raw.json()).toMatchObject({ error: 'unsupported_media_type', message: expect.stringMatching(/Content-Encoding \(gzip\)/) as unknown });
+    const form = new FormData();
+    form.append('path', 'up/coded.txt');
+    form.append('file', new Blob([coded]), 'coded.txt');
+    const multipart = await fetch(url('uploads'), { method: 'POST', body: form, headers: { ...bearer(editor.token), 'content-encoding': 'br' } });
+    expect(multipart.status).toBe(415);
+    expect(await (await get('objects/up/coded.txt')).text()).toBe('plain');
+    // identity is no coding at all
+    const identity = await fetch(url('objects/up/coded.txt'), {
+      method: 'PUT',
+      body: 'new',
+      headers: { ...bearer(editor.token), 'content-encoding': 'identity' },
+    });
+    expect(identity.status).toBe(200);
   });
 
   it('enforces membership: non-members 404, viewers read only', async () => {

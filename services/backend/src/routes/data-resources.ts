@@ -5,7 +5,15 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import multipart from '@fastify/multipart';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { BadRequestError, ListQuery, PayloadTooLargeError, RangeNotSatisfiableError, listResponse, requestBody } from '@codeagent/service-kit';
+import {
+  BadRequestError,
+  ListQuery,
+  PayloadTooLargeError,
+  RangeNotSatisfiableError,
+  UnsupportedMediaTypeError,
+  listResponse,
+  requestBody,
+} from '@codeagent/service-kit';
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
 import { ListedFolderSchema, ObjectSchema, TrashItemSchema, VersionSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
@@ -93,18 +101,25 @@ export function objectHeaders(reply: FastifyReply, object: ObjectDto): void {
   reply.headers(objectContentHeaders(object.path, object.content_type));
 }
 
-/** Refuses a declared body over the limit before reading a byte of it. */
-export function checkDeclaredLength(req: FastifyRequest, max: number): void {
+/**
+ * Checks an upload's headers before reading a byte of its body: a declared body over the limit
+ * (413), and a content coding (`Content-Encoding: gzip`), which the store would keep as the
+ * object's bytes, still encoded, while the client meant the decoded content (415, RFC 9110
+ * §15.5.16: answered with `Accept-Encoding: identity`).
+ */
+export function checkUploadHeaders(req: FastifyRequest, max: number): void {
+  const coding = req.headers['content-encoding']?.trim().toLowerCase();
+  if (coding !== undefined && coding !== '' && coding !== 'identity') {
+    const refused = new UnsupportedMediaTypeError(`uploads are stored as sent, so they take no Content-Encoding (${coding}); send the content itself`);
+    refused.headers['accept-encoding'] = 'identity';
+    throw refused;
+  }
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > max) {
     throw new PayloadTooLargeError(`the upload is ${declared} bytes; MAX_UPLOAD_BYTES is ${max}`);
   }
 }
 
-/**
- * Data resources (docs/contract/spec.md §4.3). Content streams from the request to storage and from storage to
- * the response, never whole in memory.
- */
 /**
  * A form the multipart parser gave up on: 400 naming what it said. The parser's own refusals
  * (limits 413, a part name that would pollute a prototype 400) carry their status and keep it.
@@ -117,6 +132,10 @@ function malformedForm(err: unknown): never {
   });
 }
 
+/**
+ * Data resources (docs/contract/spec.md §4.3). Content streams from the request to storage and from storage to
+ * the response, never whole in memory.
+ */
 export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions> = async (app, { files, maxUploadBytes }) => {
   const tags = ['data-resources'];
 
@@ -140,7 +159,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       },
       async (req, reply) => {
         const path = pathOf(req.params);
-        checkDeclaredLength(req, maxUploadBytes);
+        checkUploadHeaders(req, maxUploadBytes);
         const { object, created } = await files.put(req.params.ws, path, requestBody(req.raw), {
           contentType: req.headers['content-type'],
           actor: req.user.id,
@@ -167,7 +186,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         },
       },
       async (req, reply) => {
-        checkDeclaredLength(req, maxUploadBytes + 64 * 1024);
+        checkUploadHeaders(req, maxUploadBytes + 64 * 1024);
         if (!req.isMultipart()) throw new BadRequestError('send multipart/form-data with a field `path` and then a field `file`', { file: 'missing' });
         let path: string | undefined;
         const parts = req.parts();

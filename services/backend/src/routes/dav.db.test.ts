@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, startTestGateway, type TestBackend, type TestGateway } from '../testing.js';
@@ -116,6 +117,17 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       [false, 5],
     ]);
     expect(versions.items[0]!.created_by).toBe(editor.id);
+    expect(await (await api('objects/notes/a.txt')).text()).toBe('second!');
+  });
+
+  it('refuses a PUT with a Content-Encoding (415, Accept-Encoding: identity) and keeps the previous content', async () => {
+    const res = await fetch(`${gatewayUrl}/api/v1/dav/${ws}/notes/a.txt`, {
+      method: 'PUT',
+      headers: { ...bearer(editor.token), 'content-encoding': 'gzip' },
+      body: gzipSync('encoded'),
+    });
+    expect(res.status).toBe(415);
+    expect(res.headers.get('accept-encoding')).toBe('identity');
     expect(await (await api('objects/notes/a.txt')).text()).toBe('second!');
   });
 

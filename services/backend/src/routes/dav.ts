@@ -29,7 +29,7 @@ import {
   type DavEntry,
   type DavTarget,
 } from '../domain/dav.js';
-import { checkDeclaredLength, sendObject } from './data-resources.js';
+import { checkUploadHeaders, sendObject } from './data-resources.js';
 
 export interface DavOptions {
   db: Kysely<DB>;
@@ -180,7 +180,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       throw new AppError(405, 'method_not_allowed', 'a folder is here: PUT stores a file');
     }
     await refuseUnderObject(t);
-    checkDeclaredLength(req, maxUploadBytes);
+    checkUploadHeaders(req, maxUploadBytes);
     const { object, created } = await files.put(t.workspace, t.path, requestBody(req.raw), {
       contentType: req.headers['content-type'],
       actor: actorOf(req),
