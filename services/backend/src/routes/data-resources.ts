@@ -154,7 +154,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           tags,
           summary: 'Store the raw request body at the path (201 new, 200 replaced; the replaced content becomes a version)',
           params: WsPath,
-          response: { 200: ObjectSchema, 201: ObjectSchema, ...errors(400, 401, 403, 404, 413) },
+          response: { 200: ObjectSchema, 201: ObjectSchema, ...errors(400, 401, 403, 404, 413, 415) },
         },
       },
       async (req, reply) => {
@@ -182,7 +182,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           summary: 'Upload a file as multipart/form-data: field `path`, then field `file`',
           params: Ws,
           consumes: ['multipart/form-data'],
-          response: { 201: ObjectSchema, ...errors(400, 401, 403, 404, 413) },
+          response: { 201: ObjectSchema, ...errors(400, 401, 403, 404, 413, 415) },
         },
       },
       async (req, reply) => {
