@@ -465,6 +465,16 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
 
       const missing = await client.callTool({ name: 'get_cluster', arguments: { cluster: 'nope' } });
       expect(missing.isError).toBe(true);
+      // A name no cluster can have: not found, not the database's own words (a U+0000 gave
+      // "invalid byte sequence for encoding UTF8"), and no long echo.
+      for (const tool of ['get_cluster', 'cluster_request']) {
+        const nul = await client.callTool({ name: tool, arguments: { cluster: 'li\u0000vy', method: 'GET', path: '/' } });
+        expect(nul.isError, tool).toBe(true);
+        expect(textOf(nul), tool).toMatch(/not found/);
+        const long = await client.callTool({ name: tool, arguments: { cluster: 'x'.repeat(100_000), method: 'GET', path: '/' } });
+        expect(long.isError, tool).toBe(true);
+        expect(textOf(long).length, tool).toBeLessThan(1000);
+      }
       await client.close();
     });
 

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { OutboundError, type OutboundClient } from '@codeagent/safe-fetch';
 import { NotFoundError } from '@codeagent/service-kit';
 import { toClusterDto, type ClusterService } from './domain/clusters.js';
+import { NAME_MAX } from './domain/schemas.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import { RequestRefusedError, clusterRequestUrl } from './domain/request-url.js';
 import { redactBaseUrl } from './domain/base-url.js';
@@ -36,7 +37,7 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
     {
       title: 'Get a cluster',
       description: 'One cluster by id or name (no secrets).',
-      inputSchema: { cluster: z.string().min(1).describe('cluster id or name') },
+      inputSchema: { cluster: z.string().min(1).max(NAME_MAX).describe('cluster id or name') },
     },
     async ({ cluster }) => {
       try {
@@ -54,7 +55,7 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
       title: 'Request a cluster endpoint',
       description: "GET or HEAD `base_url + path` of a cluster through the guarded outbound client, with the cluster's auth and rate limit.",
       inputSchema: {
-        cluster: z.string().min(1).describe('cluster id or name'),
+        cluster: z.string().min(1).max(NAME_MAX).describe('cluster id or name'),
         method: z.enum(['GET', 'HEAD']),
         path: z
           .string()

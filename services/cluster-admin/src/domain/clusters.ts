@@ -3,7 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { isUniqueViolation, withRetry, type ClusterRow, type DB } from '@codeagent/db';
 import { BadRequestError, ConflictError, NotFoundError, decodeCursor, isUuid, keysetPage } from '@codeagent/service-kit';
 import { baseUrlProblem, redactBaseUrl, sameOrigin } from './base-url.js';
-import { clusterBodyFields, type AuditEntryDto, type AuditPage, type ClusterBody, type ClusterDto } from './schemas.js';
+import { NAME_MAX, clusterBodyFields, type AuditEntryDto, type AuditPage, type ClusterBody, type ClusterDto } from './schemas.js';
 
 export type { ClusterDto } from './schemas.js';
 
@@ -149,6 +149,8 @@ export class ClusterService {
   }
 
   async row(idOrName: string): Promise<ClusterRow> {
+    // No stored name is longer, or holds a U+0000 (which PostgreSQL would refuse to compare).
+    if (idOrName.length > NAME_MAX || idOrName.includes('\u0000')) throw notFound();
     const row = isUuid(idOrName)
       ? await this.db.selectFrom('clusters').selectAll().where('id', '=', idOrName).executeTakeFirst()
       : await this.db.selectFrom('clusters').selectAll().where('name', '=', idOrName).executeTakeFirst();

@@ -23,11 +23,14 @@ const AuthType = Type.Union(
 );
 const OptionalString = (invalid: string) => Type.Optional(Type.Union([Type.String(), Type.Null()], reasons({ invalid })));
 
+/** The longest cluster name (§8.2). */
+export const NAME_MAX = 100;
+
 export const ClusterBody = Type.Object({
   // `\S`: not blank (the name is stored trimmed).
   name: Type.String({
     minLength: 1,
-    maxLength: 100,
+    maxLength: NAME_MAX,
     pattern: '\\S',
     ...reasons({ invalid: 'required, 1–100 characters', tooLarge: 'at most 100 characters' }),
   }),
