@@ -14,6 +14,8 @@ export {
   RUNS_CHANNEL,
   notifyWorkers,
   nextDeadlines,
+  schedulesDueSoon,
+  DUE_SOON_WORKSPACES,
 } from './queue.js';
 export type { EnqueueInput, Completion, ScheduleTickOptions, ScheduleTick } from './queue.js';
 export { expiredRuns, deleteFinishedRuns } from './retention.js';

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
 import { advisoryXactLock, type DB, type RunRow } from '@codeagent/db';
 import { nextRunAfter } from './cron.js';
 
@@ -31,27 +31,60 @@ export async function notifyWorkers(db: Kysely<DB>): Promise<void> {
 
 /**
  * When a worker's tick has something to do next without being told: the next schedule due (the
- * same schedules enqueueDueSchedules considers, not those of deleted workspaces) and the first
- * lease of a running run to expire. One statement.
+ * same schedules enqueueDueSchedules considers, not those of deleted workspaces), the first lease
+ * of a running run to expire and, with `warmAfter`, the first schedule due after that time (the
+ * next to warm ahead of its run: those due before it are warmed already). One statement.
  */
-export async function nextDeadlines(db: Kysely<DB>): Promise<{ schedule: Date | undefined; lease: Date | undefined }> {
+export async function nextDeadlines(
+  db: Kysely<DB>,
+  warmAfter?: Date,
+): Promise<{ schedule: Date | undefined; lease: Date | undefined; warm: Date | undefined }> {
+  const due = (eb: ExpressionBuilder<DB, never>, after?: Date) => {
+    let q = eb
+      .selectFrom('schedules as s')
+      .innerJoin('workspaces as w', 'w.id', 's.workspace_id')
+      .select(sql<Date | null>`min(s.next_run_at)`.as('at'))
+      .where('s.enabled', '=', true)
+      .where('w.deleted_at', 'is', null);
+    if (after) q = q.where('s.next_run_at', '>', after);
+    return q;
+  };
   const row = await db
     .selectNoFrom((eb) => [
-      eb
-        .selectFrom('schedules as s')
-        .innerJoin('workspaces as w', 'w.id', 's.workspace_id')
-        .select(sql<Date | null>`min(s.next_run_at)`.as('at'))
-        .where('s.enabled', '=', true)
-        .where('w.deleted_at', 'is', null)
-        .as('schedule'),
+      due(eb).as('schedule'),
       eb
         .selectFrom('runs')
         .select(sql<Date | null>`min(lease_expires_at)`.as('at'))
         .where('status', '=', 'running')
         .as('lease'),
+      warmAfter ? due(eb, warmAfter).as('warm') : sql<Date | null>`NULL::timestamptz`.as('warm'),
     ])
     .executeTakeFirstOrThrow();
-  return { schedule: row.schedule ?? undefined, lease: row.lease ?? undefined };
+  return { schedule: row.schedule ?? undefined, lease: row.lease ?? undefined, warm: row.warm ?? undefined };
+}
+
+/** At most this many workspaces are warmed ahead of their schedules per tick (schedulesDueSoon). */
+export const DUE_SOON_WORKSPACES = 100;
+
+/**
+ * The workspaces with an enabled schedule due after `from` and by `until` (those of deleted
+ * workspaces excluded, as in enqueueDueSchedules), each with its earliest such time, soonest
+ * first, at most DUE_SOON_WORKSPACES: the workspaces a worker warms before their runs.
+ */
+export async function schedulesDueSoon(db: Kysely<DB>, from: Date, until: Date): Promise<{ workspaceId: string; at: Date }[]> {
+  const rows = await db
+    .selectFrom('schedules as s')
+    .innerJoin('workspaces as w', 'w.id', 's.workspace_id')
+    .select(['s.workspace_id', sql<Date>`min(s.next_run_at)`.as('at')])
+    .where('s.enabled', '=', true)
+    .where('w.deleted_at', 'is', null)
+    .where('s.next_run_at', '>', from)
+    .where('s.next_run_at', '<=', until)
+    .groupBy('s.workspace_id')
+    .orderBy('at')
+    .limit(DUE_SOON_WORKSPACES)
+    .execute();
+  return rows.map((r) => ({ workspaceId: r.workspace_id, at: new Date(r.at) }));
 }
 
 /** A workspace already holds `limit` queued runs (MAX_QUEUED_RUNS_PER_WORKSPACE). */

@@ -3,7 +3,7 @@ import pino from 'pino';
 import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { RUNS_CHANNEL, cancelRun, enqueueDueSchedules, enqueueRun, notifyWorkers } from '@codeagent/runs';
-import { ScheduleWorker, type NotebookRunner, type RunIO } from './worker.js';
+import { ScheduleWorker, WARM_AHEAD_MS, type NotebookRunner, type RunIO } from './worker.js';
 import type { Notebook } from './notebook.js';
 
 const log = pino({ level: 'silent' });
@@ -33,6 +33,12 @@ class HeldRuntime implements NotebookRunner {
   }
   releaseAll() {
     for (const r of this.releases.splice(0)) r();
+  }
+  /** The runtime's `warm_up` calls: which workspace, when. */
+  readonly warmed: { workspaceId: string; at: number }[] = [];
+  warmUp(workspaceId: string) {
+    this.warmed.push({ workspaceId, at: Date.now() });
+    return Promise.resolve(true);
   }
 }
 
@@ -142,6 +148,53 @@ describe(`the worker wakes on NOTIFY (${process.env.CODEAGENT_TEST_DB ?? 'postgr
       async () =>
         (await t.database.db.selectFrom('runs').select('status').where('schedule_id', '=', schedule.id).where('status', '=', 'running').execute()).length > 0,
     );
+  });
+
+  it('warms a workspace WARM_AHEAD_MS before its schedule fires, once, never earlier; not for a disabled schedule or a deleted workspace (decision 0212)', async () => {
+    await startWorker();
+    const workspace = async (name: string, deleted = false) =>
+      (
+        await t.database.db
+          .insertInto('workspaces')
+          .values({ name, ...(deleted ? { deleted_at: new Date() } : {}) })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+      ).id;
+    const [soon, later, off, gone] = [await workspace('soon'), await workspace('later'), await workspace('off'), await workspace('gone', true)];
+    const now = Date.now();
+    const laterDue = now + WARM_AHEAD_MS + 1500;
+    await t.database.db.transaction().execute(async (trx) => {
+      const schedule = (ws: string, at: number, enabled = true) => ({
+        workspace_id: ws,
+        notebook_path: 'nb.ipynb',
+        cron: '0 0 1 1 *',
+        timezone: 'UTC',
+        enabled,
+        next_run_at: new Date(at),
+      });
+      await trx
+        .insertInto('schedules')
+        .values([
+          // Two schedules of one workspace at one time: one warm-up.
+          schedule(soon, now + WARM_AHEAD_MS - 5000),
+          schedule(soon, now + WARM_AHEAD_MS - 5000),
+          schedule(later, laterDue),
+          schedule(off, now + 5000, false),
+          schedule(gone, now + 5000),
+        ])
+        .execute();
+      await notifyWorkers(trx);
+    });
+    await until('the workspace due soon is warmed', () => runtime.warmed.length > 0);
+    expect(runtime.warmed.map((w) => w.workspaceId)).toEqual([soon]);
+    // More ticks (a run queued and finished elsewhere) warm nothing twice.
+    for (let i = 0; i < 3; i++) await notifyWorkers(t.database.db);
+    await until('the later workspace is warmed', () => runtime.warmed.some((w) => w.workspaceId === later));
+    const warmedLater = runtime.warmed.find((w) => w.workspaceId === later)!;
+    expect(warmedLater.at).toBeGreaterThanOrEqual(laterDue - WARM_AHEAD_MS);
+    // …at its own time, not when the earlier workspace's schedule fires (13.5 s later).
+    expect(warmedLater.at).toBeLessThan(now + WARM_AHEAD_MS - 5000);
+    expect(runtime.warmed.map((w) => w.workspaceId).sort()).toEqual([soon, later].sort());
   });
 
   it('starts the next queued run as soon as a slot is free', async () => {

@@ -3,7 +3,17 @@ import { hostname } from 'node:os';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { DB, Database, Listener, RunRow } from '@codeagent/db';
-import { RUNS_CHANNEL, claimRuns, completeRun, enqueueDueSchedules, failExpiredRuns, nextDeadlines, recordCancelledRunLog, renewLease } from '@codeagent/runs';
+import {
+  RUNS_CHANNEL,
+  claimRuns,
+  completeRun,
+  enqueueDueSchedules,
+  failExpiredRuns,
+  nextDeadlines,
+  recordCancelledRunLog,
+  renewLease,
+  schedulesDueSoon,
+} from '@codeagent/runs';
 import { executedNotebookPath, firstError, injectParameters, parseNotebook, type Notebook } from './notebook.js';
 
 /**
@@ -50,7 +60,16 @@ export interface NotebookRunner {
     /** Goes into the runtime's logs as x-request-id. */
     requestId?: string,
   ): Promise<{ status: 'ok' | 'error'; notebook: Notebook; duration_ms: number; files?: WorkspaceFile[]; files_error?: string; files_sent?: number }>;
+  /** Readies a workspace for its next run (the runtime's `warm_up`: its warm pool fills); answers at once. */
+  warmUp?(workspaceId: string, requestId?: string): Promise<boolean>;
 }
+
+/**
+ * How long before a schedule fires the worker asks the runtime to ready its workspace (decision
+ * 0212): a kernel starts in 1–3 s (with the workspace's server and mount, 3 s), and the warm pool
+ * keeps it for KERNEL_POOL_IDLE_SECONDS (600 by default), so a scheduled run finds it waiting.
+ */
+export const WARM_AHEAD_MS = 20_000;
 
 /** Periodic work besides runs (retention), at most one at a time per worker. */
 export interface Maintenance {
@@ -125,8 +144,10 @@ export class ScheduleWorker {
   /** A wake-up came during a tick: tick again right after it. */
   private wakeAgain = false;
   private listener: Listener | undefined;
-  /** When the next schedule is due or the first lease of a running run expires, as of the last tick. */
+  /** When the next schedule is due (or WARM_AHEAD_MS before it) or the first lease of a running run expires, as of the last tick. */
   private nextDue: Date | undefined;
+  /** The fire time each workspace was last warmed for: one warm-up per workspace and fire time. */
+  private readonly warmedFor = new Map<string, number>();
   private tickCount = 0;
   private maintaining: Promise<void> | undefined;
   private lastMaintenance = 0;
@@ -205,8 +226,12 @@ export class ScheduleWorker {
     const expired = await failExpiredRuns(db);
     for (const r of expired) log.warn({ run_id: r.id, worker_id: r.worker_id }, 'run failed: its worker stopped renewing the lease');
     await this.stopRunsNoLongerHeld();
-    const { schedule, lease } = await nextDeadlines(db);
-    this.nextDue = schedule === undefined || (lease !== undefined && lease < schedule) ? lease : schedule;
+    const warmedUntil = await this.warmAhead();
+    const { schedule, lease, warm } = await nextDeadlines(db, warmedUntil);
+    // The next schedule's run, the first lease to expire, and WARM_AHEAD_MS before the first
+    // schedule not yet warmed: whichever comes first.
+    const times = [schedule, lease, warm && new Date(warm.getTime() - WARM_AHEAD_MS)].filter((d): d is Date => d !== undefined);
+    this.nextDue = times.length === 0 ? undefined : new Date(Math.min(...times.map((d) => d.getTime())));
     this.maybeMaintain();
     const free = this.concurrency - this.inFlight.size;
     if (free <= 0 || this.stopped) return;
@@ -220,6 +245,26 @@ export class ScheduleWorker {
       });
       this.inFlight.set(run.id, { done, abort });
     }
+  }
+
+  /**
+   * Asks the runtime to ready the workspaces whose schedules fire within WARM_AHEAD_MS (decision
+   * 0212), once per workspace and fire time, without waiting for it: a scheduled run then takes a
+   * warm kernel instead of starting one (and, after idle, the workspace's server and mount).
+   * Returns the end of the window it warmed (undefined when the runtime warms nothing).
+   */
+  private async warmAhead(): Promise<Date | undefined> {
+    const { runtime, db, log } = this.opts;
+    if (!runtime.warmUp) return undefined;
+    const now = Date.now();
+    const until = new Date(now + WARM_AHEAD_MS);
+    for (const [ws, at] of this.warmedFor) if (at <= now) this.warmedFor.delete(ws);
+    for (const { workspaceId, at } of await schedulesDueSoon(db, new Date(now), until)) {
+      if (this.warmedFor.get(workspaceId) === at.getTime()) continue;
+      this.warmedFor.set(workspaceId, at.getTime());
+      void runtime.warmUp(workspaceId).catch((err: unknown) => log.debug({ err, workspace_id: workspaceId }, 'the runtime did not take the warm-up'));
+    }
+    return until;
   }
 
   /**
