@@ -344,6 +344,33 @@ export class WorkspaceFiles {
   }
 
   /**
+   * Claims `path`'s place in the tree for a write that may create it (decision 0213): a name is
+   * never both a file and a folder, so a new object may not lie below a file nor take the name of
+   * a folder (409). Replacing the object already at `path` always may. Locks: shared on each
+   * ancestor, exclusive on the path itself, until the transaction ends, so that writes below one
+   * folder never wait for each other while a write of the folder's own name waits for them (and
+   * they for it): two parallel writes cannot make `a` a file and a folder. Take it first in the
+   * transaction (before `admit` and any row lock): the lock order is then the same everywhere.
+   */
+  private async claimPlace(trx: Transaction<DB>, workspaceId: string, path: string): Promise<void> {
+    const segments = path.split('/');
+    const ancestors = segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join('/'));
+    const key = (p: string) => `codeagent:tree:${workspaceId}:${p}`;
+    if (ancestors.length > 0) {
+      await sql`SELECT pg_advisory_xact_lock_shared(hashtextextended(k, 0)) FROM unnest(${ancestors.map(key)}::text[]) k`.execute(trx);
+    }
+    await advisoryXactLock(trx, key(path));
+    const { rows } = await sql<{ here: boolean; file: string | null; folder: boolean }>`
+      SELECT EXISTS (SELECT 1 FROM objects WHERE workspace_id = ${workspaceId} AND path = ${path}) AS here,
+        (SELECT path FROM objects WHERE workspace_id = ${workspaceId} AND path = ANY(${ancestors}::text[]) ORDER BY char_length(path) DESC LIMIT 1) AS file,
+        EXISTS (SELECT 1 FROM objects WHERE ${underFolder(workspaceId, sql`${`${path}/`}::text`)}) AS folder`.execute(trx);
+    const place = rows[0]!;
+    if (place.here) return;
+    if (place.file !== null) throw new ConflictError(`${place.file} is a file, so nothing can be stored below it (${path}); rename or delete it first`);
+    if (place.folder) throw new ConflictError(`${path} is a folder, so a file cannot take its name; choose another name or delete the folder first`);
+  }
+
+  /**
    * Stores `body` at `path`. Returns the object and whether it was created (201) or replaced (200).
    */
   async put(
@@ -384,6 +411,7 @@ export class WorkspaceFiles {
       const result = await withRetry(() =>
         this.db.transaction().execute(async (trx) => {
           replaced = undefined;
+          await this.claimPlace(trx, workspaceId, path);
           // Replacing keeps the old content as a version: the workspace grows by the new size.
           await this.admit(trx, workspaceId, Number(stored.size));
           const inserted = await trx
@@ -573,6 +601,7 @@ export class WorkspaceFiles {
     const result = await withRetry(() =>
       this.db.transaction().execute(async (trx) => {
         replaced = undefined;
+        await this.claimPlace(trx, workspaceId, to);
         // Renames onto one path wait for each other (editors that save by renaming a temporary
         // file over the original): the next one then sees the row the previous one left there.
         await advisoryXactLock(trx, `codeagent:rename:${workspaceId}:${to}`);
@@ -703,6 +732,7 @@ export class WorkspaceFiles {
     let replaced: ObjectRow | undefined;
     try {
       const row = await this.db.transaction().execute(async (trx) => {
+        await this.claimPlace(trx, workspaceId, path);
         // Version rows never change (retention only deletes them): read before the quota lock.
         const version = await trx
           .selectFrom('object_versions')
@@ -788,6 +818,7 @@ export class WorkspaceFiles {
           .forUpdate()
           .executeTakeFirst();
         if (!item) throw new NotFoundError(`trash item ${trashId} not found`);
+        await this.claimPlace(trx, workspaceId, item.path);
         if (await this.currentRow(trx, workspaceId, item.path, true)) {
           throw new ConflictError(`an object exists at ${item.path} again; delete or rename it first`);
         }

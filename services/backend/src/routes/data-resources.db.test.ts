@@ -298,6 +298,19 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect(identity.status).toBe(200);
   });
 
+  it('refuses a file where a folder is, or below a file (409, decision 0213), by PUT and by form', async () => {
+    expect((await put('tree/jobs/nb.ipynb', '{}')).status).toBe(201);
+    const onFolder = await put('tree/jobs', 'x');
+    expect(onFolder.status).toBe(409);
+    expect(await onFolder.json()).toMatchObject({ error: 'conflict', message: expect.stringMatching(/tree\/jobs is a folder/) as unknown });
+    const form = new FormData();
+    form.append('path', 'tree/jobs/nb.ipynb/inner');
+    form.append('file', new Blob(['x']), 'x');
+    const below = await fetch(url('uploads'), { method: 'POST', body: form, headers: bearer(editor.token) });
+    expect(below.status).toBe(409);
+    expect((await get('objects/tree/jobs')).status).toBe(404);
+  });
+
   it('enforces membership: non-members 404, viewers read only', async () => {
     await put('m.txt', 'members only');
     expect((await get('objects/m.txt', stranger.token)).status).toBe(404);

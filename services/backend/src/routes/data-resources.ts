@@ -154,7 +154,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           tags,
           summary: 'Store the raw request body at the path (201 new, 200 replaced; the replaced content becomes a version)',
           params: WsPath,
-          response: { 200: ObjectSchema, 201: ObjectSchema, ...errors(400, 401, 403, 404, 413, 415) },
+          response: { 200: ObjectSchema, 201: ObjectSchema, ...errors(400, 401, 403, 404, 409, 413, 415) },
         },
       },
       async (req, reply) => {
@@ -182,7 +182,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           summary: 'Upload a file as multipart/form-data: field `path`, then field `file`',
           params: Ws,
           consumes: ['multipart/form-data'],
-          response: { 201: ObjectSchema, ...errors(400, 401, 403, 404, 413, 415) },
+          response: { 201: ObjectSchema, ...errors(400, 401, 403, 404, 409, 413, 415) },
         },
       },
       async (req, reply) => {
@@ -349,7 +349,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         summary: 'Restore a version (POST …/versions/{path}/restore); the current content becomes a version',
         params: WsPath,
         body: Type.Object({ version_id: Type.String({ maxLength: 64 }) }, { additionalProperties: false }),
-        response: { 200: ObjectSchema, ...errors(400, 401, 403, 404) },
+        response: { 200: ObjectSchema, ...errors(400, 401, 403, 404, 409) },
       },
     },
     async (req) => {
@@ -383,7 +383,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       config: { access: 'workspace-editor' },
       schema: {
         tags,
-        summary: 'Restore a trashed object to its path (409 if the path is live)',
+        summary: 'Restore a trashed object to its path (409 if the path is live, or a folder now, or below a file)',
         params: WsId,
         response: { 200: ObjectSchema, ...errors(401, 403, 404, 409) },
       },
