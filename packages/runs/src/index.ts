@@ -1,4 +1,5 @@
 export { validateSchedule, smallestGapSeconds, isTimeZone, nextRunAfter } from './cron.js';
+export { parameterNameProblem } from './parameters.js';
 export {
   enqueueRun,
   enqueueDueSchedules,

@@ -1,5 +1,7 @@
 /** Notebook helpers of the worker: parameters, output path, first error. */
 
+import { parameterNameProblem } from '@codeagent/runs';
+
 export interface NotebookCell {
   cell_type: string;
   source: string | string[];
@@ -39,7 +41,8 @@ export function injectParameters(nb: Notebook, parameters: Record<string, unknow
   const names = Object.keys(parameters);
   if (names.length === 0) return nb;
   const lines = names.map((name) => {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new InvalidNotebookError(`parameter name ${JSON.stringify(name)} is not a Python identifier`);
+    const problem = parameterNameProblem(name);
+    if (problem !== undefined) throw new InvalidNotebookError(`parameter name ${JSON.stringify(name)} ${problem}`);
     // JSON literals are valid Python once true/false/null are mapped; json.loads keeps it exact.
     return `${name} = __import__("json").loads(${JSON.stringify(JSON.stringify(parameters[name]))})\n`;
   });

@@ -7,6 +7,7 @@ import {
   enqueueRun,
   nextRunAfter,
   notifyWorkers,
+  parameterNameProblem,
   validateSchedule,
 } from '@codeagent/runs';
 import { BadRequestError, ConflictError, NotFoundError, TooManyRequestsError, decodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
@@ -86,6 +87,21 @@ export async function createRun(
   input: { notebookPath: string; parameters?: Record<string, unknown> | undefined; createdBy: string },
   maxQueued: number = DEFAULT_RUN_LIMITS.maxQueuedRunsPerWorkspace,
 ): Promise<RunDto> {
+  // Refused here, not by the run failing later: each name becomes a Python assignment.
+  const problems = Object.fromEntries(
+    Object.keys(input.parameters ?? {}).flatMap((name) => {
+      const problem = parameterNameProblem(name);
+      return problem === undefined ? [] : [[`parameters.${name}`, problem]];
+    }),
+  );
+  if (Object.keys(problems).length > 0) {
+    throw new BadRequestError(
+      `invalid parameters: ${Object.entries(problems)
+        .map(([k, v]) => `${k} ${v}`)
+        .join('; ')}`,
+      problems,
+    );
+  }
   try {
     return toRunDto(
       await enqueueRun(db, { workspaceId, notebookPath: input.notebookPath, parameters: input.parameters ?? {}, createdBy: input.createdBy }, { maxQueued }),

@@ -231,6 +231,22 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     expect(renamed.json()).toMatchObject({ enabled: false, next_run_at: null });
   });
 
+  it('refuses parameter names Python cannot assign to (400 naming each) instead of a run that fails later; queues nothing', async () => {
+    const ws = await workspace();
+    const res = await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb', parameters: { ok: 1, 'a b': 2, class: 3 } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({
+      error: 'invalid_request',
+      fields: {
+        'parameters.a b': expect.stringMatching(/not a Python identifier/) as unknown,
+        'parameters.class': expect.stringMatching(/keyword/) as unknown,
+      },
+    });
+    expect(res.json<ErrorBody>().fields).not.toHaveProperty('parameters.ok');
+    expect((await call(editor.token, 'GET', `${ws}/runs`)).json<ListPage<RunDto>>().items).toEqual([]);
+    expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'nb.ipynb', parameters: { ok: 1, print: 'x' } })).statusCode).toBe(202);
+  });
+
   it('needs the schedule notebook to exist (404 naming it, as a run of it); bad paths 400', async () => {
     const ws = await workspace();
     const missing = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'reports/missing.ipynb', cron: '0 9 * * *' });
