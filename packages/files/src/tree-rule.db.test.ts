@@ -66,7 +66,7 @@ describe(`a name is a file or a folder, never both (${process.env.CODEAGENT_TEST
       // Either the file (both writes below it refused) or the folder (the file refused).
       if (stored.includes(name)) expect(stored, name).toEqual([name]);
       else expect(stored, name).toEqual([`${name}/inner.txt`, `${name}/other.txt`]);
-      expect(results.filter((r) => r.status === 'rejected').every((r) => (r).reason instanceof ConflictError)).toBe(true);
+      expect(results.filter((r) => r.status === 'rejected').every((r) => r.reason instanceof ConflictError)).toBe(true);
     }
   });
 });

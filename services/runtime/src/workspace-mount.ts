@@ -244,6 +244,12 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     '0s',
     '--dir-cache-time',
     `${opts.dirCacheSeconds ?? 5}s`,
+    // The kernel keeps no attributes or names of its own (rclone's default is 1 s): files change
+    // outside the mount (the API, WebDAV), and a file read within a second of its replacement
+    // was read with its old size and failed with EIO (decision 0215). Lookups are answered from
+    // rclone's directory cache, in memory.
+    '--attr-timeout',
+    '0s',
     '--webdav-vendor',
     'other',
     '--log-level',
