@@ -94,14 +94,7 @@ export async function createRun(
       return problem === undefined ? [] : [[`parameters.${name}`, problem]];
     }),
   );
-  if (Object.keys(problems).length > 0) {
-    throw new BadRequestError(
-      `invalid parameters: ${Object.entries(problems)
-        .map(([k, v]) => `${k} ${v}`)
-        .join('; ')}`,
-      problems,
-    );
-  }
+  refuseProblems('parameters', problems);
   try {
     return toRunDto(
       await enqueueRun(db, { workspaceId, notebookPath: input.notebookPath, parameters: input.parameters ?? {}, createdBy: input.createdBy }, { maxQueued }),
@@ -159,15 +152,18 @@ export async function listRuns(
 }
 
 function checkSchedule(cron: string, timezone: string, minIntervalSeconds?: number): void {
-  const problems = validateSchedule(cron, timezone, minIntervalSeconds);
-  if (Object.keys(problems).length > 0) {
-    throw new BadRequestError(
-      `invalid schedule: ${Object.entries(problems)
-        .map(([k, v]) => `${k} ${v}`)
-        .join('; ')}`,
-      problems,
-    );
-  }
+  refuseProblems('schedule', validateSchedule(cron, timezone, minIntervalSeconds));
+}
+
+/** 400 `invalid_request` naming every problem by its field, when there is one. */
+function refuseProblems(what: string, problems: Record<string, string>): void {
+  if (Object.keys(problems).length === 0) return;
+  throw new BadRequestError(
+    `invalid ${what}: ${Object.entries(problems)
+      .map(([k, v]) => `${k} ${v}`)
+      .join('; ')}`,
+    problems,
+  );
 }
 
 /**
