@@ -343,13 +343,26 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await logIn(page, base, USER.email, USER.password, `/login?next=${encodeURIComponent(`/workspaces/${ws}/runs`)}`);
     await page.getByLabel('Notebook').waitFor(UI_WAIT);
     expect(await page.getByLabel('Notebook').inputValue()).toBe('analysis.ipynb');
+    // Parameters (decision 0214): not a JSON object, said before sending; a name Python cannot
+    // assign to, the server's 400 in words; nothing queued by either.
+    const parameters = page.getByLabel('Parameters');
+    await parameters.fill('[1, 2]');
+    await page.getByRole('button', { name: 'Run now' }).click();
+    await page.getByText('Parameters must be a JSON object').waitFor(UI_WAIT);
+    await parameters.fill('{"class": 1}');
+    await page.getByRole('button', { name: 'Run now' }).click();
+    await page.getByText('parameters.class: is a Python keyword').waitFor(UI_WAIT);
+    const none = await fetch(`${base}/api/v1/workspaces/${ws}/runs`, { headers: bearer(token) });
+    expect(((await none.json()) as { items: unknown[] }).items).toEqual([]);
+    await parameters.fill('{"n": 7, "region": "eu"}');
     await page.getByRole('button', { name: 'Run now' }).click();
     const row = page.getByRole('row').filter({ hasText: 'analysis.ipynb' });
     await row.locator('.status-queued').waitFor(UI_WAIT);
     // No worker runs in this test: the run is cancelled through the API, and the page, which
     // polls while a run is queued or running, shows it without a reload.
     const runs = await fetch(`${base}/api/v1/workspaces/${ws}/runs`, { headers: bearer(token) });
-    const run = ((await runs.json()) as { items: { id: string }[] }).items[0]!;
+    const run = ((await runs.json()) as { items: { id: string; parameters: unknown }[] }).items[0]!;
+    expect(run.parameters).toEqual({ n: 7, region: 'eu' });
     const cancel = await fetch(`${base}/api/v1/workspaces/${ws}/runs/${run.id}/cancel`, { method: 'POST', headers: bearer(token) });
     expect(cancel.status).toBe(200);
     await row.locator('.status-cancelled').waitFor(UI_WAIT);

@@ -22,6 +22,23 @@ async function listNotebooks(ws: string): Promise<Answer<Collected<string>>> {
   return answer.data ? { data: { ...answer.data, items: answer.data.items.map((o) => o.path) } } : { error: answer.error };
 }
 
+/**
+ * The run form's parameters: empty for none, else a JSON object (papermill's convention: each
+ * name becomes a variable set after the notebook's cell tagged `parameters`). A sentence when it
+ * is not one; the server checks the names.
+ */
+export function parseParameters(text: string): Record<string, unknown> | undefined | string {
+  if (text.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return 'Parameters must be a JSON object, e.g. {"n": 7, "region": "eu"}.';
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'Parameters must be a JSON object, e.g. {"n": 7, "region": "eu"}.';
+  return value as Record<string, unknown>;
+}
+
 export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
   // Live status: polled while a run is queued or running.
@@ -34,6 +51,7 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const notebookList = useLoad(() => listNotebooks(ws), [ws]);
   const notebooks = useMemo(() => notebookList.data?.items ?? [], [notebookList.data]);
   const [notebook, setNotebook] = useState('');
+  const [parameters, setParameters] = useState('');
   const [startError, setStartError] = useState<string | null>(null);
   const [openRun, setOpenRun] = useState<string | null>(null);
   useEffect(() => setNotebook((cur) => cur || notebooks[0] || ''), [notebooks]);
@@ -46,7 +64,10 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const start = async (e: FormEvent) => {
     e.preventDefault();
     setStartError(null);
-    const { error: err } = await api.POST('/api/v1/workspaces/{ws}/runs', { params: { path: { ws } }, body: { notebook_path: notebook } });
+    const given = parseParameters(parameters);
+    if (typeof given === 'string') return setStartError(given);
+    const body = given === undefined ? { notebook_path: notebook } : { notebook_path: notebook, parameters: given };
+    const { error: err } = await api.POST('/api/v1/workspaces/{ws}/runs', { params: { path: { ws } }, body });
     if (err) setStartError(describeError(err));
     else await list.reload();
   };
@@ -70,6 +91,19 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
                 ))}
               </select>
             </label>
+            <label>
+              Parameters
+              <input
+                value={parameters}
+                onChange={(e) => setParameters(e.target.value)}
+                placeholder='{"n": 7}'
+                spellCheck={false}
+                aria-describedby="parameters-help"
+              />
+            </label>
+            <span id="parameters-help" className="visually-hidden">
+              Optional: a JSON object; each name becomes a variable set after the notebook’s cell tagged parameters.
+            </span>
             <button type="submit">Run now</button>
             {notebookList.data?.complete === false ? (
               <span className="muted">The workspace holds more notebooks: the first {notebooks.length.toLocaleString()} by path are offered here.</span>
