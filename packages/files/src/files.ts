@@ -160,6 +160,12 @@ export function folderPageQuery(
     SELECT * FROM entries ORDER BY key COLLATE "C" LIMIT ${limit + 1}`;
 }
 
+/** The folders a path lies in, outermost first: `a/b/c` → `a`, `a/b`. */
+function ancestorsOf(path: string): string[] {
+  const segments = path.split('/');
+  return segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join('/'));
+}
+
 /** The current content of a path as its newest version. */
 function currentVersion(current: ObjectRow): VersionDto {
   return {
@@ -353,8 +359,7 @@ export class WorkspaceFiles {
    * transaction (before `admit` and any row lock): the lock order is then the same everywhere.
    */
   private async claimPlace(trx: Transaction<DB>, workspaceId: string, path: string): Promise<void> {
-    const segments = path.split('/');
-    const ancestors = segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join('/'));
+    const ancestors = ancestorsOf(path);
     const key = (p: string) => `codeagent:tree:${workspaceId}:${p}`;
     if (ancestors.length > 0) {
       await sql`SELECT pg_advisory_xact_lock_shared(hashtextextended(k, 0)) FROM unnest(${ancestors.map(key)}::text[]) k`.execute(trx);
@@ -574,8 +579,7 @@ export class WorkspaceFiles {
   /** The nearest ancestor of `path` that is an object (a file cannot also be a folder), if any. */
   async objectAncestor(workspaceId: string, path: string): Promise<string | undefined> {
     validateObjectPath(path);
-    const segments = path.split('/');
-    const ancestors = segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join('/'));
+    const ancestors = ancestorsOf(path);
     if (ancestors.length === 0) return undefined;
     const row = await this.db
       .selectFrom('objects')
