@@ -1,4 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
   type FastifyInstance,
@@ -23,7 +24,7 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
-import { ROUTES, UPSTREAMS, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
+import { ROUTES, UPSTREAMS, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
@@ -118,6 +119,20 @@ function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBas
   void reply.code(failure.status).send(failure.body);
 }
 
+/** The answer to an upgrade the gateway does not take, where Node cannot turn it into a plain request. */
+function refuseUpgrade(socket: Duplex): void {
+  // (Node has taken its own listeners off an upgraded socket: a reset must not become an uncaught error.)
+  socket.on('error', () => socket.destroy());
+  const body = JSON.stringify({
+    error: 'invalid_request',
+    message: 'only websockets below /jupyter/ are upgraded: send this request without an Upgrade header (or run the gateway on Node.js 24.9 or newer)',
+  });
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+      `x-content-type-options: nosniff\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
 /**
  * The single ingress (docs/contract/spec.md §10): routes by path prefix and does nothing else. Bodies are
  * streamed both ways, `x-request-id` is passed on (and made when missing), `x-forwarded-*`
@@ -143,9 +158,15 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     // them, and no overall request time limit (an upload may take long; the body has its own).
     serverFactory: (handler) => {
       // (Its responses are GatewayResponse: the answer rules for a component in the process, fast-path.ts.)
-      const server = createServer({ ServerResponse: GatewayResponse }, (req, res) => {
-        if (fast === undefined || !fast(req, res)) handler(req, res);
-      }) as unknown as Server;
+      // Only a websocket handshake for a websocket route is an upgrade (`takesUpgrade`); any other
+      // `Upgrade` is answered as the plain request it also is (the framework's proxy would hold
+      // its connection open forever, unanswered).
+      const server = createServer(
+        { ServerResponse: GatewayResponse, shouldUpgradeCallback: (req) => takesUpgrade(req.url ?? '/', req.headers.upgrade) },
+        (req, res) => {
+          if (fast === undefined || !fast(req, res)) handler(req, res);
+        },
+      ) as unknown as Server;
       server.keepAliveTimeout = 72_000;
       server.requestTimeout = 0;
       server.setTimeout(0);
@@ -316,6 +337,16 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     // (`websocket` is a boolean here; the typings want a literal.)
     await app.register(httpProxy, proxyOptions as FastifyHttpProxyOptions & { websocket?: false });
   }
+
+  // Node before 24.9 ignores `shouldUpgradeCallback` (serverFactory) and hands every upgrade to
+  // the framework's proxies' listener: there, an upgrade the gateway does not take is refused
+  // (400, the connection closed) instead of held open unanswered.
+  const proxyUpgrades = app.server.listeners('upgrade') as ((req: IncomingMessage, socket: Duplex, head: Buffer) => void)[];
+  app.server.removeAllListeners('upgrade');
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (takesUpgrade(req.url ?? '/', req.headers.upgrade)) for (const listener of proxyUpgrades) listener.call(app.server, req, socket, head);
+    else refuseUpgrade(socket);
+  });
 
   // `/`, the web app's paths and its assets (web-app.ts); the start page when none is built.
   registerWebApp(app, opts.webRoot);

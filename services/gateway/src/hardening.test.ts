@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
+import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { serviceKit } from '@codeagent/service-kit/http';
+import { buildGatewayApp } from './app.js';
 import { DATA_CSP } from './security-headers.js';
 import { closeNow, INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
 import { nodeRequest } from './upstream-testing.js';
@@ -224,6 +226,53 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
     });
   });
 
+  describe('an Upgrade on a route without websockets is answered as a plain request', () => {
+    // Through a gateway with JupyterLab (whose websockets the framework's proxy serves) these
+    // connections stayed open forever, unanswered: the proxy took every upgrade for a websocket,
+    // failed on a route without one and held the socket.
+    let withLab: Ingress;
+    beforeAll(async () => {
+      const upstreams = { backend: service.url, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9', jupyter: 'http://127.0.0.1:9' };
+      withLab = await startIngress(kind, { upstreams });
+    });
+    afterAll(() => withLab.close());
+
+    it("curl --http2 (asking for h2c) gets the component's answer over HTTP/1.1", async () => {
+      const res = await curl(['--http2', '--max-time', '10', `${withLab.base}/api/v1/echo`]);
+      expect(res.status).toBe(200);
+      expect(res.trace).toMatch(/Upgrade: h2c/i);
+      // Hop-by-hop: the upgrade does not reach the component.
+      expect((JSON.parse(res.body) as { headers: IncomingHttpHeaders }).headers.upgrade).toBeUndefined();
+    });
+
+    it('a websocket handshake to the API, and one to an unreachable component, each get an answer', async () => {
+      const handshake = (path: string) =>
+        new Promise<string>((done, fail) => {
+          const socket = connect(Number(new URL(withLab.base).port), '127.0.0.1', () =>
+            socket.write(
+              `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+                'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+            ),
+          );
+          let answer = '';
+          socket.on('data', (chunk: Buffer) => {
+            answer += chunk.toString('latin1');
+            if (answer.includes('\r\n\r\n')) {
+              socket.destroy();
+              done(answer.split('\r\n', 1)[0]!);
+            }
+          });
+          socket.on('error', fail);
+          socket.setTimeout(10_000, () => {
+            socket.destroy();
+            fail(new Error(`no answer to the upgrade of ${path} within 10 s`));
+          });
+        });
+      expect(await handshake('/api/v1/echo')).toBe('HTTP/1.1 200 OK');
+      expect(await handshake('/mcp')).toBe('HTTP/1.1 502 Bad Gateway');
+    });
+  });
+
   describe('security headers (docs/contract/spec.md §4.5)', () => {
     it('nosniff and a referrer policy on every answer: proxied, 404, 413, 502, the start page', async () => {
       const answers = await Promise.all([
@@ -261,6 +310,27 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
       expect(res.headers.get('content-security-policy')).toBe('sandbox');
       expect(res.headers.get('x-content-type-options')).toBe('nosniff');
     });
+  });
+});
+
+describe('gateway on a Node.js without shouldUpgradeCallback (before 24.9)', () => {
+  it('refuses an upgrade it does not take (400, closed) instead of holding the connection', async () => {
+    const upstreams = { backend: 'http://127.0.0.1:9', clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9', jupyter: 'http://127.0.0.1:9' };
+    const app = await buildGatewayApp({ upstreams });
+    // What such a Node does: every upgrade goes to the server's 'upgrade' listeners.
+    const pair = createNetServer();
+    await new Promise<void>((done) => pair.listen(0, '127.0.0.1', done));
+    const accepted = new Promise<Socket>((done) => pair.once('connection', done));
+    const client = connect((pair.address() as AddressInfo).port, '127.0.0.1');
+    let answer = '';
+    client.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    const closed = new Promise((done) => client.on('close', done));
+    app.server.emit('upgrade', { url: '/api/v1/echo', headers: { upgrade: 'h2c' } }, await accepted, Buffer.alloc(0));
+    await closed;
+    expect(answer.split('\r\n', 1)[0]).toBe('HTTP/1.1 400 Bad Request');
+    expect(answer).toContain('without an Upgrade header');
+    pair.close();
+    await app.close();
   });
 });
 

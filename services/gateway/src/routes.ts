@@ -99,6 +99,25 @@ export function workspaceBridgeUrl(url: string): string {
   return m ? `/jupyter${m[1]}` : url;
 }
 
+/**
+ * Whether a request is a websocket handshake for a route that proxies websockets (the longest
+ * matching prefix of the route table decides, as for every request). Any other `Upgrade` (a
+ * websocket to the API, curl's `--http2` asking for `h2c`) is served as the plain HTTP request
+ * it also is, as nginx does: the upgrade is not taken.
+ */
+export function takesUpgrade(url: string, upgrade: string | undefined, routes: readonly Route[] = ROUTES): boolean {
+  if (upgrade?.toLowerCase() !== 'websocket') return false;
+  const path = workspaceBridgeUrl(url).split('?', 1)[0]!;
+  let best: ProxyRoute | DenyRoute | undefined;
+  for (const route of routes) {
+    if (route.kind === 'page') continue;
+    const { prefix } = route;
+    const matches = path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 47); /* / */
+    if (matches && (best === undefined || prefix.length > best.prefix.length)) best = route;
+  }
+  return best?.kind === 'proxy' && best.websocket === true;
+}
+
 /** The routes that proxy to a component. */
 export function proxyRoutes(routes: readonly Route[] = ROUTES): ProxyRoute[] {
   return routes.filter((r): r is ProxyRoute => r.kind === 'proxy');
