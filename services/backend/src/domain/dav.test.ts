@@ -36,6 +36,7 @@ describe('parseDestination', () => {
   it('tells another server and malformed values apart', () => {
     expect(parseDestination(`http://evil.example/api/v1/dav/${WS}/b.txt`, host)).toBe('other_server');
     expect(parseDestination(undefined, host)).toBe('malformed');
+    expect(parseDestination(`http://[::1/api/v1/dav/${WS}/b.txt`, host)).toBe('malformed');
     expect(parseDestination('', host)).toBe('malformed');
     expect(parseDestination('b.txt', host)).toBe('malformed');
     expect(parseDestination(`/api/v1/dav/${WS}/b.txt?x=1`, host)).toBe('malformed');

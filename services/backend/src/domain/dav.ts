@@ -77,6 +77,8 @@ export function parseDestination(header: string | undefined, host: string): DavT
   let path = header;
   const scheme = /^https?:\/\/([^/?#]*)/i.exec(header);
   if (scheme) {
+    // A URL that does not parse (`http://[::1/x`) names no server at all.
+    if (!URL.canParse(header)) return 'malformed';
     const authority = scheme[1]!.replace(/^[^@]*@/, '');
     if (authority.toLowerCase() !== host.toLowerCase()) return 'other_server';
     path = header.slice(scheme[0].length) || '/';
