@@ -64,4 +64,17 @@ describe('one error-to-HTTP map (decision 0121)', () => {
     expect(JSON.stringify(internal.body)).not.toContain('secret');
     expect(internal.body.message).toContain(String(internal.headers['x-request-id']));
   });
+
+  it('answers a full disk (the file system, PostgreSQL) 507 insufficient_storage, with no detail of where', async () => {
+    const full = (code: string) => Object.assign(new Error(`${code}: no space left on device, write '/srv/data/x.tmp'`), { code });
+    for (const code of ['ENOSPC', 'EDQUOT', '53100']) {
+      const answer = await answerTo(full(code));
+      expect(answer.status, code).toBe(507);
+      expect(answer.body).toEqual({
+        error: 'insufficient_storage',
+        message: "the platform's disk is full: nothing was stored; ask an administrator to free space",
+      });
+    }
+    expect((await answerTo(full('EIO'))).status).toBe(500);
+  });
 });

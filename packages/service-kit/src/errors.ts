@@ -111,3 +111,15 @@ export class QuotaExceededError extends AppError {
     super(507, 'quota_exceeded', message);
   }
 }
+
+/**
+ * The codes of a full disk: the file system's (ENOSPC; EDQUOT, a user's quota of it) and
+ * PostgreSQL's (53100 `disk_full`). The service-kit answers them 507 `insufficient_storage`:
+ * the server's fault, not the request's, and nothing was stored.
+ */
+const OUT_OF_SPACE = new Set(['ENOSPC', 'EDQUOT', '53100']);
+
+/** Whether `err` says the disk under the platform's storage or database is full. */
+export function isOutOfSpace(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && OUT_OF_SPACE.has(String((err as { code?: unknown }).code));
+}

@@ -11,6 +11,7 @@ export {
   ConflictError,
   PayloadTooLargeError,
   ServiceUnavailableError,
+  isOutOfSpace,
 } from './errors.js';
 export type { ErrorBody } from './errors.js';
 export { serviceKit, requestIdOf, requestIdOptions } from './plugin.js';

@@ -5,7 +5,7 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { lingerOnEarlyAnswers } from './linger.js';
 import { HashingBusyError } from '@codeagent/auth';
-import { AppError, BadRequestError } from './errors.js';
+import { AppError, BadRequestError, isOutOfSpace } from './errors.js';
 import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request-guards.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -165,6 +165,14 @@ export const serviceKit = fp<ServiceKitOptions>(
           error: opts.validationError ?? 'invalid_request',
           message: 'the request contains the character U+0000 (NUL), which no text of the platform may hold; remove it',
           fields: {},
+        });
+      }
+      if (isOutOfSpace(err)) {
+        // The operator's to fix, and said to them in the log; the client learns that nothing was stored.
+        req.log.error({ err }, 'the disk is full: a write was refused');
+        return reply.code(507).send({
+          error: 'insufficient_storage',
+          message: "the platform's disk is full: nothing was stored; ask an administrator to free space",
         });
       }
       if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {

@@ -10,7 +10,7 @@ export type { Kernels, KernelsOptions } from './kernels-factory.js';
 export type { SandboxFile, CollectedFile } from './contents.js';
 export { startRuntime } from './server.js';
 export { mountWorkspace, isMounted, detachMount, MountUnresponsiveError, RC_CALL_TIMEOUT_MS, RCLONE, INSTALL_MOUNT_HINT } from './workspace-mount.js';
-export type { FlushEnd, WorkspaceMount, WorkspaceMountOptions, RemoteControl } from './workspace-mount.js';
+export type { FailedTransfer, FlushEnd, WorkspaceMount, WorkspaceMountOptions, RemoteControl } from './workspace-mount.js';
 export { labProxy, progressPage } from './lab-proxy.js';
 export type { LabProxy, LabProxyOptions } from './lab-proxy.js';
 export { defaultLabHost } from './lab-host.js';

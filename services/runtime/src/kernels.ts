@@ -6,7 +6,7 @@ import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSaf
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
 import { KernelChannels, readConnection } from './kernel-channels.js';
-import { MountUnresponsiveError } from './workspace-mount.js';
+import { MountUnresponsiveError, type FailedTransfer } from './workspace-mount.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { WarmKernelPool, type WarmKernelSource, type WarmPoolOptions } from './warm-pool.js';
 
@@ -828,6 +828,8 @@ export class KernelService implements WarmKernelSource {
     // The workspace's files mounted as /workspace (decision 0140): the run works on them in place,
     // its writes become versions through the mount; nothing is copied in or collected.
     const live = server.files;
+    // Uploads the mount fails from here on are this run's to report (their writers never saw them).
+    const transfersSince = new Date();
     if (!live && opts.filesOnRequest && opts.files === undefined && opts.workspaceId !== undefined) throw new FilesRequiredError();
     if (live) await live.refresh().catch((err: unknown) => this.log?.warn({ err }, 'could not refresh the workspace mount before a run'));
     if (opts.files && !live) {
@@ -887,6 +889,8 @@ export class KernelService implements WarmKernelSource {
         const flushMs = Math.min(60_000, hardDeadline - RUN_GRACE_RESERVE_MS - Date.now());
         try {
           await live.flush(Math.max(1000, flushMs));
+          const failed = await live.failedTransfers(transfersSince);
+          if (failed.length > 0) result.files_error = failedTransfersError(failed);
         } catch (err) {
           result.files_error = `the run's files could not be stored: ${(err as Error).message}`;
           if (err instanceof MountUnresponsiveError && server.forceStop) {
@@ -920,6 +924,16 @@ export class KernelService implements WarmKernelSource {
     for (const conn of this.connections.values()) conn.dispose();
     this.connections.clear();
   }
+}
+
+/** How many failed files a run's error names (the rest are counted). */
+const FAILED_NAMED = 5;
+
+/** A run's error for the files of the workspace the mount could not store while it ran. */
+export function failedTransfersError(failed: readonly FailedTransfer[]): string {
+  const named = failed.slice(0, FAILED_NAMED).map((f) => `${f.path}: ${f.reason}`);
+  const more = failed.length > FAILED_NAMED ? ` (and ${failed.length - FAILED_NAMED} more)` : '';
+  return `files of the workspace could not be stored while the run ran, and are not in the workspace: ${named.join(' | ')}${more}`;
 }
 
 function toInfo(model: Kernel.IModel, workspaceId: string | undefined): KernelInfo {

@@ -5,7 +5,16 @@ import type { FastifyBaseLogger } from 'fastify';
 import { existsSync } from 'node:fs';
 import { MOUNT_TOKEN_MAX_SECONDS, issueMountToken, mountTokenKey } from '@codeagent/auth';
 import type { Config } from '@codeagent/config';
-import { INSTALL_MOUNT_HINT, RCLONE, detachMount, isMounted, mountWorkspace, type FlushEnd, type WorkspaceMount } from './workspace-mount.js';
+import {
+  INSTALL_MOUNT_HINT,
+  RCLONE,
+  detachMount,
+  isMounted,
+  mountWorkspace,
+  type FailedTransfer,
+  type FlushEnd,
+  type WorkspaceMount,
+} from './workspace-mount.js';
 
 export interface WorkspaceMountsOptions {
   /** DATA_DIR: mounts go below `DATA_DIR/mounts/<ws>`, rclone's caches and tokens below `DATA_DIR/mount-state/<ws>`. */
@@ -36,6 +45,8 @@ export interface LiveMount {
   refresh(): Promise<void>;
   /** Every file written and closed is uploaded (a version) when this resolves (at most `timeoutMs`, default 60 s); how it knew (WorkspaceMount.flush). */
   flush(timeoutMs?: number): Promise<FlushEnd>;
+  /** The uploads (and reads) that failed since `since` (WorkspaceMount.failedTransfers). */
+  failedTransfers(since: Date): Promise<FailedTransfer[]>;
   /** rclone uploads what is cached and ends (SIGKILL after 30 s), the mount is detached. Bounded. */
   unmount(): Promise<void>;
   /**
@@ -163,6 +174,7 @@ export class WorkspaceMounts {
       dir,
       refresh: () => mount.refresh(),
       flush: (timeoutMs) => mount.flush(timeoutMs),
+      failedTransfers: (since) => mount.failedTransfers(since),
       unmount: () => {
         const p = teardown('unmount');
         this.teardowns.set(ws, p);

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 
@@ -68,6 +69,13 @@ export interface WorkspaceMount {
    */
   flush(timeoutMs?: number): Promise<FlushEnd>;
   /**
+   * The transfers that failed since `since` (rclone's `core/transferred`: its newest 100, uploads
+   * and reads alike), each with the component's reason. An upload fails after the writer's
+   * `close(2)` has returned (rclone uploads while it handles the release), so this is the only
+   * place its refusal (a full disk, the workspace quota, MAX_UPLOAD_BYTES) shows.
+   */
+  failedTransfers(since: Date): Promise<FailedTransfer[]>;
+  /**
    * Writes what is still cached, unmounts and waits for rclone to end: SIGTERM, SIGKILL after
    * `graceMs` (default 30 s), then the mount is detached whatever rclone did. Bounded.
    */
@@ -80,6 +88,41 @@ export interface WorkspaceMount {
    */
   kill(): Promise<void>;
 }
+
+/** A file rclone could not upload (or read): its path in the workspace and why, in the component's words. */
+export interface FailedTransfer {
+  path: string;
+  reason: string;
+}
+
+/**
+ * The reason of a failed transfer in the platform's words: rclone reports a refusal of the
+ * WebDAV tree as `<the JSON body>: <status> <text>`; its `message` says what to do.
+ */
+export function transferFailureReason(error: string): string {
+  const m = /^(\{.*\}): (\d{3} .*)$/s.exec(error);
+  if (m) {
+    try {
+      const body = JSON.parse(m[1]!) as { message?: unknown };
+      if (typeof body.message === 'string' && body.message !== '') return `${body.message} (${m[2]!.trim()})`;
+    } catch {
+      // not the platform's JSON: rclone's own words below
+    }
+  }
+  return error;
+}
+
+/** Whether a path on the mount still shows (bounded: a mount that stopped answering counts as yes). */
+async function stillThere(path: string): Promise<boolean> {
+  const seen = stat(path).then(
+    () => true,
+    () => false,
+  );
+  return Promise.race([seen, sleep(STAT_WAIT_MS).then(() => true)]);
+}
+
+/** How long `stillThere` waits for the mount. */
+const STAT_WAIT_MS = 2000;
 
 /** How a flush knew that every closed file was uploaded (WorkspaceMount.flush). */
 export type FlushEnd = 'answered' | 'quiet';
@@ -368,6 +411,15 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
         // (An upload takes its time; the count, when that is all there is to wait for, is soon down.)
         await new Promise((r) => setTimeout(r, pending > 0 ? 100 : waiting !== undefined ? 20 : 250));
       }
+    },
+    async failedTransfers(since) {
+      const { transferred } = (await call('core/transferred')) as { transferred?: { name?: string; error?: string; completed_at?: string }[] };
+      const failed = (transferred ?? []).filter(
+        (t) => typeof t.name === 'string' && typeof t.error === 'string' && t.error !== '' && Date.parse(t.completed_at ?? '') >= since.getTime(),
+      );
+      // A file removed again since (a scratch file, a partial write the writer gave up on) is no loss.
+      const kept = await Promise.all(failed.map(async (t) => (await stillThere(join(opts.mountpoint, t.name!))) && t));
+      return kept.filter((t) => t !== false).map((t) => ({ path: t.name!, reason: transferFailureReason(t.error!) }));
     },
     async unmount(graceMs = 30_000) {
       if (child.exitCode === null && child.signalCode === null) {

@@ -251,5 +251,29 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
       expect(out).not.toContain('mnt.');
       expect((await objects(ws)).map((o) => o.path)).not.toContain('link');
     }, 120_000);
+
+    // rclone uploads a file after its writer's close(2) has returned: a refusal of the platform
+    // (here MAX_UPLOAD_BYTES, 10 MiB in this backend; a full disk or the workspace quota alike)
+    // reached nobody, and the run was reported succeeded without the file.
+    it('a file the platform refuses to store fails the run, naming it and why; one the run removed again does not', async () => {
+      // (One after the other: a file rclone could not upload stays in its bounded cache.)
+      const cells = [
+        'import os, time\nwith open("gone.bin", "wb") as f:\n    f.write(b"x" * (11 * 1024 * 1024))\ntime.sleep(1)\nos.remove("gone.bin")',
+        'with open("big.bin", "wb") as f:\n    f.write(b"x" * (11 * 1024 * 1024))\nprint("written")',
+      ];
+      expect((await put(ws, 'jobs/too-big.ipynb', notebook(cells), 'application/x-ipynb+json')).statusCode).toBe(201);
+      const done = await run('jobs/too-big.ipynb');
+      expect(done.status).toBe('failed');
+      expect(done.error).toMatch(/^files of the workspace could not be stored/);
+      expect(done.error).toMatch(/: jobs\/big\.bin: the upload is \d+ bytes; MAX_UPLOAD_BYTES is \d+ \(413 Payload Too Large\)$/);
+      expect(done.error).not.toContain('gone.bin');
+      // The cells ran (the notebook did not fail) and nothing of it is pretended stored.
+      expect(await executedCell('jobs/too-big.ipynb', done.id, 1)).toBe('written\n');
+      expect((await objects(ws)).map((o) => o.path)).not.toContain('jobs/big.bin');
+      // The next run that stores what it writes succeeds again.
+      const small = ['with open("small.bin", "wb") as f:\n    f.write(b"ok")'];
+      expect((await put(ws, 'jobs/small.ipynb', notebook(small), 'application/x-ipynb+json')).statusCode).toBe(201);
+      expect(await run('jobs/small.ipynb')).toMatchObject({ status: 'succeeded', error: null });
+    }, 120_000);
   },
 );

@@ -7,6 +7,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import {
   BadRequestError,
+  isOutOfSpace,
   ListQuery,
   PayloadTooLargeError,
   RangeNotSatisfiableError,
@@ -125,7 +126,8 @@ export function checkUploadHeaders(req: FastifyRequest, max: number): void {
  * (limits 413, a part name that would pollute a prototype 400) carry their status and keep it.
  */
 function malformedForm(err: unknown): never {
-  if (typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err;
+  // (A full disk fails the file's stream too: the server's fault, answered 507 by the service-kit.)
+  if (typeof (err as { statusCode?: unknown }).statusCode === 'number' || isOutOfSpace(err)) throw err;
   const said = err instanceof Error ? err.message : String(err);
   throw new BadRequestError(`the body is not a whole multipart/form-data form (${said}); send a field \`path\` and then a field \`file\``, {
     file: 'malformed form',
