@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalObjectStore } from '@codeagent/storage';
-import { bearer, createAndLogin, startTestBackend, type TestBackend, type WorkspaceDto } from '../testing.js';
+import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from '../testing.js';
 
 const isRoot = process.getuid?.() === 0;
 const MiB = 1024 * 1024;
@@ -30,14 +30,8 @@ describe.skipIf(!isRoot)('uploads to a full disk: 507, nothing stored', () => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir]);
     b = await startTestBackend({ store: new LocalObjectStore(dir), maxUploadBytes: 64 * MiB });
     editor = await createAndLogin(b, 'full@example.com');
-    ws = (
-      await b.app.inject({
-        method: 'POST',
-        url: '/api/v1/platform/workspaces',
-        headers: bearer(b.adminToken),
-        payload: { name: 'w', admin_user_id: editor.id },
-      })
-    ).json<WorkspaceDto>().id;
+    ws = await createWorkspace(b, 'w');
+    await addMembers(b, ws, [[editor, 'editor']]);
   });
   afterAll(async () => {
     await b?.close();
