@@ -60,6 +60,25 @@ describe(`worker limits (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =>
     expect(logs.get(run.id)!.toString()).toContain('"event":"error"');
   });
 
+  it("fails a run whose results meet a full disk with the operator's words, not the file system's code", async () => {
+    const ws = await workspace();
+    const files = new WorkspaceFiles(t.database.db, store);
+    await files.put(ws, 'nb.ipynb', Readable.from([Buffer.from(JSON.stringify(NOTEBOOK))]), { actor: null });
+    const io: RunIO = {
+      ...platformRunIO(files, 'http://127.0.0.1:9', 'unused'),
+      // What the local store's write gives on a full file system (disk-full.db.test.ts has the real one).
+      writeExecutedNotebook: () => Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })),
+      writeRunLog: (w, r) => Promise.resolve(`${w}/${r}.log`),
+    };
+    const run = await enqueueRun(t.database.db, { workspaceId: ws, notebookPath: 'nb.ipynb' });
+    const w = new ScheduleWorker({ db: t.database.db, io, runtime: bulkyRuntime, log: pino({ level: 'silent' }) });
+    await w.tick();
+    await w.drain();
+    const row = await t.database.db.selectFrom('runs').selectAll().where('id', '=', run.id).executeTakeFirstOrThrow();
+    expect(row).toMatchObject({ status: 'failed', output_path: null });
+    expect(row.error).toBe("the platform's disk is full: the run's results could not be stored; ask an administrator to free space");
+  });
+
   it('says in its log when a schedule tick is skipped because the workspace queue is full', async () => {
     const ws = await workspace();
     for (let i = 0; i < 2; i++) await enqueueRun(t.database.db, { workspaceId: ws, notebookPath: 'nb.ipynb' });

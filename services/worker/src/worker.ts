@@ -14,6 +14,7 @@ import {
   renewLease,
   schedulesDueSoon,
 } from '@codeagent/runs';
+import { isOutOfSpace } from '@codeagent/service-kit/http';
 import { executedNotebookPath, firstError, injectParameters, parseNotebook, type Notebook } from './notebook.js';
 
 /**
@@ -408,7 +409,10 @@ export class ScheduleWorker {
       else if (refused.length > 0) [status, error] = ['failed', `${refused.length} file(s) the run wrote were not stored: ${refused.slice(0, 3).join('; ')}`];
     } catch (err) {
       if (!stopped()) {
-        error = (err as Error).message;
+        // (A full disk is the operator's to fix: said so, not as the file system's code.)
+        error = isOutOfSpace(err)
+          ? "the platform's disk is full: the run's results could not be stored; ask an administrator to free space"
+          : (err as Error).message;
         note('error', { message: error });
       }
     } finally {
