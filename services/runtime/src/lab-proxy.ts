@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
-import { carriesToken, relayRequest, relayUpgrade } from './relay.js';
+import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
 
 /** The path the gateway routes to a workspace's JupyterLab: `/jupyter/<workspace id>/…`. */
 const LAB_PATH = /^\/jupyter\/([^/?#]+)(\/[^]*)?$/;
@@ -58,6 +58,37 @@ function isNavigation(req: IncomingMessage, rest: string): boolean {
   return !path.startsWith('/api/') && !path.startsWith('/static/') && !path.startsWith('/files/');
 }
 
+/** The file a contents API request saves (`PUT …/api/contents/<path>`), or undefined. */
+export function savedPath(method: string | undefined, rest: string): string | undefined {
+  if (method !== 'PUT') return undefined;
+  const m = /^\/api\/contents\/([^?#]+)/.exec(rest);
+  if (!m) return undefined;
+  try {
+    return decodeURIComponent(m[1]!);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A save on the workspace mount is answered once rclone has stored it (decision 0218): rclone
+ * uploads after the server's `close(2)`, so a refusal (the workspace quota, MAX_UPLOAD_BYTES, a
+ * full disk) would otherwise leave JupyterLab showing "saved" for a file the workspace never got.
+ * Then the answer is the refusal's status with JupyterLab's error shape (`message`), which it
+ * shows in its save error dialog.
+ */
+function saveCheck(files: NonNullable<JupyterServerRef['files']>, method: string | undefined, rest: string, since: Date): AnswerCheck | undefined {
+  const path = savedPath(method, rest);
+  if (path === undefined) return undefined;
+  return async (_status, body) => {
+    // A folder made by PUT writes no file: nothing to wait for.
+    if ((JSON.parse(body.toString('utf8')) as { type?: unknown }).type === 'directory') return undefined;
+    const outcome = await files.uploadOf(path, since);
+    if (typeof outcome === 'string') return undefined;
+    return { status: outcome.status ?? 507, body: { message: `${path} was not stored in the workspace: ${outcome.reason}`, reason: null } };
+  };
+}
+
 /**
  * `/jupyter/<workspace id>/…` on the runtime's port: HTTP and websockets proxied to that
  * workspace's sandboxed Jupyter server over its Unix socket (started on demand). Only the
@@ -110,12 +141,20 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
           .end(progressPage(failed ? 'failed' : 'starting', detail));
         return;
       }
+      // Taken before the server writes: the save's upload through the mount ends after it.
+      const since = new Date();
       serverFor(target.workspaceId).then(
         (server) =>
-          relayRequest(req, res, server.socket, (err) => {
-            log.warn({ workspace_id: target.workspaceId, reason: err.message }, "a workspace's Jupyter server did not answer");
-            json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
-          }),
+          relayRequest(
+            req,
+            res,
+            server.socket,
+            (err) => {
+              log.warn({ workspace_id: target.workspaceId, reason: err.message }, "a workspace's Jupyter server did not answer");
+              json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
+            },
+            server.files ? saveCheck(server.files, req.method, target.rest, since) : undefined,
+          ),
         (err: unknown) => json(res, 503, { error: 'kernel_unavailable', message: (err as Error).message }),
       );
     },

@@ -47,6 +47,8 @@ export interface LiveMount {
   flush(timeoutMs?: number): Promise<FlushEnd>;
   /** The uploads (and reads) that failed since `since` (WorkspaceMount.failedTransfers). */
   failedTransfers(since: Date): Promise<FailedTransfer[]>;
+  /** How the upload of one file closed after `since` ended (WorkspaceMount.uploadOf). */
+  uploadOf(path: string, since: Date): Promise<FailedTransfer | 'stored' | 'unseen'>;
   /** rclone uploads what is cached and ends (SIGKILL after 30 s), the mount is detached. Bounded. */
   unmount(): Promise<void>;
   /**
@@ -175,6 +177,7 @@ export class WorkspaceMounts {
       refresh: () => mount.refresh(),
       flush: (timeoutMs) => mount.flush(timeoutMs),
       failedTransfers: (since) => mount.failedTransfers(since),
+      uploadOf: (path, since) => mount.uploadOf(path, since),
       unmount: () => {
         const p = teardown('unmount');
         this.teardowns.set(ws, p);

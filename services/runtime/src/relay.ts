@@ -29,13 +29,35 @@ export interface SocketServer {
 }
 
 /**
- * An HTTP request relayed to a Jupyter server on its Unix socket with the server's own token
- * (the caller checked the caller's); `failed` answers when the server does not.
+ * What to answer instead of a successful answer of the server, decided once its whole body is
+ * here (a save the server made but the platform did not store); undefined keeps the answer.
  */
-export function relayRequest(req: IncomingMessage, res: ServerResponse, server: SocketServer, failed: (err: Error) => void): void {
+export type AnswerCheck = (status: number, body: Buffer) => Promise<{ status: number; body: Record<string, unknown> } | undefined>;
+
+/**
+ * An HTTP request relayed to a Jupyter server on its Unix socket with the server's own token
+ * (the caller checked the caller's); `failed` answers when the server does not. With `check`,
+ * a successful answer is held (it is small: a contents model) until the check has decided.
+ */
+export function relayRequest(req: IncomingMessage, res: ServerResponse, server: SocketServer, failed: (err: Error) => void, check?: AnswerCheck): void {
   const upstream = request({ socketPath: server.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) }, (up) => {
-    res.writeHead(up.statusCode ?? 502, up.headers);
-    up.pipe(res);
+    const status = up.statusCode ?? 502;
+    if (check === undefined || status < 200 || status >= 300) {
+      res.writeHead(status, up.headers);
+      up.pipe(res);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    up.on('data', (chunk: Buffer) => chunks.push(chunk));
+    up.on('error', () => res.destroy());
+    up.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const original = () => res.writeHead(status, up.headers).end(body);
+      check(status, body).then((instead) => {
+        if (instead === undefined) return original();
+        res.writeHead(instead.status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(JSON.stringify(instead.body));
+      }, original);
+    });
   });
   upstream.on('error', (err) => {
     if (!res.headersSent) failed(err);

@@ -36,7 +36,7 @@ export interface JupyterServerRef {
    * Present when the workspace's own files are mounted as the server's /workspace (decision
    * 0140): what is written there becomes workspace versions, no copy in or out is needed.
    */
-  readonly files?: Pick<LiveMount, 'refresh' | 'flush' | 'failedTransfers'> | undefined;
+  readonly files?: Pick<LiveMount, 'refresh' | 'flush' | 'failedTransfers' | 'uploadOf'> | undefined;
   /**
    * Where a kernel's connection file and ZeroMQ `ipc` sockets are, as host paths, and the socket
    * prefix the server writes into that file (decision 0190). Undefined for an external server.

@@ -76,6 +76,12 @@ export interface WorkspaceMount {
    */
   failedTransfers(since: Date): Promise<FailedTransfer[]>;
   /**
+   * How the upload of `path` (a file closed after `since`) ended: `stored`, its failure, or
+   * `unseen` when none showed within `settleMs` (default 2 s; nothing was written) or none ended
+   * within `timeoutMs` (default 60 s). A save through the mount is stored only when this says so.
+   */
+  uploadOf(path: string, since: Date, settleMs?: number, timeoutMs?: number): Promise<FailedTransfer | 'stored' | 'unseen'>;
+  /**
    * Writes what is still cached, unmounts and waits for rclone to end: SIGTERM, SIGKILL after
    * `graceMs` (default 30 s), then the mount is detached whatever rclone did. Bounded.
    */
@@ -93,6 +99,14 @@ export interface WorkspaceMount {
 export interface FailedTransfer {
   path: string;
   reason: string;
+  /** The HTTP status the platform refused it with (507, 413, …), when rclone's error names one. */
+  status?: number;
+}
+
+/** The HTTP status in rclone's error for a refused request (`…: 507 Insufficient Storage`). */
+function refusalStatus(error: string): number | undefined {
+  const m = /: (\d{3}) [^:]*$/.exec(error);
+  return m ? Number(m[1]) : undefined;
 }
 
 /**
@@ -111,6 +125,16 @@ export function transferFailureReason(error: string): string {
   }
   return error;
 }
+
+const failure = (path: string, error: string): FailedTransfer => {
+  const status = refusalStatus(error);
+  return { path, reason: transferFailureReason(error), ...(status !== undefined ? { status } : {}) };
+};
+
+/** How long `uploadOf` waits for an upload to show at all (the file's release reaching rclone). */
+const UPLOAD_SETTLE_MS = 2000;
+/** How often `uploadOf` looks. */
+const UPLOAD_POLL_MS = 20;
 
 /** Whether a path on the mount still shows (bounded: a mount that stopped answering counts as yes). */
 async function stillThere(path: string): Promise<boolean> {
@@ -419,7 +443,22 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
       );
       // A file removed again since (a scratch file, a partial write the writer gave up on) is no loss.
       const kept = await Promise.all(failed.map(async (t) => (await stillThere(join(opts.mountpoint, t.name!))) && t));
-      return kept.filter((t) => t !== false).map((t) => ({ path: t.name!, reason: transferFailureReason(t.error!) }));
+      return kept.filter((t) => t !== false).map((t) => failure(t.name!, t.error!));
+    },
+    async uploadOf(path, since, settleMs = UPLOAD_SETTLE_MS, timeoutMs = 60_000) {
+      const started = Date.now();
+      for (;;) {
+        const [{ transferred }, { transferring }] = (await Promise.all([call('core/transferred'), call('core/stats')])) as [
+          { transferred?: { name?: string; error?: string; completed_at?: string }[] },
+          { transferring?: { name?: string }[] },
+        ];
+        const done = (transferred ?? []).find((t) => t.name === path && Date.parse(t.completed_at ?? '') >= since.getTime());
+        if (done) return typeof done.error === 'string' && done.error !== '' ? failure(path, done.error) : 'stored';
+        const elapsed = Date.now() - started;
+        const uploading = (transferring ?? []).some((t) => t.name === path);
+        if (elapsed > timeoutMs || (!uploading && elapsed > settleMs)) return 'unseen';
+        await sleep(UPLOAD_POLL_MS);
+      }
     },
     async unmount(graceMs = 30_000) {
       if (child.exitCode === null && child.signalCode === null) {

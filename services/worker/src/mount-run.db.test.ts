@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -7,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { mountTokenKey } from '@codeagent/auth';
 import { INTERNAL_TOKEN, bearer, startTestBackend, type TestBackend } from '@codeagent/backend/testing';
-import { WorkspaceMounts, isMounted, type Kernels } from '@codeagent/runtime';
+import { WorkspaceMounts, isMounted, labProxy, type Kernels } from '@codeagent/runtime';
 import type { FastifyInstance } from 'fastify';
 import { startTestS3Store, type TestS3Store } from '@codeagent/storage/testing';
 import type { ScheduleWorker } from './worker.js';
@@ -274,6 +276,44 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
       const small = ['with open("small.bin", "wb") as f:\n    f.write(b"ok")'];
       expect((await put(ws, 'jobs/small.ipynb', notebook(small), 'application/x-ipynb+json')).statusCode).toBe(201);
       expect(await run('jobs/small.ipynb')).toMatchObject({ status: 'succeeded', error: null });
+    }, 120_000);
+
+    // The same blind spot in JupyterLab: a save the platform refused looked saved.
+    it("a JupyterLab save the platform refuses is answered with the refusal, in JupyterLab's error shape; one it stores as before", async () => {
+      const lab = labProxy({ pool: jupyter.pool, token: 'lab-token', log });
+      const server = createServer((req, res) => lab.request(req, res));
+      await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+      const save = (path: string, content: string) =>
+        fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${path}`, {
+          method: 'PUT',
+          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
+          body: JSON.stringify({ type: 'file', format: 'text', content }),
+        });
+      try {
+        // A folder made by PUT waits for no upload.
+        const started = Date.now();
+        const folder = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/lab`, {
+          method: 'PUT',
+          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
+          body: JSON.stringify({ type: 'directory' }),
+        });
+        expect(folder.status).toBe(201);
+        expect(Date.now() - started).toBeLessThan(1500);
+
+        const small = await save('lab/note.txt', 'kept');
+        expect(small.status).toBe(201);
+        expect((await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/lab/note.txt`, headers: bearer(b.adminToken) })).body).toBe(
+          'kept',
+        );
+
+        const big = await save('lab/big.txt', 'x'.repeat(11 * 1024 * 1024));
+        expect(big.status).toBe(413);
+        const said = (await big.json()) as { message: string };
+        expect(said.message).toMatch(/^lab\/big\.txt was not stored in the workspace: the upload is \d+ bytes; MAX_UPLOAD_BYTES is \d+ \(413 /);
+        expect((await objects(ws)).map((o) => o.path)).not.toContain('lab/big.txt');
+      } finally {
+        server.close();
+      }
     }, 120_000);
   },
 );

@@ -35,7 +35,8 @@ export async function startMountedRig(
     tokenKey: mountTokenKey(INTERNAL_TOKEN),
     log,
     dirCacheSeconds: 1,
-    cacheBytes: 16 * 1024 * 1024,
+    // Room for two files the platform refuses (over the test backend's 10 MiB MAX_UPLOAD_BYTES): rclone keeps those in its cache.
+    cacheBytes: 40 * 1024 * 1024,
   });
   const jupyter = await startTestKernels({
     log,
