@@ -388,6 +388,16 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
       throw err;
     }
   };
+  // One look at rclone's transfers serves every save waiting within UPLOAD_POLL_MS: however many
+  // saves a member sends at once, rclone answers at most two calls per interval for this mount.
+  type Transfers = [{ transferred?: { name?: string; error?: string; completed_at?: string }[] }, { transferring?: { name?: string }[] }];
+  let lastLook: { at: number; result: Promise<Transfers> } | undefined;
+  const transfers = (): Promise<Transfers> => {
+    if (lastLook === undefined || Date.now() - lastLook.at >= UPLOAD_POLL_MS) {
+      lastLook = { at: Date.now(), result: Promise.all([call('core/transferred'), call('core/stats')]) as Promise<Transfers> };
+    }
+    return lastLook.result;
+  };
   const killed = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGKILL');
@@ -448,10 +458,7 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     async uploadOf(path, since, settleMs = UPLOAD_SETTLE_MS, timeoutMs = 60_000) {
       const started = Date.now();
       for (;;) {
-        const [{ transferred }, { transferring }] = (await Promise.all([call('core/transferred'), call('core/stats')])) as [
-          { transferred?: { name?: string; error?: string; completed_at?: string }[] },
-          { transferring?: { name?: string }[] },
-        ];
+        const [{ transferred }, { transferring }] = await transfers();
         const done = (transferred ?? []).find((t) => t.name === path && Date.parse(t.completed_at ?? '') >= since.getTime());
         if (done) return typeof done.error === 'string' && done.error !== '' ? failure(path, done.error) : 'stored';
         const elapsed = Date.now() - started;

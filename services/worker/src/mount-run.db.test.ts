@@ -311,6 +311,12 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         const said = (await big.json()) as { message: string };
         expect(said.message).toMatch(/^lab\/big\.txt was not stored in the workspace: the upload is \d+ bytes; MAX_UPLOAD_BYTES is \d+ \(413 /);
         expect((await objects(ws)).map((o) => o.path)).not.toContain('lab/big.txt');
+
+        // Saves at once share the looks at rclone's transfers; each is answered once stored.
+        const many = await Promise.all(Array.from({ length: 12 }, (_, i) => save(`lab/many-${i}.txt`, `n${i}`)));
+        expect(many.map((r) => r.status)).toEqual(Array<number>(12).fill(201));
+        const stored = (await objects(ws)).map((o) => o.path);
+        for (let i = 0; i < 12; i++) expect(stored).toContain(`lab/many-${i}.txt`);
       } finally {
         server.close();
       }
