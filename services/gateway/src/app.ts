@@ -119,6 +119,8 @@ function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBas
   void reply.code(failure.status).send(failure.body);
 }
 
+type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
 /** The answer to an upgrade the gateway does not take, where Node cannot turn it into a plain request. */
 function refuseUpgrade(socket: Duplex): void {
   // (Node has taken its own listeners off an upgraded socket: a reset must not become an uncaught error.)
@@ -144,6 +146,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   const trusted = opts.trustedProxies ?? [];
   // Set once the routes are known; until then (and when off) every request goes to Fastify.
   let fast: FastPathControl | undefined;
+  // The framework's websocket proxies (JupyterLab's), set once they are registered: with none
+  // (a gateway without JupyterLab) no request is an upgrade, and `/jupyter` answers its 404.
+  let websocketProxies: UpgradeListener[] = [];
   const app = Fastify({
     ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: opts.logger ?? false }),
     ...requestIdOptions(),
@@ -162,7 +167,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
       // `Upgrade` is answered as the plain request it also is (the framework's proxy would hold
       // its connection open forever, unanswered).
       const server = createServer(
-        { ServerResponse: GatewayResponse, shouldUpgradeCallback: (req) => takesUpgrade(req.url ?? '/', req.headers.upgrade) },
+        { ServerResponse: GatewayResponse, shouldUpgradeCallback: (req) => websocketProxies.length > 0 && takesUpgrade(req.url ?? '/', req.headers.upgrade) },
         (req, res) => {
           if (fast === undefined || !fast(req, res)) handler(req, res);
         },
@@ -341,11 +346,12 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   // Node before 24.9 ignores `shouldUpgradeCallback` (serverFactory) and hands every upgrade to
   // the framework's proxies' listener: there, an upgrade the gateway does not take is refused
   // (400, the connection closed) instead of held open unanswered.
-  const proxyUpgrades = app.server.listeners('upgrade') as ((req: IncomingMessage, socket: Duplex, head: Buffer) => void)[];
+  websocketProxies = app.server.listeners('upgrade') as UpgradeListener[];
   app.server.removeAllListeners('upgrade');
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (takesUpgrade(req.url ?? '/', req.headers.upgrade)) for (const listener of proxyUpgrades) listener.call(app.server, req, socket, head);
-    else refuseUpgrade(socket);
+    if (websocketProxies.length > 0 && takesUpgrade(req.url ?? '/', req.headers.upgrade)) {
+      for (const listener of websocketProxies) listener.call(app.server, req, socket, head);
+    } else refuseUpgrade(socket);
   });
 
   // `/`, the web app's paths and its assets (web-app.ts); the start page when none is built.

@@ -246,9 +246,9 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
     });
 
     it('a websocket handshake to the API, and one to an unreachable component, each get an answer', async () => {
-      const handshake = (path: string) =>
+      const handshake = (path: string, to = withLab.base) =>
         new Promise<string>((done, fail) => {
-          const socket = connect(Number(new URL(withLab.base).port), '127.0.0.1', () =>
+          const socket = connect(Number(new URL(to).port), '127.0.0.1', () =>
             socket.write(
               `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
                 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
@@ -270,6 +270,8 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
         });
       expect(await handshake('/api/v1/echo')).toBe('HTTP/1.1 200 OK');
       expect(await handshake('/mcp')).toBe('HTTP/1.1 502 Bad Gateway');
+      // An ingress without JupyterLab has no websocket route: its /jupyter answers.
+      expect(await handshake(`/jupyter/${'3f2c7a4e-9b1d-4c8e-a6f0-1d2e3f405162'}/api/events/subscribe`, base)).toBe('HTTP/1.1 404 Not Found');
     });
   });
 
