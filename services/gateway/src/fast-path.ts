@@ -12,7 +12,7 @@ import {
   type Metrics,
 } from '@codeagent/service-kit/http';
 import { connectionListed, upstreamHeaders } from './forwarding.js';
-import { upstreamFailure, workspaceBridgeUrl, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
+import { underPrefix, upstreamFailure, workspaceBridgeUrl, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
 import { applySecurityHeaders, type HeaderTarget } from './security-headers.js';
 import type { UpstreamHandler, UpstreamPool } from './upstream-pool.js';
 
@@ -118,7 +118,7 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
     const path = q === -1 ? url : url.slice(0, q);
     let entry: Entry | undefined;
     for (const e of entries) {
-      if (path.startsWith(e.prefix) && (path.length === e.prefix.length || path.charCodeAt(e.prefix.length) === 47) /* / */) {
+      if (underPrefix(path, e.prefix)) {
         entry = e;
         break;
       }

@@ -99,6 +99,11 @@ export function workspaceBridgeUrl(url: string): string {
   return m ? `/jupyter${m[1]}` : url;
 }
 
+/** Whether a request path falls under a route's prefix: the prefix itself, or below it at a `/`. */
+export function underPrefix(path: string, prefix: string): boolean {
+  return path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 47); /* / */
+}
+
 /**
  * Whether a request is a websocket handshake for a route that proxies websockets (the longest
  * matching prefix of the route table decides, as for every request). Any other `Upgrade` (a
@@ -112,8 +117,7 @@ export function takesUpgrade(url: string, upgrade: string | undefined, routes: r
   for (const route of routes) {
     if (route.kind === 'page') continue;
     const { prefix } = route;
-    const matches = path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 47); /* / */
-    if (matches && (best === undefined || prefix.length > best.prefix.length)) best = route;
+    if (underPrefix(path, prefix) && (best === undefined || prefix.length > best.prefix.length)) best = route;
   }
   return best?.kind === 'proxy' && best.websocket === true;
 }

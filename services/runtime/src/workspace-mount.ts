@@ -131,6 +131,11 @@ const failure = (path: string, error: string): FailedTransfer => {
   return { path, reason: transferFailureReason(error), ...(status !== undefined ? { status } : {}) };
 };
 
+/** rclone's `core/transferred`: its newest completed transfers, each with its error ('' when none). */
+interface CompletedTransfers {
+  transferred?: { name?: string; error?: string; completed_at?: string }[];
+}
+
 /** How long `uploadOf` waits for an upload to show at all (the file's release reaching rclone). */
 const UPLOAD_SETTLE_MS = 2000;
 /** How often `uploadOf` looks. */
@@ -390,7 +395,7 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
   };
   // One look at rclone's transfers serves every save waiting within UPLOAD_POLL_MS: however many
   // saves a member sends at once, rclone answers at most two calls per interval for this mount.
-  type Transfers = [{ transferred?: { name?: string; error?: string; completed_at?: string }[] }, { transferring?: { name?: string }[] }];
+  type Transfers = [CompletedTransfers, { transferring?: { name?: string }[] }];
   let lastLook: { at: number; result: Promise<Transfers> } | undefined;
   const transfers = (): Promise<Transfers> => {
     if (lastLook === undefined || Date.now() - lastLook.at >= UPLOAD_POLL_MS) {
@@ -447,7 +452,7 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
       }
     },
     async failedTransfers(since) {
-      const { transferred } = (await call('core/transferred')) as { transferred?: { name?: string; error?: string; completed_at?: string }[] };
+      const { transferred } = (await call('core/transferred')) as CompletedTransfers;
       const failed = (transferred ?? []).filter(
         (t) => typeof t.name === 'string' && typeof t.error === 'string' && t.error !== '' && Date.parse(t.completed_at ?? '') >= since.getTime(),
       );

@@ -22,6 +22,8 @@ async function listNotebooks(ws: string): Promise<Answer<Collected<string>>> {
   return answer.data ? { data: { ...answer.data, items: answer.data.items.map((o) => o.path) } } : { error: answer.error };
 }
 
+const NOT_AN_OBJECT = 'Parameters must be a JSON object, e.g. {"n": 7, "region": "eu"}.';
+
 /**
  * The run form's parameters: empty for none, else a JSON object (papermill's convention: each
  * name becomes a variable set after the notebook's cell tagged `parameters`). A sentence when it
@@ -33,9 +35,9 @@ export function parseParameters(text: string): Record<string, unknown> | undefin
   try {
     value = JSON.parse(text);
   } catch {
-    return 'Parameters must be a JSON object, e.g. {"n": 7, "region": "eu"}.';
+    return NOT_AN_OBJECT;
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'Parameters must be a JSON object, e.g. {"n": 7, "region": "eu"}.';
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return NOT_AN_OBJECT;
   return value as Record<string, unknown>;
 }
 
