@@ -81,8 +81,10 @@ function saveCheck(files: NonNullable<JupyterServerRef['files']>, method: string
   const path = savedPath(method, rest);
   if (path === undefined) return undefined;
   return async (_status, body) => {
-    // A folder made by PUT writes no file: nothing to wait for.
-    if ((JSON.parse(body.toString('utf8')) as { type?: unknown }).type === 'directory') return undefined;
+    const model = JSON.parse(body.toString('utf8')) as { type?: unknown; codeagent_upload?: unknown };
+    // A folder made by PUT writes no file, and a part of a chunked upload before its last keeps
+    // the file open (codeagent_contents, decision 0219): nothing to wait for.
+    if (model.type === 'directory' || model.codeagent_upload === 'partial') return undefined;
     const outcome = await files.uploadOf(path, since);
     if (typeof outcome === 'string') return undefined;
     return { status: outcome.status ?? 507, body: { message: `${path} was not stored in the workspace: ${outcome.reason}`, reason: null } };

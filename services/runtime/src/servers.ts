@@ -7,7 +7,7 @@ import type { Cgroup, Launcher, Limits, Sandbox, UidAllocator } from '@codeagent
 import { SandboxUnavailableError } from '@codeagent/sandbox';
 import { KernelUnavailableError } from './jupyter-server.js';
 import type { LiveMount, WorkspaceMounts } from './mounts.js';
-import { nodelayExtension } from './nodelay.js';
+import { serverModules } from './server-modules.js';
 import { tcpSettings, unixSocketSettings } from './transport.js';
 
 /** One Jupyter server: a workspace's (in its sandbox), the scratch sandbox's, or an external one. */
@@ -354,7 +354,7 @@ export class SandboxedServers implements JupyterPool {
     const name = workspaceId === undefined ? 'scratch' : `w-${workspaceId.replace(/-/g, '').slice(0, 24).toLowerCase()}`;
     const layout = launcher.layout(name);
     const token = randomBytes(24).toString('hex');
-    const nodelay = nodelayExtension(layout.run);
+    const modules = serverModules(layout.run);
     // A workspace's server serves JupyterLab (when the host is built) under the path the gateway
     // routes to it; the scratch sandbox's serves kernels only.
     const basePath = workspaceId === undefined ? '/' : labBasePath(workspaceId);
@@ -390,7 +390,10 @@ export class SandboxedServers implements JupyterPool {
       // Checkpoints stay out of the workspace's files (they would become versioned objects).
       ...(mount ? [`--FileCheckpoints.checkpoint_dir=${layout.tmp}/.ipynb_checkpoints`] : []),
       // The lab host's main.py loads the no-delay patch itself (it is on PYTHONPATH).
-      ...(labMain ? [] : nodelay.args),
+      ...(labMain ? [] : modules.extensionArgs),
+      // A chunked upload (JupyterLab's file browser, files over 1 MiB) written as one file: on
+      // the mount each close is an upload and a version (decision 0219).
+      ...modules.contentsArgs,
       ...(this.opts.cullIdleSeconds > 0
         ? [`--MappingKernelManager.cull_idle_timeout=${this.opts.cullIdleSeconds}`, '--MappingKernelManager.cull_interval=60']
         : []),
@@ -408,7 +411,7 @@ export class SandboxedServers implements JupyterPool {
       MPLCONFIGDIR: `${layout.tmp}/.mpl`,
       PYDEVD_DISABLE_FILE_VALIDATION: '1',
       PYTHONDONTWRITEBYTECODE: '1',
-      PYTHONPATH: nodelay.pythonPath,
+      PYTHONPATH: modules.pythonPath,
       ...(lab ? { CODEAGENT_LAB_STATE_DIR: `${layout.tmp}/.jupyterlab-state` } : {}),
     };
     // An interpreter outside /usr (a virtual environment) is shown read-only with its prefix.
@@ -425,7 +428,7 @@ export class SandboxedServers implements JupyterPool {
         uid,
         command,
         env,
-        files: nodelay.files,
+        files: modules.files,
         limits: limits.sandbox,
         workspaceBytes: limits.workspaceBytes,
         tmpBytes: limits.tmpBytes,

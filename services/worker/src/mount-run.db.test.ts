@@ -321,5 +321,64 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         server.close();
       }
     }, 120_000);
+
+    // Jupyter's own manager closed the file after each part of a chunked upload (JupyterLab's
+    // file browser, files over 1 MiB): every part became an upload and a version of the whole
+    // file so far (decision 0219).
+    it('a file JupyterLab uploads in parts becomes one version, stored when the last part is answered', async () => {
+      const lab = labProxy({ pool: jupyter.pool, token: 'lab-token', log });
+      const server = createServer((req, res) => lab.request(req, res));
+      await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+      const MiB = 1024 * 1024;
+      const upload = async (path: string, fill: string, midway?: () => Promise<void>) => {
+        const answers: { status: number; model: Record<string, unknown> }[] = [];
+        const parts = [1, 2, 3, -1];
+        for (const [i, chunk] of parts.entries()) {
+          if (i === 2) await midway?.();
+          const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${path}`, {
+            method: 'PUT',
+            headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
+            body: JSON.stringify({ type: 'file', format: 'base64', chunk, content: Buffer.alloc(MiB, `${fill}${i}`).toString('base64') }),
+          });
+          answers.push({ status: res.status, model: (await res.json()) as Record<string, unknown> });
+        }
+        return answers;
+      };
+      const versions = async () =>
+        (await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/versions/lab/parts.bin`, headers: bearer(b.adminToken) })).json<{
+          items: unknown[];
+        }>().items;
+      try {
+        const noFolder = await upload('nowhere/parts.bin', 'a');
+        expect(noFolder.map((a) => a.status)).toEqual([404, 404, 404, 404]);
+        expect(noFolder[0]!.model.message).toBe('nowhere/parts.bin was not saved: its folder does not exist');
+        const folder = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/lab`, {
+          method: 'PUT',
+          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
+          body: JSON.stringify({ type: 'directory' }),
+        });
+        expect(folder.status).toBeLessThan(300);
+        const first = await upload('lab/parts.bin', 'a');
+        expect(first.map((a) => a.status)).toEqual([201, 200, 200, 200]);
+        expect(first.map((a) => a.model.codeagent_upload ?? null)).toEqual(['partial', 'partial', 'partial', null]);
+        // Answered once stored: the whole file is there at once, and it is one version.
+        const stored = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/lab/parts.bin`, headers: bearer(b.adminToken) });
+        expect(stored.rawPayload.length).toBe(4 * MiB);
+        expect(stored.rawPayload.subarray(3 * MiB, 3 * MiB + 2).toString()).toBe('a3');
+        expect(await versions()).toHaveLength(1);
+        // Uploaded again: one version more, not four; half way the platform still serves the
+        // whole previous content (the mount uploads nothing before the last part).
+        await upload('lab/parts.bin', 'b', async () => {
+          const midway = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/lab/parts.bin`, headers: bearer(b.adminToken) });
+          expect(midway.rawPayload.length).toBe(4 * MiB);
+          expect(midway.rawPayload.subarray(0, 2).toString()).toBe('a0');
+        });
+        expect(await versions()).toHaveLength(2);
+        const replaced = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/lab/parts.bin`, headers: bearer(b.adminToken) });
+        expect(replaced.rawPayload.subarray(3 * MiB, 3 * MiB + 2).toString()).toBe('b3');
+      } finally {
+        server.close();
+      }
+    }, 120_000);
   },
 );

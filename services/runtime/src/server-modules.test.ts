@@ -1,12 +1,12 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { freePort } from '@codeagent/service-kit';
-import { NODELAY_MODULE, nodelayExtension } from './nodelay.js';
+import { NODELAY_MODULE, serverModules } from './server-modules.js';
 import { startTestKernels } from './testing.js';
 
 const PYTHON = '/usr/bin/python3';
@@ -31,11 +31,11 @@ print(socket.socket(fileno=got).getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELA
 `;
 
 /** A Jupyter server on TCP, as a developer would run one (KERNEL_SANDBOX=off, JUPYTER_URL). */
-async function tcpServer(withExtension: boolean, dir: string): Promise<{ child: ChildProcess; url: string }> {
+async function tcpServer(withExtension: boolean, dir: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string }> {
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const hostDir = fileURLToPath(new URL('../python/', import.meta.url));
-  const ext = nodelayExtension(hostDir);
+  const ext = serverModules(hostDir);
   const child = spawn(
     PYTHON,
     [
@@ -46,7 +46,8 @@ async function tcpServer(withExtension: boolean, dir: string): Promise<{ child: 
       '--ServerApp.port_retries=0',
       '--ServerApp.open_browser=False',
       `--ServerApp.root_dir=${dir}`,
-      ...(withExtension ? ext.args : []),
+      ...(withExtension ? ext.extensionArgs : []),
+      ...extra,
       ...(isRoot ? ['--allow-root'] : []),
     ],
     {
@@ -60,7 +61,7 @@ async function tcpServer(withExtension: boolean, dir: string): Promise<{ child: 
         IPYTHONDIR: join(dir, 'ipy'),
         PYDEVD_DISABLE_FILE_VALIDATION: '1',
         PYTHONDONTWRITEBYTECODE: '1',
-        ...(withExtension ? { PYTHONPATH: hostDir } : {}),
+        ...(withExtension || extra.length > 0 ? { PYTHONPATH: hostDir } : {}),
       },
       stdio: 'ignore',
     },
@@ -147,4 +148,97 @@ describe('the sandboxed workspace servers get the extension', () => {
       await k.stop();
     }
   }, 120_000);
+});
+
+/**
+ * Decision 0219: JupyterLab uploads a file over 1 MiB in parts, and Jupyter's own manager closed
+ * the file after each; on the workspace mount every close is an upload and a version. The
+ * runtime's manager keeps the file open from the first part to the last.
+ */
+describe('chunked uploads are one write (the codeagent_contents manager)', () => {
+  let dir: string;
+  let server: { child: ChildProcess; url: string };
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'contents-test-'));
+    const { contentsArgs } = serverModules(fileURLToPath(new URL('../python/', import.meta.url)));
+    server = await tcpServer(false, join(dir, 'root'), [
+      ...contentsArgs,
+      '--FileContentsManager.use_atomic_writing=False',
+      '--OneWriteFileManager.upload_idle_seconds=1',
+      '--OneWriteFileManager.max_open_uploads=2',
+    ]);
+  }, 60_000);
+  afterAll(() => {
+    server?.child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const put = async (path: string, body: object) => {
+    const res = await fetch(`${server.url}/api/contents/${path}?token=${TOKEN}`, { method: 'PUT', body: JSON.stringify(body) });
+    return { status: res.status, model: (await res.json()) as Record<string, unknown> };
+  };
+  const part = (path: string, chunk: number, content: string) =>
+    put(path, { type: 'file', format: 'base64', chunk, content: Buffer.from(content).toString('base64') });
+  /** The files the server process holds open. */
+  const held = () =>
+    readdirSync(`/proc/${server.child.pid}/fd`).flatMap((fd) => {
+      try {
+        return [readlinkSync(`/proc/${server.child.pid}/fd/${fd}`)];
+      } catch {
+        return [];
+      }
+    });
+  const onDisk = (name: string) => join(dir, 'root', name);
+  const until = async (done: () => boolean) => {
+    for (let i = 0; i < 100 && !done(); i++) await new Promise((r) => setTimeout(r, 100));
+    return done();
+  };
+
+  it('holds the file open from the first part to the last; the parts before the last are answered as partial', async () => {
+    const first = await part('a.bin', 1, 'one-');
+    expect(first.status).toBe(201);
+    expect(first.model).toMatchObject({ name: 'a.bin', type: 'file', size: 4, codeagent_upload: 'partial' });
+    expect(held()).toContain(onDisk('a.bin'));
+    expect((await part('a.bin', 2, 'two-')).model).toMatchObject({ size: 8, codeagent_upload: 'partial' });
+    expect(held()).toContain(onDisk('a.bin'));
+    const last = await part('a.bin', -1, 'three');
+    expect(last.status).toBe(200);
+    expect(last.model).toMatchObject({ name: 'a.bin', size: 13 });
+    expect(last.model).not.toHaveProperty('codeagent_upload');
+    expect(held()).not.toContain(onDisk('a.bin'));
+    expect(readFileSync(onDisk('a.bin'), 'utf8')).toBe('one-two-three');
+  });
+
+  it('closes an upload that gets no part (a closed browser tab), keeping what arrived; a whole save of the file ends its upload', async () => {
+    await part('abandoned.bin', 1, 'half');
+    expect(held()).toContain(onDisk('abandoned.bin'));
+    expect(await until(() => !held().includes(onDisk('abandoned.bin')))).toBe(true);
+    expect(readFileSync(onDisk('abandoned.bin'), 'utf8')).toBe('half');
+
+    await part('replaced.txt', 1, 'upload');
+    expect((await put('replaced.txt', { type: 'file', format: 'text', content: 'whole' })).status).toBe(200);
+    expect(held()).not.toContain(onDisk('replaced.txt'));
+    expect(readFileSync(onDisk('replaced.txt'), 'utf8')).toBe('whole');
+  }, 30_000);
+
+  it('keeps at most max_open_uploads open: the oldest is closed, and its next part appends, so its file is still whole', async () => {
+    await part('x.bin', 1, 'x1-');
+    await part('y.bin', 1, 'y1-');
+    await part('z.bin', 1, 'z1-');
+    const open = held();
+    expect([onDisk('x.bin'), onDisk('y.bin'), onDisk('z.bin')].filter((p) => open.includes(p))).toEqual([onDisk('y.bin'), onDisk('z.bin')]);
+    for (const name of ['x', 'y', 'z']) await part(`${name}.bin`, -1, `${name}2`);
+    for (const name of ['x', 'y', 'z']) expect(readFileSync(onDisk(`${name}.bin`), 'utf8')).toBe(`${name}1-${name}2`);
+    expect(held().filter((p) => p.endsWith('.bin'))).toEqual([]);
+  });
+
+  it("refuses a part it cannot place or decode with 400, in Jupyter's error shape", async () => {
+    for (const chunk of [0, -2, 1.5]) {
+      const got = await put('bad.bin', { type: 'file', format: 'text', chunk, content: 'x' });
+      expect(got.status).toBe(400);
+      expect(got.model.message).toMatch(/chunk is 1 for the first part/);
+    }
+    expect((await put('bad.bin', { type: 'file', format: 'hex', chunk: 1, content: 'x' })).status).toBe(400);
+    expect((await put('bad.bin', { type: 'notebook', chunk: 1, content: {} })).status).toBe(400);
+  });
 });
