@@ -58,33 +58,30 @@ function isNavigation(req: IncomingMessage, rest: string): boolean {
   return !path.startsWith('/api/') && !path.startsWith('/static/') && !path.startsWith('/files/');
 }
 
-/** The file a contents API request saves (`PUT …/api/contents/<path>`), or undefined. */
-export function savedPath(method: string | undefined, rest: string): string | undefined {
-  if (method !== 'PUT') return undefined;
-  const m = /^\/api\/contents\/([^?#]+)/.exec(rest);
-  if (!m) return undefined;
-  try {
-    return decodeURIComponent(m[1]!);
-  } catch {
-    return undefined;
-  }
+/**
+ * A contents API request that writes a file: a save (`PUT …/api/contents/<path>`), or a new file
+ * or a copy (`POST …/api/contents/<folder>`, JupyterLab's "New File" and "Duplicate").
+ */
+export function writesFile(method: string | undefined, rest: string): boolean {
+  return (method === 'PUT' || method === 'POST') && /^\/api\/contents(\/|\?|$)/.test(rest);
 }
 
 /**
- * A save on the workspace mount is answered once rclone has stored it (decision 0218): rclone
- * uploads after the server's `close(2)`, so a refusal (the workspace quota, MAX_UPLOAD_BYTES, a
- * full disk) would otherwise leave JupyterLab showing "saved" for a file the workspace never got.
- * Then the answer is the refusal's status with JupyterLab's error shape (`message`), which it
- * shows in its save error dialog.
+ * A file written on the workspace mount is answered once rclone has stored it (decision 0218):
+ * rclone uploads after the server's `close(2)`, so a refusal (the workspace quota,
+ * MAX_UPLOAD_BYTES, a full disk) would otherwise leave JupyterLab showing "saved" for a file the
+ * workspace never got. Then the answer is the refusal's status with JupyterLab's error shape
+ * (`message`), which it shows in its error dialog. The file is the answer's own `path` (the
+ * server's canonical form; for a copy, the new file's).
  */
 function saveCheck(files: NonNullable<JupyterServerRef['files']>, method: string | undefined, rest: string, since: Date): AnswerCheck | undefined {
-  const path = savedPath(method, rest);
-  if (path === undefined) return undefined;
+  if (!writesFile(method, rest)) return undefined;
   return async (_status, body) => {
-    const model = JSON.parse(body.toString('utf8')) as { type?: unknown; codeagent_upload?: unknown };
-    // A folder made by PUT writes no file, and a part of a chunked upload before its last keeps
-    // the file open (codeagent_contents, decision 0219): nothing to wait for.
-    if (model.type === 'directory' || model.codeagent_upload === 'partial') return undefined;
+    const model = JSON.parse(body.toString('utf8')) as { type?: unknown; path?: unknown; codeagent_upload?: unknown };
+    // A folder writes no file, and a part of a chunked upload before its last keeps the file
+    // open (codeagent_contents, decision 0219): nothing to wait for.
+    if (model.type === 'directory' || model.codeagent_upload === 'partial' || typeof model.path !== 'string') return undefined;
+    const path = model.path;
     const outcome = await files.uploadOf(path, since);
     if (typeof outcome === 'string') return undefined;
     return { status: outcome.status ?? 507, body: { message: `${path} was not stored in the workspace: ${outcome.reason}`, reason: null } };

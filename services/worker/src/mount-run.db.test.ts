@@ -312,6 +312,24 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         expect(said.message).toMatch(/^lab\/big\.txt was not stored in the workspace: the upload is \d+ bytes; MAX_UPLOAD_BYTES is \d+ \(413 /);
         expect((await objects(ws)).map((o) => o.path)).not.toContain('lab/big.txt');
 
+        // A copy (JupyterLab's "Duplicate") is a file written too: the copy of a file too big to
+        // store is refused the same way, naming the copy.
+        const post = (folder: string, body: object) =>
+          fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${folder}`, {
+            method: 'POST',
+            headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+          });
+        const copy = await post('lab', { copy_from: 'lab/big.txt' });
+        expect(copy.status).toBe(413);
+        expect(((await copy.json()) as { message: string }).message).toMatch(/^lab\/big-Copy1\.txt was not stored in the workspace: the upload is \d+ bytes/);
+        // "New File" and "New Notebook" are answered once stored (two: about 160 ms).
+        const created = await post('lab', { type: 'file', ext: '.txt' });
+        expect(created.status).toBe(201);
+        const createdPath = ((await created.json()) as { path: string }).path;
+        expect((await post('lab', { type: 'notebook' })).status).toBe(201);
+        expect((await objects(ws)).map((o) => o.path)).toContain(createdPath);
+
         // Saves at once share the looks at rclone's transfers; each is answered once stored.
         const many = await Promise.all(Array.from({ length: 12 }, (_, i) => save(`lab/many-${i}.txt`, `n${i}`)));
         expect(many.map((r) => r.status)).toEqual(Array<number>(12).fill(201));
