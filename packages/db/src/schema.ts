@@ -107,6 +107,8 @@ export interface ObjectsTable {
   content_type: string;
   updated_at: Timestamp;
   updated_by: Nullable<string>;
+  /** The mount client's own time of the file (decision 0220); NULL: updated_at. */
+  modified_at: NullableTime;
 }
 
 export interface ObjectVersionsTable {

@@ -145,15 +145,15 @@ export function folderPageQuery(
     spans AS (SELECT lo, n, lead(folder) OVER (ORDER BY n) AS upto FROM walk),
     entries AS (
       SELECT folder AS key, true AS folder, under, NULL::bigint AS size, NULL AS sha256, NULL AS content_type, NULL::uuid AS version_id,
-        NULL::timestamptz AS updated_at, NULL::uuid AS updated_by
+        NULL::timestamptz AS updated_at, NULL::uuid AS updated_by, NULL::timestamptz AS modified_at
       FROM walk WHERE folder IS NOT NULL
       UNION ALL
-      SELECT o.path, false, 0, o.size, o.sha256, o.content_type, o.version_id, o.updated_at, o.updated_by FROM spans s CROSS JOIN LATERAL (
+      SELECT o.path, false, 0, o.size, o.sha256, o.content_type, o.version_id, o.updated_at, o.updated_by, o.modified_at FROM spans s CROSS JOIN LATERAL (
         -- (Two forms, so that the index scan stops at the next folder: an OR would be a filter.)
         SELECT * FROM ${objectsOf} AND path >= s.lo AND path < s.upto ORDER BY path LIMIT ${limit + 1} - s.n
       ) o WHERE s.upto IS NOT NULL
       UNION ALL
-      SELECT o.path, false, 0, o.size, o.sha256, o.content_type, o.version_id, o.updated_at, o.updated_by FROM spans s CROSS JOIN LATERAL (
+      SELECT o.path, false, 0, o.size, o.sha256, o.content_type, o.version_id, o.updated_at, o.updated_by, o.modified_at FROM spans s CROSS JOIN LATERAL (
         SELECT * FROM ${objectsOf} AND path >= s.lo ORDER BY path LIMIT ${limit + 1} - s.n
       ) o WHERE s.upto IS NULL
     )
@@ -206,6 +206,12 @@ function toObjectDto(r: ObjectRow): ObjectDto {
     updated_by: r.updated_by,
   };
 }
+
+/**
+ * An object with the time a mount shows for it (decision 0220): the time its writer's mount
+ * client gave (WebDAV `X-OC-Mtime`), else `updated_at`. Not part of the API's object.
+ */
+export type TimedObject = ObjectDto & { modified_at: string };
 
 /** How far a listing by folder counts the objects under each folder (decision 0199). */
 export const FOLDER_COUNT_LIMIT = 1_000;
@@ -382,7 +388,7 @@ export class WorkspaceFiles {
     workspaceId: string,
     path: string,
     body: Readable,
-    opts: { contentType?: string | undefined; actor: string | null; maxBytes?: number },
+    opts: { contentType?: string | undefined; actor: string | null; maxBytes?: number; modifiedAt?: Date | undefined },
   ): Promise<{ object: ObjectDto; created: boolean }> {
     validateObjectPath(path);
     const versionId = randomUUID();
@@ -410,6 +416,8 @@ export class WorkspaceFiles {
       sha256: stored.sha256,
       content_type: contentType,
       updated_by: opts.actor,
+      // A mount client's own time of the file (decision 0220); any other write: none.
+      modified_at: opts.modifiedAt ?? null,
     };
     let replaced: ObjectRow | undefined;
     try {
@@ -453,6 +461,14 @@ export class WorkspaceFiles {
     const row = await this.currentRow(this.db, workspaceId, path);
     if (!row) throw new NotFoundError(`no object at ${path}`);
     return toObjectDto(row);
+  }
+
+  /** `stat` with the file's modification time for a mount (decision 0220). */
+  async statTimed(workspaceId: string, path: string): Promise<TimedObject> {
+    validateObjectPath(path);
+    const row = await this.currentRow(this.db, workspaceId, path);
+    if (!row) throw new NotFoundError(`no object at ${path}`);
+    return { ...toObjectDto(row), modified_at: (row.modified_at ?? row.updated_at).toISOString() };
   }
 
   /** Opens the current content (or a byte range of it). */
@@ -521,7 +537,7 @@ export class WorkspaceFiles {
    * What lies directly in a folder (`folder` is '' for the root, else a prefix ending in `/`):
    * its objects and the names of its sub-folders, at most `limit` of each, by name.
    */
-  async listFolder(workspaceId: string, folder: string, limit: number): Promise<{ objects: ObjectDto[]; folders: FolderDto[] }> {
+  async listFolder(workspaceId: string, folder: string, limit: number): Promise<{ objects: TimedObject[]; folders: FolderDto[] }> {
     validatePrefix(folder);
     // The entries by the walk of listByFolder, which never reads inside the sub-folders (room for
     // `limit` of each kind); then each folder's newest time, which needs every object below it
@@ -530,7 +546,7 @@ export class WorkspaceFiles {
     const objects = entries
       .filter((e) => !e.folder)
       .slice(0, limit)
-      .map((e) => entryObject(workspaceId, e));
+      .map((e) => ({ ...entryObject(workspaceId, e), modified_at: (e.modified_at ?? e.updated_at).toISOString() }));
     const keys = entries
       .filter((e) => e.folder)
       .slice(0, limit)
@@ -760,6 +776,7 @@ export class WorkspaceFiles {
           content_type: version.content_type,
           updated_by: actor,
           updated_at: new Date(),
+          modified_at: null,
         };
         if (current) {
           await this.keepAsVersion(trx, current);

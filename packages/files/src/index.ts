@@ -1,5 +1,5 @@
 export { WorkspaceFiles, storedBytes, foldUsage, FOLDER_COUNT_LIMIT } from './files.js';
-export type { OpenedObject, WorkspaceFilesOptions } from './files.js';
+export type { OpenedObject, TimedObject, WorkspaceFilesOptions } from './files.js';
 export {
   ObjectSchema,
   VersionSchema,

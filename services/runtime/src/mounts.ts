@@ -5,6 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { existsSync } from 'node:fs';
 import { MOUNT_TOKEN_MAX_SECONDS, issueMountToken, mountTokenKey } from '@codeagent/auth';
 import type { Config } from '@codeagent/config';
+import type { Database, Listener } from '@codeagent/db';
 import {
   INSTALL_MOUNT_HINT,
   RCLONE,
@@ -43,6 +44,8 @@ export interface LiveMount {
   readonly dir: string;
   /** Changes made through the API show at once (rclone vfs/forget). */
   refresh(): Promise<void>;
+  /** Lists a folder again (WorkspaceMount.refreshFolder). */
+  refreshFolder(folder: string): Promise<void>;
   /** Every file written and closed is uploaded (a version) when this resolves (at most `timeoutMs`, default 60 s); how it knew (WorkspaceMount.flush). */
   flush(timeoutMs?: number): Promise<FlushEnd>;
   /** The uploads (and reads) that failed since `since` (WorkspaceMount.failedTransfers). */
@@ -58,6 +61,11 @@ export interface LiveMount {
   kill(): Promise<void>;
 }
 
+/** Changes of a workspace's files within this long are one refresh of each folder (decision 0221). */
+const CHANGE_SETTLE_MS = 50;
+/** Folders refreshed at most per refresh: a burst of changes in more folders leaves the rest to rclone's directory cache time. */
+const MAX_CHANGED_FOLDERS = 64;
+
 /**
  * The runtime's mounts of workspace files (issue 15 item 2, decision 0140): `rclone mount` of the
  * workspace's WebDAV tree with a short-lived token scoped to that workspace, renewed through a
@@ -71,6 +79,8 @@ export class WorkspaceMounts {
    * file, its cache tmpfs) and detach the new mount, which sits on the same path.
    */
   private readonly teardowns = new Map<string, Promise<void>>();
+  /** The live mount of each workspace, and the folders changed since its last refresh (decision 0221). */
+  private readonly live = new Map<string, { mount: LiveMount; changed: Set<string>; timer?: NodeJS.Timeout | undefined }>();
 
   constructor(private readonly opts: WorkspaceMountsOptions) {
     this.tokenSeconds = Math.min(opts.tokenSeconds ?? MOUNT_TOKEN_MAX_SECONDS, MOUNT_TOKEN_MAX_SECONDS);
@@ -139,7 +149,6 @@ export class WorkspaceMounts {
         remoteControl: true,
         ...(owner ? { owner } : {}),
         allowOther,
-        noModtime: true,
         ...(this.opts.rclone ? { rclone: this.opts.rclone } : {}),
         ...(this.opts.dirCacheSeconds !== undefined ? { dirCacheSeconds: this.opts.dirCacheSeconds } : {}),
       });
@@ -158,6 +167,11 @@ export class WorkspaceMounts {
       }
       return (gone = (async () => {
         clearInterval(renew);
+        const entry = this.live.get(ws);
+        if (entry?.mount === live) {
+          clearTimeout(entry.timer);
+          this.live.delete(ws);
+        }
         await (how === 'kill' ? mount.kill() : mount.unmount());
         await cleanState();
         try {
@@ -172,9 +186,10 @@ export class WorkspaceMounts {
           if (this.teardowns.get(ws) === gone) this.teardowns.delete(ws);
         }));
     };
-    return {
+    const live: LiveMount = {
       dir,
       refresh: () => mount.refresh(),
+      refreshFolder: (folder) => mount.refreshFolder(folder),
       flush: (timeoutMs) => mount.flush(timeoutMs),
       failedTransfers: (since) => mount.failedTransfers(since),
       uploadOf: (path, since) => mount.uploadOf(path, since),
@@ -189,6 +204,43 @@ export class WorkspaceMounts {
         return p;
       },
     };
+    this.live.set(ws, { mount: live, changed: new Set() });
+    return live;
+  }
+
+  /**
+   * A folder of a workspace changed in the platform's storage (the database's `workspace_files`
+   * notification, decision 0221): its mount lists it again, shortly (changes within
+   * CHANGE_SETTLE_MS are one refresh per folder; at most MAX_CHANGED_FOLDERS folders each time).
+   */
+  changed(workspaceId: string, folder: string): void {
+    const entry = this.live.get(workspaceId.toLowerCase());
+    if (!entry) return;
+    if (entry.changed.size < MAX_CHANGED_FOLDERS) entry.changed.add(folder);
+    entry.timer ??= setTimeout(() => {
+      entry.timer = undefined;
+      const folders = [...entry.changed];
+      entry.changed.clear();
+      void (async () => {
+        for (const f of folders) {
+          if (this.live.get(workspaceId.toLowerCase()) !== entry) return;
+          await entry.mount
+            .refreshFolder(f)
+            .catch((err: unknown) => this.opts.log.debug({ err, workspace_id: workspaceId, folder: f }, 'could not list a changed folder again'));
+        }
+      })();
+    }, CHANGE_SETTLE_MS);
+    entry.timer.unref();
+  }
+
+  /** Follows the changes of every workspace's files (LISTEN workspace_files) until closed. */
+  follow(database: Pick<Database, 'listen'>): Listener {
+    return database.listen('workspace_files', {
+      onNotify: (payload) => {
+        const space = payload.indexOf(' ');
+        if (space > 0) this.changed(payload.slice(0, space), payload.slice(space + 1));
+      },
+    });
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Config } from '@codeagent/config';
-import { openPlatformDatabase, type Database } from '@codeagent/db';
+import { openPlatformDatabase, type Database, type Listener } from '@codeagent/db';
 import { databaseUidAllocator } from '@codeagent/sandbox';
 import { Metrics, listen, createLogger, opsRoutes } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
@@ -12,6 +12,21 @@ import { workspaceMountsFor } from './mounts.js';
 export async function startRuntime(config: Config): Promise<void> {
   const log = createLogger({ level: config.logLevel, format: config.logFormat }, 'runtime');
   let database: Database | undefined;
+  // Each workspace's files as its server's /workspace, through the backend's WebDAV tree (0140),
+  // and what changes in them through the platform listed again there at once (0221).
+  const mounts = workspaceMountsFor(config, log);
+  let following: Listener | undefined;
+  if (mounts) {
+    try {
+      database = await openPlatformDatabase(config, 'runtime');
+      following = mounts.follow(database);
+    } catch (err) {
+      log.warn(
+        { err },
+        "the runtime cannot reach the database: files changed through the API show in the workspaces' mounts only after rclone's directory cache time",
+      );
+    }
+  }
   const kernels = await createKernels({
     sandbox: config.sandbox,
     python: config.jupyter.python,
@@ -19,14 +34,13 @@ export async function startRuntime(config: Config): Promise<void> {
     warmPool: { size: config.jupyter.poolSize, max: config.jupyter.poolMax, idleSeconds: config.jupyter.poolIdleSeconds },
     log,
     lab: defaultLabHost(),
-    // Each workspace's files as its server's /workspace, through the backend's WebDAV tree (0140).
-    mounts: workspaceMountsFor(config, log),
+    mounts,
     external: config.jupyter.url !== undefined ? { url: config.jupyter.url, token: config.jupyter.token ?? '' } : undefined,
     // As root every workspace gets its own uid, allocated once and kept in the database (the
     // backend applies the migrations; the first allocation happens at the first kernel start).
     uids: async (prepared) => {
       if (prepared.mode !== 'root') return undefined;
-      database = await openPlatformDatabase(config, 'runtime');
+      database ??= await openPlatformDatabase(config, 'runtime');
       return databaseUidAllocator(database.db, config.sandbox.uidBase);
     },
   });
@@ -34,6 +48,7 @@ export async function startRuntime(config: Config): Promise<void> {
   const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log });
   const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log, lab });
   app.addHook('onClose', async () => {
+    await following?.close();
     await kernels.stop();
     await database?.close();
   });

@@ -27,12 +27,6 @@ export interface WorkspaceMountOptions {
    * owner and mode above (`--default-permissions`): a sandbox uid needs it (notes: trap 5).
    */
   allowOther?: boolean;
-  /**
-   * Report one fixed time for every file (`--no-modtime`): right after a save rclone 1.60 reports
-   * a file still uploading with a time decades off and then the platform's, which JupyterLab takes
-   * for a change on disk at every next save ("File Changed").
-   */
-  noModtime?: boolean;
   /** An empty directory to mount on (created when missing). */
   mountpoint: string;
   /** rclone's VFS cache (a directory of its own per mount). */
@@ -60,6 +54,12 @@ export interface WorkspaceMount {
   remoteControl?: RemoteControl;
   /** Forgets cached listings so that changes made through the API show at once (needs the remote control). */
   refresh(): Promise<void>;
+  /**
+   * Lists `folder` again (rclone `vfs/refresh`), else the nearest folder above it that the mount
+   * knows: a file the mount wrote keeps its old size and content in rclone's memory, whatever was
+   * stored since, until its folder is listed again (decision 0221).
+   */
+  refreshFolder(folder: string): Promise<void>;
   /**
    * Waits until every closed file is uploaded (`vfs/stats` and `core/stats`: no upload queued or
    * in progress; needs the remote control). Resolves with how it knew: `answered` when the
@@ -322,13 +322,15 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     // rclone's directory cache, in memory.
     '--attr-timeout',
     '0s',
+    // ownCloud's dialect: each upload carries the file's own time (`X-OC-Mtime`), which the
+    // platform's WebDAV tree keeps and reports back, so a file's time is its writer's and does
+    // not change when its upload ends (decision 0220).
     '--webdav-vendor',
-    'other',
+    'owncloud',
     '--log-level',
     'NOTICE',
     ...(opts.owner ? ['--uid', String(opts.owner.uid), '--gid', String(opts.owner.gid), '--umask', '077'] : []),
     ...(opts.allowOther ? ['--allow-other', '--default-permissions'] : []),
-    ...(opts.noModtime ? ['--no-modtime'] : []),
     ...(remoteControl ? ['--rc', '--rc-addr', new URL(remoteControl.url).host, '--rc-user', remoteControl.user] : []),
   ];
   const env: NodeJS.ProcessEnv = {
@@ -418,6 +420,16 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     ...(remoteControl ? { remoteControl } : {}),
     refresh: async () => {
       await call('vfs/forget');
+    },
+    async refreshFolder(folder) {
+      for (let dir = folder; ; dir = dir.includes('/') ? dir.slice(0, dir.lastIndexOf('/')) : '') {
+        try {
+          await call('vfs/refresh', dir === '' ? {} : { dir });
+          return;
+        } catch (err) {
+          if (dir === '') throw err;
+        }
+      }
     },
     async flush(timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;

@@ -340,6 +340,46 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
       }
     }, 120_000);
 
+    // Decision 0220: the mount showed one fixed time for every file (JupyterLab's file browser
+    // showed no real time, and JupyterLab could not see that someone else had changed an open
+    // file); with real times, an upload's end changed the time of the file just saved, and
+    // JupyterLab asked "File Changed" at the next save. The writer's own time is kept instead.
+    it("a file's time in JupyterLab is its writer's: it stays when the upload ends, and a change through the API is newer, content too", async () => {
+      const lab = labProxy({ pool: jupyter.pool, token: 'lab-token', log });
+      const server = createServer((req, res) => lab.request(req, res));
+      await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+      const contents = (path: string, init: RequestInit = {}) =>
+        fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${path}`, {
+          ...init,
+          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
+        });
+      const onDisk = async () => Date.parse(((await (await contents('lab-times.txt?content=0')).json()) as { last_modified: string }).last_modified);
+      try {
+        const saved = await contents('lab-times.txt', { method: 'PUT', body: JSON.stringify({ type: 'file', format: 'text', content: 'mine' }) });
+        expect(saved.status).toBe(201);
+        const mine = Date.parse(((await saved.json()) as { last_modified: string }).last_modified);
+        expect(Math.abs(Date.now() - mine)).toBeLessThan(10_000);
+        // Stored (the answer waited for the upload) and listed afresh (the rig's directory cache
+        // is 1 s): still the time JupyterLab was answered, so its next save asks nothing.
+        for (let i = 0; i < 5; i++) {
+          await new Promise((r) => setTimeout(r, 600));
+          expect((await onDisk()) - mine).toBeLessThanOrEqual(500);
+        }
+        // Someone else's change (through the API, a second and a half later) is newer by more
+        // than JupyterLab's margin of 500 ms: its next save asks before overwriting it.
+        await new Promise((r) => setTimeout(r, 1500));
+        expect((await put(ws, 'lab-times.txt', 'theirs', 'text/plain')).statusCode).toBe(200);
+        const deadline = Date.now() + 10_000;
+        while ((await onDisk()) - mine <= 500 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        expect((await onDisk()) - mine).toBeGreaterThan(500);
+        // And its content, not the one the mount wrote (rclone kept that file's old size and
+        // content until its folder was listed again: the runtime lists it on the change, 0221).
+        expect(((await (await contents('lab-times.txt')).json()) as { content: string }).content).toBe('theirs');
+      } finally {
+        server.close();
+      }
+    }, 120_000);
+
     // Jupyter's own manager closed the file after each part of a chunked upload (JupyterLab's
     // file browser, files over 1 MiB): every part became an upload and a version of the whole
     // file so far (decision 0219).

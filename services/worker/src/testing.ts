@@ -38,6 +38,8 @@ export async function startMountedRig(
     // Room for two files the platform refuses (over the test backend's 10 MiB MAX_UPLOAD_BYTES): rclone keeps those in its cache.
     cacheBytes: 40 * 1024 * 1024,
   });
+  // What changes through the API is listed again in the mounts, as the runtime does (decision 0221).
+  const following = mounts.follow(b.t.database);
   const jupyter = await startTestKernels({
     log,
     uids: databaseUidAllocator(b.t.database.db, 1_900_000_000),
@@ -45,6 +47,7 @@ export async function startMountedRig(
     ...(opts.runGraceSeconds !== undefined ? { runGraceSeconds: opts.runGraceSeconds } : {}),
   });
   const runtime = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: INTERNAL_TOKEN });
+  runtime.addHook('onClose', () => following.close());
   const runtimeUrl = (await runtime.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
   const worker = new ScheduleWorker({
     db: b.t.database.db,

@@ -110,6 +110,18 @@ export interface DavEntry {
 
 const XML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' };
 
+/**
+ * The modification time a mount client gives a file it uploads (`X-OC-Mtime`: Unix seconds, as
+ * ownCloud's clients and rclone's owncloud vendor send it; decision 0220), or undefined when there
+ * is none or it is not a time. A time after `now` is taken as `now`: a member cannot give a file
+ * a future time that every later change would be older than.
+ */
+export function clientModTime(header: string | string[] | undefined, now = new Date()): Date | undefined {
+  if (typeof header !== 'string' || !/^\d{1,11}(\.\d{1,9})?$/.test(header.trim())) return undefined;
+  const ms = Math.floor(Number(header.trim()) * 1000);
+  return new Date(Math.min(ms, now.getTime()));
+}
+
 export function xmlEscape(text: string): string {
   return text.replace(/[&<>"']/g, (c) => XML_ESCAPES[c]!);
 }

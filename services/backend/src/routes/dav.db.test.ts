@@ -120,6 +120,39 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(await (await api('objects/notes/a.txt')).text()).toBe('second!');
   });
 
+  // Decision 0220: a mount client's own time of a file is what the tree reports for it, so the
+  // time a mount shows does not jump when the upload ends; the API's times stay the platform's.
+  it('keeps the time a client gives with X-OC-Mtime and reports it; a future time is now; none or garbage is the upload time', async () => {
+    const lastModified = async (path: string) => {
+      const { text } = await propfind(path, '0');
+      return Date.parse(/<D:getlastmodified>([^<]*)</.exec(text)![1]!);
+    };
+    const given = await dav('times/given.txt', { method: 'PUT', body: 'x', headers: { 'x-oc-mtime': '1700000000' } });
+    expect(given.status).toBe(201);
+    expect(given.headers.get('x-oc-mtime')).toBe('accepted');
+    expect(await lastModified('times/given.txt')).toBe(1_700_000_000_000);
+    // In a listing too; the API's object keeps the platform's time and shows no other field.
+    expect((await propfind('times/')).text).toContain(`<D:getlastmodified>${new Date(1_700_000_000_000).toUTCString()}</D:getlastmodified>`);
+    const object = (await (await api('objects?prefix=times/')).json()) as { items: Record<string, unknown>[] };
+    expect(Object.keys(object.items[0]!).sort()).toEqual(['content_type', 'path', 'sha256', 'size', 'updated_at', 'updated_by', 'version_id']);
+    expect(Date.now() - Date.parse(object.items[0]!.updated_at as string)).toBeLessThan(60_000);
+
+    const before = Date.now();
+    expect((await dav('times/future.txt', { method: 'PUT', body: 'x', headers: { 'x-oc-mtime': '99999999999' } })).status).toBe(201);
+    expect(await lastModified('times/future.txt')).toBeLessThanOrEqual(Date.now());
+    expect(await lastModified('times/future.txt')).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000);
+    for (const bad of ['-5', 'soon', '1e12', '']) {
+      const res = await dav('times/bad.txt', { method: 'PUT', body: 'x', headers: { 'x-oc-mtime': bad } });
+      expect(res.status).toBeLessThan(300);
+      expect(res.headers.get('x-oc-mtime')).toBeNull();
+      expect(Date.now() - (await lastModified('times/bad.txt'))).toBeLessThan(60_000);
+    }
+    // A save that gives no time is the platform's time again.
+    expect((await put('times/given.txt', 'y')).status).toBe(204);
+    expect(Date.now() - (await lastModified('times/given.txt'))).toBeLessThan(60_000);
+    expect((await dav('times/', { method: 'DELETE' })).status).toBe(204);
+  });
+
   it('refuses a PUT with a Content-Encoding (415, Accept-Encoding: identity) and keeps the previous content', async () => {
     const res = await fetch(`${gatewayUrl}/api/v1/dav/${ws}/notes/a.txt`, {
       method: 'PUT',

@@ -14,12 +14,13 @@ import {
   requestBody,
 } from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
-import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
+import type { TimedObject, WorkspaceFiles } from '@codeagent/files';
 import { requireMountAccess } from '../domain/workspaces.js';
 import {
   DAV_METHODS,
   DAV_REFUSED_METHODS,
   FOLDER_MARKER,
+  clientModTime,
   davError,
   davHref,
   isWithin,
@@ -99,11 +100,12 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     done(null, payload);
   });
 
-  const entryOfObject = (workspace: string, object: ObjectDto): DavEntry => ({
+  // A file's time is its writer's own when a mount client gave one (decision 0220).
+  const entryOfObject = (workspace: string, object: TimedObject): DavEntry => ({
     href: davHref(workspace, object.path, false),
     name: nameOf(object.path),
     folder: false,
-    updatedAt: object.updated_at,
+    updatedAt: object.modified_at,
     object,
   });
 
@@ -139,7 +141,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (!kind) throw new NotFoundError(`nothing at ${t.path}`);
     let entries: DavEntry[];
     if (kind === 'object') {
-      entries = [entryOfObject(t.workspace, await files.stat(t.workspace, t.path))];
+      entries = [entryOfObject(t.workspace, await files.statTimed(t.workspace, t.path))];
     } else {
       const children = listing?.entries ?? [];
       const newest = children.reduce((max, c) => (c.updatedAt > max ? c.updatedAt : max), '');
@@ -181,11 +183,15 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     }
     await refuseUnderObject(t);
     checkUploadHeaders(req, maxUploadBytes);
+    const modifiedAt = clientModTime(req.headers['x-oc-mtime']);
     const { object, created } = await files.put(t.workspace, t.path, requestBody(req.raw), {
       contentType: req.headers['content-type'],
       actor: actorOf(req),
       maxBytes: maxUploadBytes,
+      modifiedAt,
     });
+    // (ownCloud's answer that the time was kept.)
+    if (modifiedAt !== undefined) reply.header('x-oc-mtime', 'accepted');
     return reply
       .code(created ? 201 : 204)
       .header('etag', `"${object.sha256}"`)
