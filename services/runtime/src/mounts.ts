@@ -80,7 +80,7 @@ export class WorkspaceMounts {
    */
   private readonly teardowns = new Map<string, Promise<void>>();
   /** The live mount of each workspace, and the folders changed since its last refresh (decision 0221). */
-  private readonly live = new Map<string, { mount: LiveMount; changed: Set<string>; timer?: NodeJS.Timeout | undefined }>();
+  private readonly live = new Map<string, { mount: LiveMount; changed: Set<string>; timer?: NodeJS.Timeout | undefined; busy: Promise<void> }>();
 
   constructor(private readonly opts: WorkspaceMountsOptions) {
     this.tokenSeconds = Math.min(opts.tokenSeconds ?? MOUNT_TOKEN_MAX_SECONDS, MOUNT_TOKEN_MAX_SECONDS);
@@ -204,7 +204,7 @@ export class WorkspaceMounts {
         return p;
       },
     };
-    this.live.set(ws, { mount: live, changed: new Set() });
+    this.live.set(ws, { mount: live, changed: new Set(), busy: Promise.resolve() });
     return live;
   }
 
@@ -221,14 +221,15 @@ export class WorkspaceMounts {
       entry.timer = undefined;
       const folders = [...entry.changed];
       entry.changed.clear();
-      void (async () => {
+      // One refresh at a time per mount: a burst of changes waits for the one under way.
+      entry.busy = entry.busy.then(async () => {
         for (const f of folders) {
           if (this.live.get(workspaceId.toLowerCase()) !== entry) return;
           await entry.mount
             .refreshFolder(f)
             .catch((err: unknown) => this.opts.log.debug({ err, workspace_id: workspaceId, folder: f }, 'could not list a changed folder again'));
         }
-      })();
+      });
     }, CHANGE_SETTLE_MS);
     entry.timer.unref();
   }
