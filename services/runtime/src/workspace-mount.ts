@@ -423,12 +423,11 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
     },
     async refreshFolder(folder) {
       for (let dir = folder; ; dir = dir.includes('/') ? dir.slice(0, dir.lastIndexOf('/')) : '') {
-        try {
-          await call('vfs/refresh', dir === '' ? {} : { dir });
-          return;
-        } catch (err) {
-          if (dir === '') throw err;
-        }
+        // rclone answers 200 with each folder's outcome: "OK", or why not (a folder it does not know).
+        const answer = (await call('vfs/refresh', dir === '' ? {} : { dir })) as { result?: Record<string, string> };
+        const outcome = answer.result?.[dir];
+        if (outcome === 'OK') return;
+        if (dir === '') throw new Error(`rclone could not list the workspace's top folder again: ${outcome ?? 'no answer'}`);
       }
     },
     async flush(timeoutMs = 60_000) {

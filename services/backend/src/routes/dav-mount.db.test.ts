@@ -124,6 +124,38 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
     expect((await readdir(mountpoint)).sort()).toEqual(['data', 'out.csv']);
   });
 
+  // Decision 0221: rclone answers a lookup of a file it wrote from its own memory until the
+  // folder is listed again, whatever the platform stored since; the runtime lists changed folders
+  // again (`refreshFolder`). Here with a directory cache of an hour, so nothing else refreshes.
+  it('lists a folder again on demand: a file it wrote and the API replaced, and a folder new to it two levels down', async () => {
+    const long = join(home, 'long');
+    const other = await mountWorkspace({
+      davUrl: `${base}/api/v1/dav/${ws}/`,
+      token: editor.token,
+      mountpoint: long,
+      cacheDir: join(home, 'cache-long'),
+      remoteControl: true,
+      dirCacheSeconds: 3600,
+    });
+    const put = (path: string, body: string) =>
+      fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'text/plain' }, body });
+    try {
+      await writeFile(join(long, 'mine.txt'), 'mine');
+      await eventually(async () => ((await (await api('objects/mine.txt')).text()) === 'mine' ? true : undefined), 'mine.txt uploaded');
+      expect((await put('mine.txt', 'theirs!')).status).toBe(200);
+      expect(await readFile(join(long, 'mine.txt'), 'utf8')).toBe('mine');
+      await other.refreshFolder('');
+      expect(await readFile(join(long, 'mine.txt'), 'utf8')).toBe('theirs!');
+
+      expect((await put('fresh/deeper/new.txt', 'new')).status).toBe(201);
+      await expect(access(join(long, 'fresh', 'deeper', 'new.txt'))).rejects.toThrow();
+      await other.refreshFolder('fresh/deeper');
+      expect(await readFile(join(long, 'fresh', 'deeper', 'new.txt'), 'utf8')).toBe('new');
+    } finally {
+      await other.unmount();
+    }
+  }, 60_000);
+
   it('unmounts', async () => {
     await mount.unmount();
     expect(isMounted(mountpoint)).toBe(false);
