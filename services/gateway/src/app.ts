@@ -1,4 +1,4 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
@@ -27,7 +27,7 @@ import {
 import { ROUTES, UPSTREAMS, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
-import { asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
+import { applySecurityHeaders, asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
 import { accessLogLine, fastPath, GatewayResponse, type FastPathControl, type InProcessHandlers } from './fast-path.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
@@ -76,6 +76,11 @@ export interface GatewayOptions {
   maxUploadBytes?: number;
   /** Upstream time limit (headers, and silence between body chunks), default 300 s. */
   timeoutMs?: number;
+  /**
+   * A client that sends no byte of its request's body for this long is answered 408 and cut off
+   * (nginx's `client_body_timeout`, 60 s by default; decision 0222). Default 60 s.
+   */
+  bodyIdleMs?: number;
   logger?: FastifyServerOptions['logger'];
   /** The component's logger (`createLogger` of service-kit: LOG_FORMAT, redaction); instead of `logger`. */
   loggerInstance?: FastifyBaseLogger;
@@ -119,6 +124,43 @@ function onUpstreamError(reply: FastifyReply<RouteGenericInterface, RawServerBas
   void reply.code(failure.status).send(failure.body);
 }
 
+/**
+ * While a request's body arrives, its connection may be silent for at most `ms` (decision 0222):
+ * a client that stops sending (a stalled upload, or one that never meant to send what it
+ * declared) is answered 408 and its connection closed, instead of holding the gateway and the
+ * component for as long as the component waits. The time is the socket's own (no byte in
+ * either direction), set while the body is unread and cleared once it has all arrived, so a
+ * long download or a quiet websocket is never cut.
+ */
+export function limitBodyIdle(req: IncomingMessage, res: ServerResponse, ms: number): void {
+  const length = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return;
+  const socket = req.socket;
+  socket.setTimeout(ms);
+  // (An answer already finished has given the socket Node's keep-alive time: left as it is.)
+  req.once('end', () => {
+    if (!res.writableFinished) socket.setTimeout(0);
+  });
+  // Node's HTTP server tells the request first: listened to, it leaves the socket to us.
+  req.once('timeout', () => {
+    if (res.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const body = JSON.stringify({
+      error: 'request_timeout',
+      message: `no byte of the request's body arrived for ${Math.round(ms / 1000)} s; send it again`,
+    });
+    for (const name of res.getHeaderNames()) res.removeHeader(name);
+    res.setHeader('content-type', 'application/json; charset=utf-8');
+    res.setHeader('content-length', Buffer.byteLength(body));
+    res.setHeader('connection', 'close');
+    applySecurityHeaders(res);
+    res.writeHead(408);
+    res.end(body, () => socket.destroy());
+  });
+}
+
 type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 /** The answer to an upgrade the gateway does not take, where Node cannot turn it into a plain request. */
@@ -144,6 +186,7 @@ function refuseUpgrade(socket: Duplex): void {
  */
 export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInstance> {
   const trusted = opts.trustedProxies ?? [];
+  const bodyIdleMs = opts.bodyIdleMs ?? 60_000;
   // Set once the routes are known; until then (and when off) every request goes to Fastify.
   let fast: FastPathControl | undefined;
   // The framework's websocket proxies (JupyterLab's), set once they are registered: with none
@@ -169,6 +212,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
       const server = createServer(
         { ServerResponse: GatewayResponse, shouldUpgradeCallback: (req) => websocketProxies.length > 0 && takesUpgrade(req.url ?? '/', req.headers.upgrade) },
         (req, res) => {
+          limitBodyIdle(req, res, bodyIdleMs);
           if (fast === undefined || !fast(req, res)) handler(req, res);
         },
       ) as unknown as Server;

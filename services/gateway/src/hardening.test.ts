@@ -315,6 +315,69 @@ describe.each(INGRESSES)('ingress hardening through %s (issue 12)', (kind) => {
   });
 });
 
+// Decision 0222: a client that stopped sending its body held the gateway and the component until
+// the gateway's upstream time limit (300 s) for a small body, and for ever for a streamed one
+// (found with a running platform: an upload that sent 1 000 of its 10 MB was never answered).
+describe('a request body that stops arriving', () => {
+  let upstream: { app: FastifyInstance; url: string };
+  let gateway: FastifyInstance;
+  let port = 0;
+  beforeAll(async () => {
+    upstream = await startService();
+    gateway = await buildGatewayApp({
+      upstreams: { backend: upstream.url, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      bodyIdleMs: 400,
+    });
+    port = new URL(await gateway.listen({ host: '127.0.0.1', port: 0 })).port as unknown as number;
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await upstream?.app.close();
+  });
+
+  /** Sends `head` and then `parts`, one every `everyMs`; what came back once the connection closed. */
+  const send = (head: string, parts: string[], everyMs: number) =>
+    new Promise<string>((done) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+      socket.on('error', () => undefined);
+      socket.on('close', () => done(answer));
+      socket.write(head);
+      parts.forEach((part, i) => setTimeout(() => socket.writable && socket.write(part), i * everyMs));
+      // A client that got its answer and closes, as curl does.
+      setTimeout(() => socket.end(), parts.length * everyMs + 3000);
+    });
+
+  it('a small body and a streamed one that stop half way get 408 and a closed connection, for every route kind', async () => {
+    const small = await send('POST /api/v1/auth/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n', ['{"em'], 100);
+    const streamed = await send('PUT /api/v1/count/big HTTP/1.1\r\nhost: x\r\ncontent-length: 10000000\r\n\r\n', ['x'.repeat(1000)], 100);
+    const chunked = await send('PUT /api/v1/count/c HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n', ['5\r\nhello\r\n'], 100);
+    for (const answer of [small, streamed, chunked]) {
+      expect(answer.split('\r\n', 1)[0]).toBe('HTTP/1.1 408 Request Timeout');
+      expect(answer).toContain('x-content-type-options: nosniff');
+      expect(answer).toMatch(/"error":"request_timeout"/);
+    }
+  }, 30_000);
+
+  it('a slow body that keeps arriving (a byte every 150 ms, for longer than the limit) is stored whole', async () => {
+    const bytes = Array.from({ length: 12 }, () => 'y');
+    const answer = await send(`PUT /api/v1/count/slow HTTP/1.1\r\nhost: x\r\ncontent-length: ${bytes.length}\r\nconnection: close\r\n\r\n`, bytes, 150);
+    expect(answer.split('\r\n', 1)[0]).toBe('HTTP/1.1 200 OK');
+    expect(answer).toContain('"bytes":12');
+  }, 30_000);
+
+  it('a kept-alive connection, quiet after a whole request with a body, is not cut by it', async () => {
+    const body = '{"email":"a@b.c"}';
+    const answer = await send(
+      `POST /api/v1/auth/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`,
+      [body, 'GET /api/v1/echo HTTP/1.1\r\nhost: x\r\n\r\n'],
+      1000,
+    );
+    expect(answer.match(/HTTP\/1\.1 \d+ [A-Za-z ]+/g)).toEqual(['HTTP/1.1 200 OK', 'HTTP/1.1 200 OK']);
+  }, 30_000);
+});
+
 describe('gateway on a Node.js without shouldUpgradeCallback (before 24.9)', () => {
   it('refuses an upgrade it does not take (400, closed) instead of holding the connection', async () => {
     const upstreams = { backend: 'http://127.0.0.1:9', clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9', jupyter: 'http://127.0.0.1:9' };

@@ -1,5 +1,5 @@
 import type { Config } from '@codeagent/config';
-import { openPlatformDatabase, type Database, type Listener } from '@codeagent/db';
+import { DATABASE_POOL_SIZES, openDatabase, openPlatformDatabase, platformConnection, type Database, type Listener } from '@codeagent/db';
 import { databaseUidAllocator } from '@codeagent/sandbox';
 import { Metrics, listen, createLogger, opsRoutes } from '@codeagent/service-kit';
 import { buildRuntimeApp } from './app.js';
@@ -15,17 +15,11 @@ export async function startRuntime(config: Config): Promise<void> {
   // Each workspace's files as its server's /workspace, through the backend's WebDAV tree (0140),
   // and what changes in them through the platform listed again there at once (0221).
   const mounts = workspaceMountsFor(config, log);
+  // (The listening connection retries until the database answers: the runtime does not wait for it.)
   let following: Listener | undefined;
   if (mounts) {
-    try {
-      database = await openPlatformDatabase(config, 'runtime');
-      following = mounts.follow(database);
-    } catch (err) {
-      log.warn(
-        { err },
-        "the runtime cannot reach the database: files changed through the API show in the workspaces' mounts only after rclone's directory cache time",
-      );
-    }
+    database = await openDatabase({ connection: platformConnection(config), poolSize: DATABASE_POOL_SIZES.runtime, applicationName: 'codeagent runtime' });
+    following = mounts.follow(database);
   }
   const kernels = await createKernels({
     sandbox: config.sandbox,
