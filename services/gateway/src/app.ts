@@ -142,9 +142,13 @@ export function limitBodyIdle(req: IncomingMessage, res: ServerResponse, ms: num
     if (!res.writableFinished) socket.setTimeout(0);
   });
   // Node's HTTP server tells the request first: listened to, it leaves the socket to us.
+  // The request itself is destroyed (not only its socket): an answer already finished has taken
+  // it off the connection's list, and the upload to the component would otherwise wait for the
+  // rest of the body for ever (the component's staged file with it).
+  const cutOff = () => req.destroy(new Error(`no byte of the request's body arrived for ${ms} ms`));
   req.once('timeout', () => {
     if (res.headersSent) {
-      socket.destroy();
+      cutOff();
       return;
     }
     const body = JSON.stringify({
@@ -157,7 +161,7 @@ export function limitBodyIdle(req: IncomingMessage, res: ServerResponse, ms: num
     res.setHeader('connection', 'close');
     applySecurityHeaders(res);
     res.writeHead(408);
-    res.end(body, () => socket.destroy());
+    res.end(body, cutOff);
   });
 }
 

@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { IncomingHttpHeaders } from 'node:http';
+import { createServer as createHttpServer, type IncomingHttpHeaders } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -357,6 +357,47 @@ describe('a request body that stops arriving', () => {
       expect(answer.split('\r\n', 1)[0]).toBe('HTTP/1.1 408 Request Timeout');
       expect(answer).toContain('x-content-type-options: nosniff');
       expect(answer).toMatch(/"error":"request_timeout"/);
+    }
+  }, 30_000);
+
+  it("the component's request ends too: it does not wait for the rest of the body (its staged upload kept) for ever", async () => {
+    // A component that reads the body to its end, and counts the requests that ended without it.
+    let cutShort = 0;
+    const component = createHttpServer((req, res) => {
+      req.on('close', () => {
+        if (!req.complete) cutShort++;
+      });
+      req.on('end', () => res.end('{}'));
+      req.resume();
+    });
+    await new Promise<void>((done) => component.listen(0, '127.0.0.1', done));
+    const other = await buildGatewayApp({
+      upstreams: { backend: `http://127.0.0.1:${(component.address() as AddressInfo).port}`, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      bodyIdleMs: 400,
+    });
+    const otherPort = Number(new URL(await other.listen({ host: '127.0.0.1', port: 0 })).port);
+    try {
+      for (const [length, sent] of [
+        [10_000_000, 100_000],
+        [100, 10],
+      ]) {
+        const before = cutShort;
+        const answer = await new Promise<string>((done) => {
+          const socket = connect(otherPort, '127.0.0.1');
+          let got = '';
+          socket.on('data', (chunk: Buffer) => (got += chunk.toString('latin1')));
+          socket.on('error', () => undefined);
+          socket.on('close', () => done(got));
+          socket.write(`PUT /api/v1/objects/x HTTP/1.1\r\nhost: x\r\ncontent-length: ${length}\r\n\r\n${'x'.repeat(sent!)}`);
+        });
+        expect(answer.split('\r\n', 1)[0]).toBe('HTTP/1.1 408 Request Timeout');
+        for (let i = 0; i < 50 && cutShort === before; i++) await new Promise((r) => setTimeout(r, 100));
+        // (A small body is read whole before the component is asked: it never saw that one.)
+        expect(cutShort - before).toBe(length! > 65_536 ? 1 : 0);
+      }
+    } finally {
+      await other.close();
+      component.close();
     }
   }, 30_000);
 
