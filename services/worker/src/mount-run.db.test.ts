@@ -107,6 +107,20 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
       return nb.cells[cell]!.outputs.map((o) => o.text ?? `${o.ename}: ${o.evalue}`).join('');
     };
 
+    /** The runtime's lab proxy on a port of its own (as the gateway reaches it), and the workspace's contents API through it. */
+    const labContents = async () => {
+      const lab = labProxy({ pool: jupyter.pool, token: 'lab-token', log });
+      const server = createServer((req, res) => lab.request(req, res));
+      await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+      const contents = (path: string, method = 'GET', body?: object) =>
+        fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${path}`, {
+          method,
+          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
+          ...(body ? { body: JSON.stringify(body) } : {}),
+        });
+      return { contents, close: () => server.close() };
+    };
+
     it('reads data/sample.csv uploaded through the API and writes a result that becomes a version, twice', async () => {
       expect((await put(ws, 'data/sample.csv', 'x,y\n1,2\n3,4\n5,6\n')).statusCode).toBe(201);
       const cells = [
@@ -280,23 +294,12 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
 
     // The same blind spot in JupyterLab: a save the platform refused looked saved.
     it("a JupyterLab save the platform refuses is answered with the refusal, in JupyterLab's error shape; one it stores as before", async () => {
-      const lab = labProxy({ pool: jupyter.pool, token: 'lab-token', log });
-      const server = createServer((req, res) => lab.request(req, res));
-      await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-      const save = (path: string, content: string) =>
-        fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${path}`, {
-          method: 'PUT',
-          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
-          body: JSON.stringify({ type: 'file', format: 'text', content }),
-        });
+      const lab = await labContents();
+      const save = (path: string, content: string) => lab.contents(path, 'PUT', { type: 'file', format: 'text', content });
       try {
         // A folder made by PUT waits for no upload.
         const started = Date.now();
-        const folder = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/lab`, {
-          method: 'PUT',
-          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
-          body: JSON.stringify({ type: 'directory' }),
-        });
+        const folder = await lab.contents('lab', 'PUT', { type: 'directory' });
         expect(folder.status).toBe(201);
         expect(Date.now() - started).toBeLessThan(1500);
 
@@ -314,12 +317,7 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
 
         // A copy (JupyterLab's "Duplicate") is a file written too: the copy of a file too big to
         // store is refused the same way, naming the copy.
-        const post = (folder: string, body: object) =>
-          fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${folder}`, {
-            method: 'POST',
-            headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
-            body: JSON.stringify(body),
-          });
+        const post = (folder: string, body: object) => lab.contents(folder, 'POST', body);
         const copy = await post('lab', { copy_from: 'lab/big.txt' });
         expect(copy.status).toBe(413);
         expect(((await copy.json()) as { message: string }).message).toMatch(/^lab\/big-Copy1\.txt was not stored in the workspace: the upload is \d+ bytes/);
@@ -336,7 +334,7 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         const stored = (await objects(ws)).map((o) => o.path);
         for (let i = 0; i < 12; i++) expect(stored).toContain(`lab/many-${i}.txt`);
       } finally {
-        server.close();
+        lab.close();
       }
     }, 120_000);
 
@@ -345,17 +343,11 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
     // file); with real times, an upload's end changed the time of the file just saved, and
     // JupyterLab asked "File Changed" at the next save. The writer's own time is kept instead.
     it("a file's time in JupyterLab is its writer's: it stays when the upload ends, and a change through the API is newer, content too", async () => {
-      const lab = labProxy({ pool: jupyter.pool, token: 'lab-token', log });
-      const server = createServer((req, res) => lab.request(req, res));
-      await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-      const contents = (path: string, init: RequestInit = {}) =>
-        fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${path}`, {
-          ...init,
-          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
-        });
+      const lab = await labContents();
+      const { contents } = lab;
       const onDisk = async () => Date.parse(((await (await contents('lab-times.txt?content=0')).json()) as { last_modified: string }).last_modified);
       try {
-        const saved = await contents('lab-times.txt', { method: 'PUT', body: JSON.stringify({ type: 'file', format: 'text', content: 'mine' }) });
+        const saved = await contents('lab-times.txt', 'PUT', { type: 'file', format: 'text', content: 'mine' });
         expect(saved.status).toBe(201);
         const mine = Date.parse(((await saved.json()) as { last_modified: string }).last_modified);
         expect(Math.abs(Date.now() - mine)).toBeLessThan(10_000);
@@ -376,7 +368,7 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         // content until its folder was listed again: the runtime lists it on the change, 0221).
         expect(((await (await contents('lab-times.txt')).json()) as { content: string }).content).toBe('theirs');
       } finally {
-        server.close();
+        lab.close();
       }
     }, 120_000);
 
@@ -384,20 +376,14 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
     // file browser, files over 1 MiB): every part became an upload and a version of the whole
     // file so far (decision 0219).
     it('a file JupyterLab uploads in parts becomes one version, stored when the last part is answered', async () => {
-      const lab = labProxy({ pool: jupyter.pool, token: 'lab-token', log });
-      const server = createServer((req, res) => lab.request(req, res));
-      await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+      const lab = await labContents();
       const MiB = 1024 * 1024;
       const upload = async (path: string, fill: string, midway?: () => Promise<void>) => {
         const answers: { status: number; model: Record<string, unknown> }[] = [];
         const parts = [1, 2, 3, -1];
         for (const [i, chunk] of parts.entries()) {
           if (i === 2) await midway?.();
-          const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/${path}`, {
-            method: 'PUT',
-            headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
-            body: JSON.stringify({ type: 'file', format: 'base64', chunk, content: Buffer.alloc(MiB, `${fill}${i}`).toString('base64') }),
-          });
+          const res = await lab.contents(path, 'PUT', { type: 'file', format: 'base64', chunk, content: Buffer.alloc(MiB, `${fill}${i}`).toString('base64') });
           answers.push({ status: res.status, model: (await res.json()) as Record<string, unknown> });
         }
         return answers;
@@ -410,12 +396,7 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         const noFolder = await upload('nowhere/parts.bin', 'a');
         expect(noFolder.map((a) => a.status)).toEqual([404, 404, 404, 404]);
         expect(noFolder[0]!.model.message).toBe('nowhere/parts.bin was not saved: its folder does not exist');
-        const folder = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jupyter/${ws}/api/contents/lab`, {
-          method: 'PUT',
-          headers: { authorization: 'token lab-token', 'content-type': 'application/json' },
-          body: JSON.stringify({ type: 'directory' }),
-        });
-        expect(folder.status).toBeLessThan(300);
+        expect((await lab.contents('lab', 'PUT', { type: 'directory' })).status).toBeLessThan(300);
         const first = await upload('lab/parts.bin', 'a');
         expect(first.map((a) => a.status)).toEqual([201, 200, 200, 200]);
         expect(first.map((a) => a.model.codeagent_upload ?? null)).toEqual(['partial', 'partial', 'partial', null]);
@@ -435,7 +416,7 @@ describe.skipIf(!fuse).each(['local', 's3'] as const)(
         const replaced = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/objects/lab/parts.bin`, headers: bearer(b.adminToken) });
         expect(replaced.rawPayload.subarray(3 * MiB, 3 * MiB + 2).toString()).toBe('b3');
       } finally {
-        server.close();
+        lab.close();
       }
     }, 120_000);
   },
