@@ -369,6 +369,30 @@ describe('gateway access log', () => {
     }
   }
 
+  it('logs 499 for a request whose client went away before the answer (it said 200)', async () => {
+    const upstream = component([]);
+    const url = await listenOn(upstream);
+    const out = new PassThrough();
+    const lines: Record<string, unknown>[] = [];
+    out.on('data', (c: Buffer) => {
+      for (const line of c.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+    });
+    const app = await buildGatewayApp({
+      upstreams: { backend: url, clusterAdmin: url, bridge: url },
+      loggerInstance: createLogger({ level: 'info', format: 'json' }, 'gateway', out),
+      accessLog: true,
+    });
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      await expect(fetch(`${base}/api/v1/slow`, { signal: AbortSignal.timeout(200) })).rejects.toThrow();
+      for (let i = 0; i < 50 && !lines.some((l) => l.msg === 'request'); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(lines.filter((l) => l.msg === 'request')).toMatchObject([{ method: 'GET', url: '/api/v1/slow', status: 499 }]);
+    } finally {
+      await closeNow(app);
+      await stopServer(upstream);
+    }
+  });
+
   it.each([true, false])('writes one line per request at info, the secret redacted, none at warn (fast path: %s)', async (fastPath) => {
     const [line, ...more] = await linesOf('info', fastPath);
     expect(more).toEqual([]);

@@ -68,6 +68,8 @@ export type FastPathControl = FastPath & { close(): void; readonly taken: number
 const WRITES_INFO = new Set(['trace', 'debug', 'info']);
 /** Bodies up to this size are read whole before they go upstream (and may be sent again). */
 const SMALL_BODY_BYTES = 64 * 1024;
+/** The status logged for a request whose client went away before any answer (nginx's). */
+const CLIENT_CLOSED = 499;
 const PROXY_METHODS = new Set(['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']);
 const DAV_METHODS = new Set([...PROXY_METHODS, ...WEBDAV_EXTRA_METHODS]);
 /** Hop-by-hop headers of an answer (RFC 9110 §7.6.1); Node writes its own. */
@@ -152,8 +154,10 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
     if (opts.metrics !== undefined || accessLog) {
       res.once('close', () => {
         const ms = performance.now() - started;
-        opts.metrics?.recordRequest(metricsRoute, method, res.statusCode, ms / 1000);
-        if (accessLog) opts.log.info({ reqId: id, ...accessLogLine(method, req.url ?? '/', res.statusCode, ms) }, 'request');
+        // A client gone before any answer is nginx's 499, not the 200 Node's response starts with.
+        const status = res.headersSent ? res.statusCode : CLIENT_CLOSED;
+        opts.metrics?.recordRequest(metricsRoute, method, status, ms / 1000);
+        if (accessLog) opts.log.info({ reqId: id, ...accessLogLine(method, req.url ?? '/', status, ms) }, 'request');
       });
     }
 
