@@ -47,7 +47,8 @@ function underFolder(workspaceId: string, folder: RawBuilder<unknown>): RawBuild
 }
 
 /** An object of a listing's entries as the API answers it. */
-const entryObject = (workspaceId: string, e: FolderPageRow): ObjectDto => toObjectDto({ ...e, workspace_id: workspaceId, path: e.key });
+const entryRow = (workspaceId: string, e: FolderPageRow): ObjectRow => ({ ...e, workspace_id: workspaceId, path: e.key });
+const entryObject = (workspaceId: string, e: FolderPageRow): ObjectDto => toObjectDto(entryRow(workspaceId, e));
 
 /** The objects whose path starts with `prefix`, as that range of the primary key. */
 function pathStartsWith(prefix: string) {
@@ -212,6 +213,10 @@ function toObjectDto(r: ObjectRow): ObjectDto {
  * client gave (WebDAV `X-OC-Mtime`), else `updated_at`. Not part of the API's object.
  */
 export type TimedObject = ObjectDto & { modified_at: string };
+
+function toTimedObject(r: ObjectRow): TimedObject {
+  return { ...toObjectDto(r), modified_at: (r.modified_at ?? r.updated_at).toISOString() };
+}
 
 /** How far a listing by folder counts the objects under each folder (decision 0199). */
 export const FOLDER_COUNT_LIMIT = 1_000;
@@ -457,18 +462,19 @@ export class WorkspaceFiles {
   }
 
   async stat(workspaceId: string, path: string): Promise<ObjectDto> {
-    validateObjectPath(path);
-    const row = await this.currentRow(this.db, workspaceId, path);
-    if (!row) throw new NotFoundError(`no object at ${path}`);
-    return toObjectDto(row);
+    return toObjectDto(await this.currentOrMissing(workspaceId, path));
   }
 
   /** `stat` with the file's modification time for a mount (decision 0220). */
   async statTimed(workspaceId: string, path: string): Promise<TimedObject> {
+    return toTimedObject(await this.currentOrMissing(workspaceId, path));
+  }
+
+  private async currentOrMissing(workspaceId: string, path: string): Promise<ObjectRow> {
     validateObjectPath(path);
     const row = await this.currentRow(this.db, workspaceId, path);
     if (!row) throw new NotFoundError(`no object at ${path}`);
-    return { ...toObjectDto(row), modified_at: (row.modified_at ?? row.updated_at).toISOString() };
+    return row;
   }
 
   /** Opens the current content (or a byte range of it). */
@@ -546,7 +552,7 @@ export class WorkspaceFiles {
     const objects = entries
       .filter((e) => !e.folder)
       .slice(0, limit)
-      .map((e) => ({ ...entryObject(workspaceId, e), modified_at: (e.modified_at ?? e.updated_at).toISOString() }));
+      .map((e) => toTimedObject(entryRow(workspaceId, e)));
     const keys = entries
       .filter((e) => e.folder)
       .slice(0, limit)
