@@ -140,8 +140,12 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
     const put = (path: string, body: string) =>
       fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'text/plain' }, body });
     try {
+      const since = new Date();
       await writeFile(join(long, 'mine.txt'), 'mine');
-      await eventually(async () => ((await (await api('objects/mine.txt')).text()) === 'mine' ? true : undefined), 'mine.txt uploaded');
+      // Stored, and rclone done with its upload (under load it still set the file's object from
+      // its own upload after the API's change, CI 2026-11-28).
+      await eventually(async () => ((await other.uploadOf('mine.txt', since)) === 'stored' ? true : undefined), 'mine.txt uploaded');
+      expect(await (await api('objects/mine.txt')).text()).toBe('mine');
       expect((await put('mine.txt', 'theirs!')).status).toBe(200);
       expect(await readFile(join(long, 'mine.txt'), 'utf8')).toBe('mine');
       await other.refreshFolder('');
