@@ -358,14 +358,22 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('button', { name: 'Run now' }).click();
     const row = page.getByRole('row').filter({ hasText: 'analysis.ipynb' });
     await row.locator('.status-queued').waitFor(UI_WAIT);
-    // No worker runs in this test: the run is cancelled through the API, and the page, which
-    // polls while a run is queued or running, shows it without a reload.
     const runs = await fetch(`${base}/api/v1/workspaces/${ws}/runs`, { headers: bearer(token) });
     const run = ((await runs.json()) as { items: { id: string; parameters: unknown }[] }).items[0]!;
     expect(run.parameters).toEqual({ n: 7, region: 'eu' });
-    const cancel = await fetch(`${base}/api/v1/workspaces/${ws}/runs/${run.id}/cancel`, { method: 'POST', headers: bearer(token) });
-    expect(cancel.status).toBe(200);
+    // No worker runs in this test: the run stays queued until the editor cancels it (after
+    // confirming; dismissing changes nothing).
+    const statusOf = async () =>
+      ((await (await fetch(`${base}/api/v1/workspaces/${ws}/runs/${run.id}`, { headers: bearer(token) })).json()) as { status: string }).status;
+    page.once('dialog', (d) => void d.dismiss());
+    await row.getByRole('button', { name: /^Cancel the run of analysis.ipynb/ }).click();
+    expect(await statusOf()).toBe('queued');
+    page.once('dialog', (d) => void d.accept());
+    await row.getByRole('button', { name: /^Cancel the run of analysis.ipynb/ }).click();
     await row.locator('.status-cancelled').waitFor(UI_WAIT);
+    expect(await statusOf()).toBe('cancelled');
+    // Only a queued or running run offers it.
+    expect(await row.getByRole('button', { name: /^Cancel/ }).count()).toBe(0);
     await row.getByRole('button', { name: 'Log' }).click();
     await page.getByRole('complementary', { name: 'Run log' }).waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
@@ -413,6 +421,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
         ),
       ).toBe(201);
       expect(await put('plots/broken.ipynb', notebookOf([{ source: 'x = 1' }, { source: 'def f():\n    return 1 / 0\nf()' }]))).toBe(201);
+      expect(await put('plots/forever.ipynb', notebookOf([{ source: 'import time\nwhile True:\n    time.sleep(0.1)' }]))).toBe(201);
       worker.start();
       /** The newest run of `notebook` once it has ended, asked through the API (the page shows the same list). */
       const ended = async (notebook: string) => {
@@ -469,6 +478,28 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(traceback).not.toContain('\u001b[');
       await shot(page, 'run-error');
       expect(await seriousViolations(page)).toEqual([]);
+
+      // A run that would never end: cancelled from its row while running, its kernel stopped by
+      // the worker, which is free for the next run.
+      await page.getByRole('combobox', { name: /^Notebook/ }).selectOption('plots/forever.ipynb');
+      await page.getByRole('button', { name: 'Run now' }).click();
+      const foreverRow = page.getByRole('row').filter({ hasText: 'plots/forever.ipynb' });
+      await foreverRow.locator('.status-running').waitFor({ timeout: 60_000 });
+      page.once('dialog', (d) => void d.accept());
+      await foreverRow.getByRole('button', { name: /^Cancel the run of plots\/forever.ipynb/ }).click();
+      const forever = await ended('plots/forever.ipynb');
+      expect(forever.status, JSON.stringify(forever)).toBe('cancelled');
+      await foreverRow.locator('.status-cancelled').waitFor(UI_WAIT);
+      // The worker noticed, stopped the kernel and wrote the run's log.
+      const logOf = async (id: string) => (await fetch(`${base}/api/v1/workspaces/${ws}/runs/${id}/log`, { headers: bearer(token) })).text();
+      await expect.poll(() => logOf(forever.id), { timeout: 30_000 }).toMatch(/cancelled while running; the kernel was stopped/);
+      expect(await foreverRow.getByRole('button', { name: /^Cancel/ }).count()).toBe(0);
+      await page.getByRole('combobox', { name: /^Notebook/ }).selectOption('plots/chart.ipynb');
+      await page.getByRole('button', { name: 'Run now' }).click();
+      await expect.poll(() => page.getByRole('row').filter({ hasText: 'plots/chart.ipynb' }).count(), UI_WAIT).toBe(2);
+      const again = await ended('plots/chart.ipynb');
+      expect(again.id).not.toBe(chart.id);
+      expect(again.status, JSON.stringify(again)).toBe('succeeded');
     } finally {
       await worker.stop(5000);
       await runtime.close();

@@ -1,5 +1,5 @@
 import { lazy, Suspense, useEffect, useMemo, useState, type FormEvent } from 'react';
-import { api, describeError, type Me } from '../api/client';
+import { api, describeError, type Me, type Run } from '../api/client';
 import { ErrorText, formatTime, PartBoundary } from '../components';
 import { useLoad, type Answer } from '../load';
 import { loadPages, type Collected } from '../paging';
@@ -56,6 +56,7 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const [parameters, setParameters] = useState('');
   const [startError, setStartError] = useState<string | null>(null);
   const [openRun, setOpenRun] = useState<string | null>(null);
+  const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
   useEffect(() => setNotebook((cur) => cur || notebooks[0] || ''), [notebooks]);
   // An editor on this page is likely to start a run: the workspace's server and a warm kernel
   // start meanwhile (decision 0209). Nothing to show either way.
@@ -72,6 +73,16 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
     const { error: err } = await api.POST('/api/v1/workspaces/{ws}/runs', { params: { path: { ws } }, body });
     if (err) setStartError(describeError(err));
     else await list.reload();
+  };
+
+  // A queued run is never started; a running one has its kernel stopped by the worker holding it.
+  // One that ended meanwhile is the server's 409, said in words on its row.
+  const cancel = async (r: Run) => {
+    if (!window.confirm(`Cancel the run of ${r.notebook_path}?${r.status === 'running' ? ' Its kernel is stopped; what it wrote so far stays.' : ''}`)) return;
+    setRowError(null);
+    const { error: err } = await api.POST('/api/v1/workspaces/{ws}/runs/{id}/cancel', { params: { path: { ws, id: r.id } } });
+    if (err) setRowError({ id: r.id, message: describeError(err) });
+    await list.reload();
   };
 
   const shown = runs?.find((r) => r.id === openRun) ?? null;
@@ -151,6 +162,17 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
                   >
                     Log and output
                   </button>
+                  {writable && ACTIVE.has(r.status) ? (
+                    <button
+                      type="button"
+                      className="link danger"
+                      onClick={() => void cancel(r)}
+                      aria-label={`Cancel the run of ${r.notebook_path} started ${formatTime(r.started_at) || 'not yet'}`}
+                    >
+                      Cancel
+                    </button>
+                  ) : null}
+                  {rowError?.id === r.id ? <ErrorText error={rowError.message} /> : null}
                 </td>
               </tr>
             ))}
