@@ -9,6 +9,7 @@ import { FilesPage, prefetchListing } from './pages/Files';
 import { TrashPage } from './pages/Trash';
 import { RunsPage } from './pages/Runs';
 import { ManagePage } from './pages/Manage';
+import { AccountPage } from './pages/Account';
 
 type Session = { state: 'loading' } | { state: 'anonymous' } | { state: 'error'; message: string } | { state: 'in'; me: Me };
 
@@ -44,6 +45,7 @@ export function App() {
       trash: 'Trash',
       runs: 'Runs',
       manage: 'Administration',
+      account: 'Your account',
       notFound: 'Not found',
     };
     document.title = `${titles[route.name] ?? ''} · codeagent platform`;
@@ -89,7 +91,9 @@ export function App() {
           <Link to="/">Workspaces</Link>
           {me.is_system_admin ? <Link to="/manage">Administration</Link> : null}
         </nav>
-        <span className="who">{me.email}</span>
+        <Link to="/account" className="who" title="Your account">
+          {me.email}
+        </Link>
         <button type="button" className="secondary" onClick={() => void logout()}>
           Log out
         </button>
@@ -100,6 +104,7 @@ export function App() {
         {route.name === 'trash' ? <TrashPage me={me} ws={route.ws} /> : null}
         {route.name === 'runs' ? <RunsPage me={me} ws={route.ws} /> : null}
         {route.name === 'manage' ? me.is_system_admin ? <ManagePage me={me} /> : <NotFound /> : null}
+        {route.name === 'account' ? <AccountPage me={me} /> : null}
         {route.name === 'notFound' ? <NotFound /> : null}
       </main>
     </>

@@ -8,6 +8,7 @@ export type Route =
   | { name: 'trash'; ws: string }
   | { name: 'runs'; ws: string }
   | { name: 'manage' }
+  | { name: 'account' }
   | { name: 'notFound' };
 
 export function parseRoute(location: Pick<Location, 'pathname' | 'search'>): Route {
@@ -15,6 +16,7 @@ export function parseRoute(location: Pick<Location, 'pathname' | 'search'>): Rou
   if (path === '/' || path === '') return { name: 'home' };
   if (path === '/login') return { name: 'login', next: new URLSearchParams(location.search).get('next') };
   if (path === '/manage') return { name: 'manage' };
+  if (path === '/account') return { name: 'account' };
   const m = /^\/workspaces\/([^/]+)(?:\/(files|trash|runs)(\/.*)?)?$/.exec(path);
   if (m) {
     const ws = decodeURIComponent(m[1]!);

@@ -817,6 +817,53 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(new URL(page.url()).pathname).toBe('/login');
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
+  it('a user changes their own password on the account page: other sessions end, this one stays; mistakes are said, nothing changed', async () => {
+    const user = await createAndLogin(b, 'changes-own@example.com');
+    const me = (token: string) => fetch(`${base}/api/v1/auth/me`, { headers: bearer(token) }).then((r) => r.status);
+    expect(await me(user.token)).toBe(200);
+    const page = await newPage();
+    await logIn(page, base, 'changes-own@example.com', 'password-123');
+    await page.getByRole('heading', { name: 'My workspaces' }).waitFor(UI_WAIT);
+    await page.getByRole('link', { name: 'changes-own@example.com' }).click();
+    await page.getByRole('heading', { name: 'Your account' }).waitFor(UI_WAIT);
+    expect(await page.title()).toMatch(/^Your account/);
+    const form = page.getByRole('form', { name: 'Change your password' });
+    const fill = async (current: string, next: string, repeat: string) => {
+      await form.getByLabel('Current password').fill(current);
+      await form.getByLabel('New password', { exact: true }).fill(next);
+      await form.getByLabel('Repeat the new password').fill(repeat);
+      await form.getByRole('button', { name: 'Change password' }).click();
+    };
+    // Said before anything is sent.
+    await fill('password-123', 'short', 'short');
+    await form.getByRole('alert').filter({ hasText: 'at least 8 characters' }).waitFor(UI_WAIT);
+    await fill('password-123', 'a-new-password-1', 'a-new-password-2');
+    await form.getByRole('alert').filter({ hasText: 'The two new passwords differ' }).waitFor(UI_WAIT);
+    // The server's answer for a wrong current password: in words, and the account is unchanged.
+    await fill('not-the-password', 'a-new-password-1', 'a-new-password-1');
+    await form.getByRole('alert').filter({ hasText: 'The current password is wrong.' }).waitFor(UI_WAIT);
+    expect(await tokenOf(base, 'changes-own@example.com', 'password-123')).toBeTruthy();
+    expect(await me(user.token)).toBe(200);
+    expect(await seriousViolations(page)).toEqual([]);
+
+    await fill('password-123', 'a-new-password-1', 'a-new-password-1');
+    await page.getByRole('status').filter({ hasText: 'Password changed.' }).waitFor(UI_WAIT);
+    expect(await form.getByLabel('Current password').inputValue()).toBe('');
+    // The session of another login (the API token) ended; the page's own goes on.
+    expect(await me(user.token)).toBe(401);
+    const fromPage = await page.evaluate(async () => (await fetch('/api/v1/auth/me')).status);
+    expect(fromPage).toBe(200);
+    await page.getByRole('link', { name: 'Workspaces' }).click();
+    await page.getByRole('heading', { name: 'My workspaces' }).waitFor(UI_WAIT);
+    const oldLogin = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'changes-own@example.com', password: 'password-123' }),
+    });
+    expect(oldLogin.status).toBe(401);
+    expect(await tokenOf(base, 'changes-own@example.com', 'a-new-password-1')).toBeTruthy();
+  }, 60_000);
+
   it('the admin resets a password, renames and deletes a workspace (after confirming) and finds it under the deleted ones', async () => {
     const page = await newPage();
     await logIn(page, base, ADMIN_EMAIL, ADMIN_PASSWORD, '/login?next=%2Fmanage');

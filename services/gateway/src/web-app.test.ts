@@ -55,7 +55,16 @@ describe.each(INGRESSES)('the web app through %s', (kind) => {
   });
 
   it('serves index.html at / and at the app paths: no-cache, a CSP without inline script, framed by the platform only, nosniff', async () => {
-    for (const path of ['/', '/login', '/login?next=%2Fworkspaces', '/workspaces', '/workspaces/abc/files/a/b/', '/workspaces/abc/trash', '/manage']) {
+    for (const path of [
+      '/',
+      '/login',
+      '/login?next=%2Fworkspaces',
+      '/workspaces',
+      '/workspaces/abc/files/a/b/',
+      '/workspaces/abc/trash',
+      '/manage',
+      '/account',
+    ]) {
       const res = await fetch(`${ingress.base}${path}`);
       expect(res.status, path).toBe(200);
       expect(await res.text(), path).toBe(INDEX);

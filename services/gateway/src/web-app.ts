@@ -17,7 +17,7 @@ import { asAppPage, pageCsp } from './security-headers.js';
  * - `/assets/{name}`: the file, `Cache-Control: public, max-age=31536000, immutable` (its name
  *   changes with its content); a missing asset is a 404, never index.html.
  */
-export const APP_PATHS = ['/login', '/workspaces', '/manage'] as const;
+export const APP_PATHS = ['/login', '/workspaces', '/manage', '/account'] as const;
 export const ASSETS_PREFIX = '/assets';
 export const ASSET_CACHE_CONTROL = 'public, max-age=31536000, immutable';
 export const INDEX_CACHE_CONTROL = 'no-cache';
