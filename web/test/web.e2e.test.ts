@@ -864,6 +864,59 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await tokenOf(base, 'changes-own@example.com', 'a-new-password-1')).toBeTruthy();
   }, 60_000);
 
+  it('the admin makes a user a system administrator and back, and deletes users; the last admin of a workspace stays, said in words', async () => {
+    const promoted = await createAndLogin(b, 'promoted@example.com');
+    const keeper = await createAndLogin(b, 'keeper@example.com');
+    // A workspace whose last admin is keeper: made by another system admin, who then leaves it
+    // (removed by the bootstrap admin: nobody removes themselves).
+    const founder = await createAndLogin(b, 'founder@example.com', 'admin');
+    const made = await fetch(`${base}/api/v1/platform/workspaces`, {
+      method: 'POST',
+      headers: { ...bearer(founder.token), 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Solo' }),
+    });
+    const solo = ((await made.json()) as { id: string }).id;
+    await addMembers(b, solo, [[keeper, 'admin']]);
+    expect((await fetch(`${base}/api/v1/platform/workspaces/${solo}/members/${founder.id}`, { method: 'DELETE', headers: bearer(b.adminToken) })).status).toBe(
+      204,
+    );
+    const isAdmin = async (token: string) =>
+      ((await (await fetch(`${base}/api/v1/auth/me`, { headers: bearer(token) })).json()) as { is_system_admin: boolean }).is_system_admin;
+    const page = await newPage();
+    await logIn(page, base, ADMIN_EMAIL, ADMIN_PASSWORD, '/login?next=%2Fmanage');
+    await page.getByRole('heading', { name: 'Administration' }).waitFor(UI_WAIT);
+    const row = (email: string) => page.getByRole('table', { name: 'Users' }).getByRole('row').filter({ hasText: email });
+
+    // Asked first; dismissing changes nothing.
+    page.once('dialog', (d) => void d.dismiss());
+    await page.getByRole('button', { name: 'Make system admin: promoted@example.com' }).click();
+    expect(await isAdmin(promoted.token)).toBe(false);
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Make system admin: promoted@example.com' }).click();
+    await row('promoted@example.com').getByRole('cell', { name: 'system admin' }).waitFor(UI_WAIT);
+    expect(await isAdmin(promoted.token)).toBe(true);
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Make user: promoted@example.com' }).click();
+    await row('promoted@example.com').getByRole('cell', { name: 'user', exact: true }).waitFor(UI_WAIT);
+    expect(await isAdmin(promoted.token)).toBe(false);
+
+    // The last admin of a workspace is not deleted: the refusal on its row, the user still there.
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Delete keeper@example.com' }).click();
+    await row('keeper@example.com').getByRole('alert').filter({ hasText: 'last admin of the workspace' }).waitFor(UI_WAIT);
+    expect(await tokenOf(base, 'keeper@example.com', 'password-123')).toBeTruthy();
+    expect(await seriousViolations(page)).toEqual([]);
+
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Delete promoted@example.com' }).click();
+    await page.getByRole('status').filter({ hasText: 'Deleted promoted@example.com.' }).waitFor(UI_WAIT);
+    await expect.poll(() => row('promoted@example.com').count(), UI_WAIT).toBe(0);
+    expect((await fetch(`${base}/api/v1/auth/me`, { headers: bearer(promoted.token) })).status).toBe(401);
+    // Nothing of the kind is offered on the admin's own row.
+    expect(await page.getByRole('button', { name: `Delete ${ADMIN_EMAIL}` }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: `Make user: ${ADMIN_EMAIL}` }).count()).toBe(0);
+  }, 60_000);
+
   it('the admin resets a password, renames and deletes a workspace (after confirming) and finds it under the deleted ones', async () => {
     const page = await newPage();
     await logIn(page, base, ADMIN_EMAIL, ADMIN_PASSWORD, '/login?next=%2Fmanage');

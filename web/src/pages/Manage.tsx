@@ -94,10 +94,32 @@ function Users({
     }
   };
 
-  const setDisabled = async (u: User, disabled: boolean) => {
-    const { error: err } = await api.PATCH('/api/v1/platform/users/{id}', { params: { path: { id: u.id } }, body: { disabled } });
-    if (err) setError(describeError(err));
+  // What goes wrong with a row's action is said on that row.
+  const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
+  const act = async (u: User, done: string, call: () => Promise<{ error?: unknown }>) => {
+    setRowError(null);
+    setNotice(null);
+    const { error: err } = await call();
+    if (err) setRowError({ id: u.id, message: describeError(err) });
+    else setNotice(done);
     await onChange();
+  };
+  const setDisabled = (u: User, disabled: boolean) =>
+    act(u, `${disabled ? 'Disabled' : 'Enabled'} ${u.email}${disabled ? '; their sessions were ended' : ''}.`, () =>
+      api.PATCH('/api/v1/platform/users/{id}', { params: { path: { id: u.id } }, body: { disabled } }),
+    );
+  const setAdmin = (u: User, admin: boolean) => {
+    const question = admin
+      ? `Make ${u.email} a system administrator? They can then manage every user and workspace.`
+      : `Make ${u.email} a user? They lose the administration.`;
+    if (!window.confirm(question)) return;
+    return act(u, `${u.email} is now ${admin ? 'a system administrator' : 'a user'}.`, () =>
+      api.PATCH('/api/v1/platform/users/{id}', { params: { path: { id: u.id } }, body: { platform_role_id: admin ? 'admin' : 'user' } }),
+    );
+  };
+  const remove = (u: User) => {
+    if (!window.confirm(`Delete the user ${u.email}? Their sessions end and their memberships are removed; the files they wrote stay.`)) return;
+    return act(u, `Deleted ${u.email}.`, () => api.DELETE('/api/v1/platform/users/{id}', { params: { path: { id: u.id } } }));
   };
 
   return (
@@ -171,8 +193,20 @@ function Users({
                     >
                       Reset password
                     </button>
+                    <button
+                      type="button"
+                      className="link"
+                      onClick={() => void setAdmin(u, !u.is_system_admin)}
+                      aria-label={`${u.is_system_admin ? 'Make user' : 'Make system admin'}: ${u.email}`}
+                    >
+                      {u.is_system_admin ? 'Make user' : 'Make system admin'}
+                    </button>
+                    <button type="button" className="link danger" onClick={() => void remove(u)} aria-label={`Delete ${u.email}`}>
+                      Delete
+                    </button>
                   </>
                 )}
+                {rowError?.id === u.id ? <ErrorText error={rowError.message} /> : null}
                 {resetFor === u.id ? (
                   <form className="toolbar" onSubmit={(e) => void resetPassword(e, u)} aria-label={`New password for ${u.email}`}>
                     <label>
