@@ -86,9 +86,47 @@ export function useLoad<T>(
     };
   }, [polling, pollMs, pollFirstMs, reload, asked]);
 
+  // What others changed meanwhile (a notebook made in JupyterLab, a run a schedule started)
+  // shows when the reader comes back to the page.
+  useOnReturn(() => void reload());
+
   const reloadAsked = useCallback(async () => {
     setAsked((a) => a + 1);
     await reload();
   }, [reload]);
   return { data, error, reload: reloadAsked };
+}
+
+/** Away at least this long (another tab or window) before coming back reloads what is shown. */
+export const RETURN_AWAY_MS = 1000;
+
+/**
+ * Calls `onReturn` when the reader comes back to the page after at least RETURN_AWAY_MS in another
+ * tab (the page hidden) or another window (this one unfocused): what the page shows may have
+ * changed meanwhile. A dialog of the page's own that closes at once reloads nothing.
+ */
+export function useOnReturn(onReturn: () => void): void {
+  const latest = useRef(onReturn);
+  latest.current = onReturn;
+  useEffect(() => {
+    let awaySince: number | undefined = document.visibilityState === 'hidden' || !document.hasFocus() ? Date.now() : undefined;
+    const away = () => {
+      awaySince ??= Date.now();
+    };
+    const back = () => {
+      if (document.visibilityState === 'hidden' || awaySince === undefined) return;
+      const long = Date.now() - awaySince >= RETURN_AWAY_MS;
+      awaySince = undefined;
+      if (long) latest.current();
+    };
+    const visibility = () => (document.visibilityState === 'hidden' ? away() : back());
+    window.addEventListener('blur', away);
+    window.addEventListener('focus', back);
+    document.addEventListener('visibilitychange', visibility);
+    return () => {
+      window.removeEventListener('blur', away);
+      window.removeEventListener('focus', back);
+      document.removeEventListener('visibilitychange', visibility);
+    };
+  }, []);
 }

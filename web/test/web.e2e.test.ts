@@ -893,7 +893,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await isAdmin(promoted.token)).toBe(false);
     page.once('dialog', (d) => void d.accept());
     await page.getByRole('button', { name: 'Make system admin: promoted@example.com' }).click();
-    await row('promoted@example.com').getByRole('cell', { name: 'system admin' }).waitFor(UI_WAIT);
+    await row('promoted@example.com').getByRole('cell', { name: 'system admin', exact: true }).waitFor(UI_WAIT);
     expect(await isAdmin(promoted.token)).toBe(true);
     page.once('dialog', (d) => void d.accept());
     await page.getByRole('button', { name: 'Make user: promoted@example.com' }).click();
@@ -1067,6 +1067,46 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     const list = await b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${many}/objects?limit=1000`, headers: bearer(owner.token) });
     expect(list.json<{ items: { path: string }[] }>().items).toHaveLength(399);
   }, 120_000);
+
+  it('coming back to the page after a while shows what changed meanwhile: a notebook made elsewhere in the run form, a file in the folder', async () => {
+    const owner = await createAndLogin(b, 'returns@example.com');
+    const space = await createWorkspace(b, 'Elsewhere');
+    await addMembers(b, space, [[owner, 'editor']]);
+    const put = async (path: string, body: string) =>
+      (await fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method: 'PUT', headers: bearer(owner.token), body })).status;
+    expect(await put('first.ipynb', notebookOf([{ source: '1+1' }]))).toBe(201);
+    const page = await newPage();
+    let notebookLists = 0;
+    page.on('request', (r) => {
+      const url = new URL(r.url());
+      if (url.pathname === `/api/v1/data-resources/${space}/objects` && url.searchParams.get('kind') === 'notebook') notebookLists++;
+    });
+    /** The reader goes to another window for `ms`, then comes back. */
+    const awayFor = async (ms: number) => {
+      await page.evaluate(() => window.dispatchEvent(new Event('blur')));
+      await page.waitForTimeout(ms);
+      await page.evaluate(() => window.dispatchEvent(new Event('focus')));
+    };
+    await logIn(page, base, 'returns@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/runs`)}`);
+    await page.getByRole('button', { name: 'Run now' }).waitFor(UI_WAIT);
+    const offered = () => page.getByLabel('Notebook').locator('option', { hasText: 'made-in-jupyterlab.ipynb' }).count();
+    expect(await put('made-in-jupyterlab.ipynb', notebookOf([{ source: '2+2' }]))).toBe(201);
+    // A glance away (a dialog, a click elsewhere) reloads nothing.
+    const before = notebookLists;
+    await awayFor(50);
+    await page.waitForTimeout(300);
+    expect(notebookLists).toBe(before);
+    expect(await offered()).toBe(0);
+    await awayFor(1200);
+    await expect.poll(offered, UI_WAIT).toBe(1);
+    expect(notebookLists).toBe(before + 1);
+
+    await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Files' }).click();
+    await page.getByRole('link', { name: 'first.ipynb' }).first().waitFor(UI_WAIT);
+    expect(await put('written-by-a-run.csv', 'a,b\n1,2\n')).toBe(201);
+    await awayFor(1200);
+    await page.getByRole('link', { name: 'written-by-a-run.csv' }).first().waitFor(UI_WAIT);
+  }, 60_000);
 
   it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {
     const owner = await createAndLogin(b, 'poller@example.com');

@@ -20,7 +20,7 @@ import { uploadFile, type UploadHandle } from '../upload';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { encodePath } from '../nav';
 import { collectPages, loadPages, type Collected, type Page } from '../paging';
-import type { Answer } from '../load';
+import { useOnReturn, type Answer } from '../load';
 
 // Previews (CSV, notebooks, …) load on demand: their code is not part of the first page load.
 const Preview = lazy(() => import('../preview/Preview'));
@@ -137,6 +137,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     // Leaving the folder (or the page) ends its load at the next page.
     return () => void loads.current++;
   }, [load]);
+  // Files written meanwhile elsewhere (JupyterLab, a run, another member) show on coming back.
+  useOnReturn(() => void load());
 
   // Sub-folders (name, files under it, whether that count is a lower bound) and the files directly in the folder.
   const { folders, files } = useMemo(() => {
