@@ -243,7 +243,7 @@ interface HealthBody {
 
 function printBanner(url: string, config: Config, health: HealthBody | undefined): void {
   const password = config.bootstrapAdminPasswordGenerated
-    ? `${config.bootstrapAdminPassword}   (generated, kept in ${config.dataDir}/${SECRETS_FILE})`
+    ? `${config.bootstrapAdminPassword}   (generated at the first start, kept in ${config.dataDir}/${SECRETS_FILE}; once changed on the account page, yours replaces it)`
     : '(the value of BOOTSTRAP_ADMIN_PASSWORD)';
   const checks = health
     ? `${health.status}  (${Object.entries(health.checks)
