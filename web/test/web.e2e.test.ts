@@ -1108,6 +1108,48 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('link', { name: 'written-by-a-run.csv' }).first().waitFor(UI_WAIT);
   }, 60_000);
 
+  it('the runs page shows the newest 100 runs, older ones on demand, and the runs of one status', async () => {
+    const owner = await createAndLogin(b, 'history@example.com');
+    const space = await createWorkspace(b, 'History');
+    await addMembers(b, space, [[owner, 'viewer']]);
+    // A schedule's history, written as the worker would: 230 finished runs, every tenth failed.
+    const start = Date.parse('2026-01-01T00:00:00Z');
+    await b.t.database.db
+      .insertInto('runs')
+      .values(
+        Array.from({ length: 230 }, (_, i) => ({
+          workspace_id: space,
+          notebook_path: `daily/report-${String(i).padStart(3, '0')}.ipynb`,
+          status: i % 10 === 0 ? ('failed' as const) : ('succeeded' as const),
+          error: i % 10 === 0 ? 'NameError' : null,
+          created_at: new Date(start + i * 60_000),
+          started_at: new Date(start + i * 60_000),
+          finished_at: new Date(start + i * 60_000 + 1000),
+        })),
+      )
+      .execute();
+    const page = await newPage();
+    await logIn(page, base, 'history@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/runs`)}`);
+    const rows = page.getByRole('table', { name: 'Runs, newest first' }).getByRole('row').filter({ hasText: 'daily/report-' });
+    await expect.poll(() => rows.count(), UI_WAIT).toBe(100);
+    expect(await rows.first().textContent()).toContain('report-229');
+    await page.getByText('The newest 100 are shown.').waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'Show older runs' }).click();
+    await expect.poll(() => rows.count(), UI_WAIT).toBe(200);
+    await page.getByRole('button', { name: 'Show older runs' }).click();
+    await expect.poll(() => rows.count(), UI_WAIT).toBe(230);
+    expect(await rows.last().textContent()).toContain('report-000');
+    expect(await page.getByRole('button', { name: 'Show older runs' }).count()).toBe(0);
+    // Only the failed ones: 23, newest first.
+    await page.getByLabel('Status').selectOption('failed');
+    await expect.poll(() => rows.count(), UI_WAIT).toBe(23);
+    expect(await rows.locator('.status-succeeded').count()).toBe(0);
+    expect(await rows.first().textContent()).toContain('report-220');
+    await page.getByLabel('Status').selectOption('running');
+    await page.getByText('No running runs.').waitFor(UI_WAIT);
+    expect(await seriousViolations(page)).toEqual([]);
+  }, 60_000);
+
   it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {
     const owner = await createAndLogin(b, 'poller@example.com');
     const lab = await createWorkspace(b, 'Polling');

@@ -41,15 +41,33 @@ export function parseParameters(text: string): Record<string, unknown> | undefin
   return value as Record<string, unknown>;
 }
 
+/** Runs shown at first, and added by each "Show older runs", up to the API's page size. */
+const RUNS_STEP = 100;
+const RUNS_MAX = 1000;
+const STATUSES: Run['status'][] = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
+
 export function RunsPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
+  // The newest runs (more on demand), of one status if the reader picks one: a schedule that
+  // fires every minute leaves a thousand runs a day, and the failed ones are what is looked for.
+  const [shownLimit, setShownLimit] = useState(RUNS_STEP);
+  const [status, setStatus] = useState<Run['status'] | ''>('');
+  useEffect(() => {
+    setShownLimit(RUNS_STEP);
+    setStatus('');
+  }, [ws]);
   // Live status: polled while a run is queued or running.
-  const list = useLoad(() => api.GET('/api/v1/workspaces/{ws}/runs', { params: { path: { ws }, query: { limit: 100 } } }), [ws], {
-    pollWhile: (d) => d.items.some((r) => ACTIVE.has(r.status)),
-    pollFirstMs: POLL_FIRST_MS,
-    pollMs: POLL_MS,
-  });
+  const list = useLoad(
+    () => api.GET('/api/v1/workspaces/{ws}/runs', { params: { path: { ws }, query: { limit: shownLimit, ...(status ? { status } : {}) } } }),
+    [ws, shownLimit, status],
+    {
+      pollWhile: (d) => d.items.some((r) => ACTIVE.has(r.status)),
+      pollFirstMs: POLL_FIRST_MS,
+      pollMs: POLL_MS,
+    },
+  );
   const runs = list.data?.items ?? null;
+  const older = list.data?.next_cursor != null;
   const notebookList = useLoad(() => listNotebooks(ws), [ws]);
   const notebooks = useMemo(() => notebookList.data?.items ?? [], [notebookList.data]);
   const [notebook, setNotebook] = useState('');
@@ -130,7 +148,20 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
         ) : null
       ) : null}
       <ErrorText error={list.error} />
-      {runs?.length === 0 ? <p className="empty">No runs yet.</p> : null}
+      <div className="toolbar">
+        <label>
+          Status
+          <select value={status} onChange={(e) => setStatus(e.target.value as Run['status'] | '')}>
+            <option value="">all</option>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      {runs?.length === 0 ? <p className="empty">{status ? `No ${status} runs.` : 'No runs yet.'}</p> : null}
       {runs && runs.length > 0 ? (
         <table className="listing">
           <caption className="visually-hidden">Runs, newest first</caption>
@@ -178,6 +209,21 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
             ))}
           </tbody>
         </table>
+      ) : null}
+      {older ? (
+        shownLimit < RUNS_MAX ? (
+          <p>
+            <button type="button" className="secondary" onClick={() => setShownLimit((n) => Math.min(RUNS_MAX, n + RUNS_STEP))}>
+              Show older runs
+            </button>{' '}
+            <span className="muted">The newest {shownLimit.toLocaleString()} are shown.</span>
+          </p>
+        ) : (
+          <p className="muted">
+            The newest {RUNS_MAX.toLocaleString()} {status ? `${status} runs` : 'runs'} are shown; older ones are listed by the API (
+            <code>GET /api/v1/workspaces/{'{ws}'}/runs?cursor=…</code>).
+          </p>
+        )
       ) : null}
       {shown ? (
         <PartBoundary key={shown.id} what="run view">
