@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow, type ObjectVersionRow } from '@codeagent/db';
 import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, encodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
-import { ObjectTooLargeError, normalizeContentType, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
+import { ObjectTooLargeError, normalizeContentType, validateNewObjectPath, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
 import type { FolderDto, ListedFolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
 
 export interface OpenedObject {
@@ -395,7 +395,7 @@ export class WorkspaceFiles {
     body: Readable,
     opts: { contentType?: string | undefined; actor: string | null; maxBytes?: number; modifiedAt?: Date | undefined },
   ): Promise<{ object: ObjectDto; created: boolean }> {
-    validateObjectPath(path);
+    validateNewObjectPath(path);
     const versionId = randomUUID();
     const key = blobKey(workspaceId, versionId);
     // Stop reading early once the upload cannot fit; the check in the transaction decides.
@@ -621,7 +621,7 @@ export class WorkspaceFiles {
    */
   async rename(workspaceId: string, from: string, to: string, actor: string | null): Promise<{ object: ObjectDto; created: boolean }> {
     validateObjectPath(from);
-    validateObjectPath(to);
+    validateNewObjectPath(to);
     if (from === to) throw new ConflictError(`${from} cannot be moved onto itself`);
     let replaced: ObjectRow | undefined;
     const result = await withRetry(() =>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidPathError, validateObjectPath, validatePrefix } from './paths.js';
+import { InvalidPathError, validateNewObjectPath, validateObjectPath, validatePrefix } from './paths.js';
 
 /** Hostile encodings: every one must be refused. Decoded forms are what reaches the rule. */
 const HOSTILE: [string, string][] = [
@@ -95,5 +95,34 @@ describe('object path rule (docs/contract/spec.md §4.3)', () => {
     expect(validatePrefix('notebooks/')).toBe('notebooks/');
     expect(() => validatePrefix('../')).toThrow(InvalidPathError);
     expect(() => validatePrefix('/abs')).toThrow(InvalidPathError);
+  });
+
+  describe('a name being given: no bidirectional control character (a name that displays as another)', () => {
+    const SPOOFS: [string, string][] = [
+      ['invoice\u202efdp.exe', 'right-to-left override: shows as invoiceexe.pdf'],
+      ['a/\u202dreport.csv', 'left-to-right override'],
+      ['\u202areport', 'left-to-right embedding'],
+      ['\u202breport', 'right-to-left embedding'],
+      ['report\u202c.txt', 'pop directional formatting'],
+      ['report\u2066.txt', 'left-to-right isolate'],
+      ['report\u2067.txt', 'right-to-left isolate'],
+      ['report\u2068.txt', 'first strong isolate'],
+      ['report\u2069.txt', 'pop directional isolate'],
+      ['report\u200e.txt', 'left-to-right mark'],
+      ['report\u200f.txt', 'right-to-left mark'],
+      ['report\u061c.txt', 'Arabic letter mark'],
+    ];
+    it.each(SPOOFS)('refuses %j (%s), naming the character', (path) => {
+      expect(() => validateNewObjectPath(path)).toThrow(/bidirectional control characters \(U\+[0-9A-F]{4}\)/);
+      // Stored before the rule: still readable, movable and deletable.
+      expect(validateObjectPath(path)).toBe(path);
+    });
+
+    it('accepts right-to-left text itself, and applies the object-path rule first', () => {
+      expect(validateNewObjectPath('تقارير/تقرير.csv')).toBe('تقارير/تقرير.csv');
+      expect(validateNewObjectPath('שלום.txt')).toBe('שלום.txt');
+      for (const p of ORDINARY) expect(validateNewObjectPath(p)).toBe(p);
+      expect(() => validateNewObjectPath('../\u202e')).toThrow(/\.\. segment/);
+    });
   });
 });

@@ -9,6 +9,8 @@
  * (an ordinary name, never decoded again).
  */
 export class InvalidPathError extends Error {
+  /** The request's fault wherever it surfaces (Fastify's error handlers answer 400 with the message). */
+  readonly statusCode = 400;
   constructor(
     readonly path: string,
     readonly reason: string,
@@ -40,6 +42,28 @@ export function validateObjectPath(path: unknown): string {
     if (segment === '.' || segment === '..') throw new InvalidPathError(path, `must not contain a ${segment} segment`);
   }
   return path;
+}
+
+/**
+ * Unicode's bidirectional controls (the Bidi_Control property: ALM, LRM, RLM, the embeddings and
+ * overrides, the isolates). In a name they make it display as another ("report\u202Efdp.exe" reads
+ * "reportexe.pdf" in every listing), so a member could pass a file off as what it is not.
+ */
+const BIDI_CONTROL = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
+/**
+ * The rule for a name being given (a write, the destination of a move or copy): the object-path
+ * rule, and no bidirectional control character. Names stored before this rule stay readable,
+ * movable and deletable through `validateObjectPath`.
+ */
+export function validateNewObjectPath(path: unknown): string {
+  const valid = validateObjectPath(path);
+  const bidi = BIDI_CONTROL.exec(valid);
+  if (bidi) {
+    const code = `U+${bidi[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+    throw new InvalidPathError(valid, `must not contain bidirectional control characters (${code}): they make a name display as another`);
+  }
+  return valid;
 }
 
 /** Same rule for a listing prefix, which may be empty and may end with `/`. */

@@ -250,6 +250,21 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect((await fetch(url('uploads'), { method: 'POST', body: badPath, headers: bearer(editor.token) })).status).toBe(400);
   });
 
+  it('refuses a name with a bidirectional control character (it would display as another name), by PUT and by upload', async () => {
+    const spoof = 'invoice\u202efdp.exe';
+    const res = await put(encodeURIComponent(spoof), 'MZ');
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { message: string }).message).toMatch(/bidirectional control characters \(U\+202E\)/);
+    const form = new FormData();
+    form.append('path', `up/${spoof}`);
+    form.append('file', new Blob(['MZ']), 'x');
+    expect((await fetch(url('uploads'), { method: 'POST', body: form, headers: bearer(editor.token) })).status).toBe(400);
+    const listing = (await (await fetch(url('objects'), { headers: bearer(editor.token) })).json()) as { items: { path: string }[] };
+    expect(listing.items.filter((o) => o.path.includes('\u202e'))).toEqual([]);
+    // Right-to-left names themselves are ordinary.
+    expect((await put(encodeURIComponent('تقرير.txt'), 'x')).status).toBe(201);
+  });
+
   it('answers a broken multipart form 400 naming it (it was a 500), and keeps the old content', async () => {
     await put('up/kept.txt', 'old content');
     const send = (body: string, type = 'multipart/form-data; boundary=x') =>

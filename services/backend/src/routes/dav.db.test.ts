@@ -312,6 +312,19 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(listing.items.map((o) => o.path).some((p) => p.includes('b.txt') && !p.startsWith('notes/'))).toBe(false);
   });
 
+  it('refuses a name with a bidirectional control character, as a PUT, a folder, or the Destination of a MOVE or COPY', async () => {
+    const spoof = encodeURIComponent('invoice\u202efdp.exe');
+    expect((await dav(spoof, { method: 'PUT', body: 'MZ' })).status).toBe(400);
+    expect((await dav(encodeURIComponent('folder\u2067'), { method: 'MKCOL' })).status).toBe(400);
+    for (const method of ['MOVE', 'COPY']) {
+      const res = await dav('notes/renamed.txt', { method, headers: { destination: `/api/v1/dav/${ws}/${spoof}` } });
+      expect([method, res.status]).toEqual([method, 400]);
+    }
+    expect((await dav('notes/renamed.txt', { method: 'HEAD' })).status).toBe(200);
+    const listing = (await (await api('objects')).json()) as { items: { path: string }[] };
+    expect(listing.items.filter((o) => /[\u202e\u2067]/.test(o.path))).toEqual([]);
+  });
+
   it('refuses a Destination in another workspace (403), on another server (502), or with dot segments (400)', async () => {
     const copy = (destination: string) => dav('notes/renamed.txt', { method: 'COPY', headers: { destination } });
     expect((await copy(`/api/v1/dav/${other}/stolen.txt`)).status).toBe(403);
