@@ -507,7 +507,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     }
   }, 480_000);
 
-  it('schedules: the cron helper shows the next five fire times in the user’s zone, as the server computes them; enable, disable, delete', async () => {
+  it('schedules: the cron helper shows the next five fire times in the user’s zone, as the server computes them; enable, disable, change, delete', async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US', timezoneId: 'America/New_York' });
     contexts.push(context);
     const page = await context.newPage();
@@ -546,7 +546,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     const schedules = async () =>
       (
         (await (await fetch(`${base}/api/v1/workspaces/${ws}/schedules`, { headers: bearer(token) })).json()) as {
-          items: { cron: string; enabled: boolean; next_run_at: string | null }[];
+          items: { cron: string; timezone: string; enabled: boolean; next_run_at: string | null }[];
         }
       ).items;
     // The server's next fire time is the helper's first.
@@ -560,12 +560,31 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('button', { name: 'Enable schedule 30 7 * * 1-5' }).click();
     await page.getByRole('button', { name: 'Disable schedule 30 7 * * 1-5' }).waitFor(UI_WAIT);
     expect((await schedules())[0]!.enabled).toBe(true);
+    // Changed in place: the helper for the new cron, the server's refusal on the row, then saved.
+    await page.getByRole('button', { name: 'Edit schedule 30 7 * * 1-5' }).click();
+    const edit = page.getByRole('form', { name: 'Change schedule 30 7 * * 1-5' });
+    await edit.getByLabel('Time zone').fill('Mars/Olympus_Mons');
+    await edit.getByText('Mars/Olympus_Mons is not an IANA time zone').waitFor(UI_WAIT);
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('row').filter({ hasText: '30 7 * * 1-5' }).getByRole('alert').waitFor(UI_WAIT);
+    expect((await schedules())[0]).toMatchObject({ cron: '30 7 * * 1-5', timezone: 'Europe/Berlin' });
+    await edit.getByLabel('Time zone').fill('Asia/Tokyo');
+    await edit.getByLabel('Cron').fill('45 8 * * 1-5');
+    await expect.poll(() => edit.getByRole('list', { name: 'Next five runs' }).getByRole('listitem').count(), UI_WAIT).toBe(5);
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('button', { name: 'Disable schedule 45 8 * * 1-5' }).waitFor(UI_WAIT);
+    expect(await page.getByRole('form', { name: /^Change schedule/ }).count()).toBe(0);
+    const [changed] = await schedules();
+    expect(changed).toMatchObject({ cron: '45 8 * * 1-5', timezone: 'Asia/Tokyo', enabled: true });
+    expect(Date.parse(changed!.next_run_at!)).toBe(new Cron('45 8 * * 1-5', { paused: true, timezone: 'Asia/Tokyo' }).nextRun()!.getTime());
+    expect(await seriousViolations(page)).toEqual([]);
+
     // Delete asks first: dismissing keeps it, accepting deletes it.
     page.once('dialog', (d) => void d.dismiss());
-    await page.getByRole('button', { name: 'Delete schedule 30 7 * * 1-5' }).click();
-    await page.getByRole('button', { name: 'Disable schedule 30 7 * * 1-5' }).waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'Delete schedule 45 8 * * 1-5' }).click();
+    await page.getByRole('button', { name: 'Disable schedule 45 8 * * 1-5' }).waitFor(UI_WAIT);
     page.once('dialog', (d) => void d.accept());
-    await page.getByRole('button', { name: 'Delete schedule 30 7 * * 1-5' }).click();
+    await page.getByRole('button', { name: 'Delete schedule 45 8 * * 1-5' }).click();
     await page.getByText('No schedules yet.').waitFor(UI_WAIT);
     expect(await schedules()).toEqual([]);
     // One disabled schedule stays, for the viewer's test.

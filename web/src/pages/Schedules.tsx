@@ -46,16 +46,16 @@ export const FIRE_FORMAT: Intl.DateTimeFormatOptions = {
 };
 const inUserZone = (d: Date) => d.toLocaleString(undefined, FIRE_FORMAT);
 
-export function CronHelper({ cron, timezone }: { cron: string; timezone: string }) {
+export function CronHelper({ cron, timezone, id = 'cron-help' }: { cron: string; timezone: string; id?: string }) {
   const result = useMemo(() => nextFires(cron, timezone), [cron, timezone]);
   if ('error' in result)
     return (
-      <p className="error" id="cron-help">
+      <p className="error" id={id}>
         {result.error}
       </p>
     );
   return (
-    <div id="cron-help" aria-live="polite">
+    <div id={id} aria-live="polite">
       <p className="hint">Next five runs, in your time zone ({userZone()}):</p>
       <ol className="fires" aria-label="Next five runs">
         {result.fires.map((d) => (
@@ -92,6 +92,20 @@ export default function Schedules({ ws, writable, notebooks }: { ws: string; wri
     setRowError(null);
     const { error: err } = await api.PATCH('/api/v1/workspaces/{ws}/schedules/{id}', { params: { path: { ws, id: s.id } }, body: { enabled } });
     if (err) setRowError({ id: s.id, message: describeError(err) });
+    await schedules.reload();
+  };
+  // One schedule changed at a time: its cron and zone, with the same helper as a new one.
+  const [editing, setEditing] = useState<{ id: string; cron: string; timezone: string } | null>(null);
+  const save = async (e: FormEvent, s: Schedule) => {
+    e.preventDefault();
+    if (!editing) return;
+    setRowError(null);
+    const { error: err } = await api.PATCH('/api/v1/workspaces/{ws}/schedules/{id}', {
+      params: { path: { ws, id: s.id } },
+      body: { cron: editing.cron.trim(), timezone: editing.timezone.trim() },
+    });
+    if (err) setRowError({ id: s.id, message: describeError(err) });
+    else setEditing(null);
     await schedules.reload();
   };
   const remove = async (s: Schedule) => {
@@ -167,10 +181,43 @@ export default function Schedules({ ws, writable, notebooks }: { ws: string; wri
                       >
                         {s.enabled ? 'Disable' : 'Enable'}
                       </button>
+                      <button
+                        type="button"
+                        className="link"
+                        onClick={() => setEditing(editing?.id === s.id ? null : { id: s.id, cron: s.cron, timezone: s.timezone })}
+                        aria-expanded={editing?.id === s.id}
+                        aria-label={`Edit schedule ${s.cron}`}
+                      >
+                        Edit
+                      </button>
                       <button type="button" className="link danger" onClick={() => void remove(s)} aria-label={`Delete schedule ${s.cron}`}>
                         Delete
                       </button>
                     </>
+                  ) : null}
+                  {writable && editing?.id === s.id ? (
+                    <form onSubmit={(e) => void save(e, s)} aria-label={`Change schedule ${s.cron}`}>
+                      <div className="toolbar">
+                        <label>
+                          Cron
+                          <input
+                            value={editing.cron}
+                            onChange={(e) => setEditing({ ...editing, cron: e.target.value })}
+                            aria-describedby={`cron-help-${s.id}`}
+                            spellCheck={false}
+                          />
+                        </label>
+                        <label>
+                          Time zone
+                          <input value={editing.timezone} onChange={(e) => setEditing({ ...editing, timezone: e.target.value })} spellCheck={false} />
+                        </label>
+                        <button type="submit">Save</button>
+                        <button type="button" className="secondary" onClick={() => setEditing(null)}>
+                          Cancel
+                        </button>
+                      </div>
+                      <CronHelper cron={editing.cron} timezone={editing.timezone.trim()} id={`cron-help-${s.id}`} />
+                    </form>
                   ) : null}
                   {rowError?.id === s.id ? <ErrorText error={rowError.message} /> : null}
                 </td>
