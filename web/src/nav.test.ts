@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loginPath, safeNext } from './nav';
+import { jupyterPath, loginPath, safeNext } from './nav';
 
 describe('safeNext: the login page follows ?next= only to this app (no open redirect)', () => {
   const origin = 'https://platform.example';
@@ -41,5 +41,17 @@ describe('safeNext: the login page follows ?next= only to this app (no open redi
     expect(loginPath('/workspaces/a/files/')).toBe('/login?next=%2Fworkspaces%2Fa%2Ffiles%2F');
     expect(loginPath('/')).toBe('/login');
     expect(loginPath('//evil.example')).toBe('/login');
+  });
+});
+
+describe('jupyterPath: the workspace JupyterLab, or a file opened in it', () => {
+  it('is the lab root without a path', () => {
+    expect(jupyterPath('7e5cea70-8f6d-40b2-b9f4-c75b19d741b4')).toBe('/jupyter/7e5cea70-8f6d-40b2-b9f4-c75b19d741b4/');
+  });
+
+  it("opens a file by its object path, each segment encoded (a name's ?, # and % stay in the name)", () => {
+    expect(jupyterPath('ws', 'reports/weekly.ipynb')).toBe('/jupyter/ws/lab/tree/reports/weekly.ipynb');
+    expect(jupyterPath('ws', 'a b/c?d#e%f.ipynb')).toBe('/jupyter/ws/lab/tree/a%20b/c%3Fd%23e%25f.ipynb');
+    expect(jupyterPath('ws', 'über/ノート.ipynb')).toBe(`/jupyter/ws/lab/tree/${encodeURIComponent('über')}/${encodeURIComponent('ノート.ipynb')}`);
   });
 });

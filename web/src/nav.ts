@@ -32,3 +32,12 @@ export function loginPath(path: string): string {
 export function encodePath(path: string): string {
   return path.split('/').map(encodeURIComponent).join('/');
 }
+
+/**
+ * The workspace's JupyterLab (`/jupyter/{ws}/`, a full page load: not part of this app), or a file
+ * opened in it: JupyterLab's root is the workspace's files, so a file's tree path is its object path.
+ */
+export function jupyterPath(ws: string, path?: string): string {
+  const root = `/jupyter/${encodeURIComponent(ws)}/`;
+  return path ? `${root}lab/tree/${encodePath(path)}` : root;
+}

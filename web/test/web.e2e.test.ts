@@ -744,6 +744,9 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await page.getByTestId('file-input').count()).toBe(0);
     expect(await page.getByRole('button', { name: /^Delete/ }).count()).toBe(0);
     expect(await page.getByRole('button', { name: /^Rename/ }).count()).toBe(0);
+    // A notebook opens in the workspace's JupyterLab (read-only for a viewer, decision 0101); other files do not offer it.
+    expect(await page.getByRole('link', { name: 'Open analysis.ipynb in JupyterLab' }).getAttribute('href')).toBe(`/jupyter/${ws}/lab/tree/analysis.ipynb`);
+    expect(await page.getByRole('link', { name: 'Open measurements.bin in JupyterLab' }).count()).toBe(0);
     // A viewer may preview, but a MOVE sent by hand is refused by the server.
     await page.getByRole('button', { name: 'Preview analysis.ipynb' }).click();
     await page.getByRole('region', { name: 'Cells of analysis.ipynb' }).getByText('print(1)').waitFor(UI_WAIT);

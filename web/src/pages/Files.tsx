@@ -18,7 +18,7 @@ import { ErrorText, formatBytes, formatTime, Link, MoreThan, PartBoundary } from
 import { filesPath } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
-import { encodePath } from '../nav';
+import { encodePath, jupyterPath } from '../nav';
 import { collectPages, loadPages, type Collected, type Page } from '../paging';
 import { useOnReturn, type Answer } from '../load';
 
@@ -371,6 +371,11 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                     <button type="button" className="link" onClick={() => setPreviewOf(o)} aria-label={`Preview ${name}`}>
                       Preview
                     </button>
+                    {o.path.toLowerCase().endsWith('.ipynb') ? (
+                      <a href={jupyterPath(ws, o.path)} aria-label={`Open ${name} in JupyterLab`}>
+                        Open in JupyterLab
+                      </a>
+                    ) : null}
                     <a href={objectUrl(ws, o.path)} download={name} aria-label={`Download ${name}`}>
                       Download
                     </a>

@@ -1,6 +1,7 @@
 import type { Me } from '../api/client';
 import { Link } from '../components';
 import { filesPath } from '../router';
+import { jupyterPath } from '../nav';
 
 export function HomePage({ me }: { me: Me }) {
   return (
@@ -30,7 +31,7 @@ export function HomePage({ me }: { me: Me }) {
               <p className="actions">
                 <Link to={filesPath(w.id)}>Files</Link>
                 <Link to={`/workspaces/${encodeURIComponent(w.id)}/runs`}>Runs</Link>
-                <a href={`/jupyter/${encodeURIComponent(w.id)}/`}>Open in JupyterLab</a>
+                <a href={jupyterPath(w.id)}>Open in JupyterLab</a>
               </p>
             </li>
           ))}

@@ -1,6 +1,7 @@
 import type { Me } from '../api/client';
 import { Link } from '../components';
 import { filesPath } from '../router';
+import { jupyterPath } from '../nav';
 
 export type Role = 'admin' | 'editor' | 'viewer';
 
@@ -37,7 +38,7 @@ export function WorkspaceHeader({ me, ws, current }: { me: Me; ws: string; curre
             {t.label}
           </Link>
         ))}
-        <a href={`/jupyter/${encodeURIComponent(ws)}/`}>Open in JupyterLab</a>
+        <a href={jupyterPath(ws)}>Open in JupyterLab</a>
       </nav>
     </div>
   );
