@@ -460,6 +460,8 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       await executed.getByText('<script>never run</script>').waitFor(UI_WAIT);
       expect(await page.locator('.notebook script').count()).toBe(0);
       expect(await panel.locator('pre.log').textContent()).toMatch(/claimed[\s\S]*started[\s\S]*finished/);
+      const outputPath = `plots/chart.runs/${chart.id}.ipynb`;
+      expect(await panel.getByRole('link', { name: 'Open it in JupyterLab' }).getAttribute('href')).toBe(`/jupyter/${ws}/lab/tree/${outputPath}`);
       await shot(page, 'run-output');
       expect(await seriousViolations(page)).toEqual([]);
 
@@ -745,8 +747,8 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await page.getByRole('button', { name: /^Delete/ }).count()).toBe(0);
     expect(await page.getByRole('button', { name: /^Rename/ }).count()).toBe(0);
     // A notebook opens in the workspace's JupyterLab (read-only for a viewer, decision 0101); other files do not offer it.
-    expect(await page.getByRole('link', { name: 'Open analysis.ipynb in JupyterLab' }).getAttribute('href')).toBe(`/jupyter/${ws}/lab/tree/analysis.ipynb`);
-    expect(await page.getByRole('link', { name: 'Open measurements.bin in JupyterLab' }).count()).toBe(0);
+    expect(await page.getByRole('link', { name: 'Open in JupyterLab: analysis.ipynb' }).getAttribute('href')).toBe(`/jupyter/${ws}/lab/tree/analysis.ipynb`);
+    expect(await page.getByRole('link', { name: 'Open in JupyterLab: measurements.bin' }).count()).toBe(0);
     // A viewer may preview, but a MOVE sent by hand is refused by the server.
     await page.getByRole('button', { name: 'Preview analysis.ipynb' }).click();
     await page.getByRole('region', { name: 'Cells of analysis.ipynb' }).getByText('print(1)').waitFor(UI_WAIT);

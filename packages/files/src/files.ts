@@ -3,7 +3,15 @@ import type { Readable } from 'node:stream';
 import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow, type ObjectVersionRow } from '@codeagent/db';
 import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, encodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
-import { ObjectTooLargeError, normalizeContentType, validateNewObjectPath, validateObjectPath, validatePrefix, type ByteRange, type ObjectStore } from '@codeagent/storage';
+import {
+  ObjectTooLargeError,
+  normalizeContentType,
+  validateNewObjectPath,
+  validateObjectPath,
+  validatePrefix,
+  type ByteRange,
+  type ObjectStore,
+} from '@codeagent/storage';
 import type { FolderDto, ListedFolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
 
 export interface OpenedObject {

@@ -372,7 +372,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                       Preview
                     </button>
                     {o.path.toLowerCase().endsWith('.ipynb') ? (
-                      <a href={jupyterPath(ws, o.path)} aria-label={`Open ${name} in JupyterLab`}>
+                      <a href={jupyterPath(ws, o.path)} aria-label={`Open in JupyterLab: ${name}`}>
                         Open in JupyterLab
                       </a>
                     ) : null}

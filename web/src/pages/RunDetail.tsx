@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { api, describeError, objectUrl, type Run } from '../api/client';
 import { ErrorText, formatTime } from '../components';
+import { jupyterPath } from '../nav';
 import { NotebookView, parseNotebook, type NotebookJson } from '../preview/notebook';
 
 /** One line of the run log (JSON lines of timestamped events, docs/contract/spec.md §7) for people. */
@@ -62,7 +63,8 @@ export default function RunDetail({ ws, run, onClose }: { ws: string; run: Run; 
         <p>
           <a href={objectUrl(ws, run.output_path)} download>
             Download {run.output_path}
-          </a>
+          </a>{' '}
+          · <a href={jupyterPath(ws, run.output_path)}>Open it in JupyterLab</a>
         </p>
       ) : (
         <p className="muted">{run.status === 'queued' || run.status === 'running' ? 'Written when the run ends.' : 'This run wrote no notebook.'}</p>
