@@ -21,6 +21,7 @@ file's directory on PYTHONPATH (the runtime does both for every Jupyter server i
 import base64
 import errno
 import os
+import re
 import time
 
 from tornado import web
@@ -29,6 +30,22 @@ from traitlets import Integer
 from jupyter_server.services.contents.largefilemanager import LargeFileManager
 
 PARTIAL = {"codeagent_upload": "partial"}
+
+# Unicode's bidirectional controls, which the platform refuses in a name being given (the same
+# set as validateNewObjectPath in packages/storage/src/paths.ts, decision 0224): a file named
+# with them displays as another name. Refused here too, before the file exists on the mount, so
+# that the workspace's JupyterLab never lists a file the platform will not store.
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _check_new_name(path):
+    found = BIDI_CONTROLS.search(path)
+    if found:
+        raise web.HTTPError(
+            400,
+            f"{path} was not saved: a name must not contain bidirectional control characters "
+            f"(U+{ord(found.group(0)):04X}): they make a name display as another",
+        )
 
 
 class _Upload:
@@ -142,6 +159,7 @@ class OneWriteFileManager(LargeFileManager):
     # --- the contents API -------------------------------------------------------------------------
 
     def save(self, model, path=""):
+        _check_new_name(path)
         chunk = model.get("chunk")
         if chunk is None:
             # A whole save of a file that is being uploaded ends that upload first.
@@ -169,5 +187,6 @@ class OneWriteFileManager(LargeFileManager):
         return super().delete_file(path)
 
     def rename_file(self, old_path, new_path):
+        _check_new_name(new_path)
         self._close_under(self._get_os_path(old_path.strip("/")))
         return super().rename_file(old_path, new_path)

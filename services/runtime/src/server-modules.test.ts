@@ -232,6 +232,28 @@ describe('chunked uploads are one write (the codeagent_contents manager)', () =>
     expect(held().filter((p) => p.endsWith('.bin'))).toEqual([]);
   });
 
+  it('refuses a name with a bidirectional control character (decision 0224), by save, upload part, new folder and rename; right-to-left names pass', async () => {
+    // The characters of validateNewObjectPath (packages/storage/src/paths.ts and its test).
+    for (const c of ['\u061c', '\u200e', '\u200f', '\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069']) {
+      const name = encodeURIComponent(`invoice${c}fdp.exe`);
+      const code = `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+      const saved = await put(name, { type: 'file', format: 'text', content: 'MZ' });
+      expect([code, saved.status]).toEqual([code, 400]);
+      expect(saved.model.message).toContain(`bidirectional control characters (${code})`);
+      expect((await part(name, 1, 'MZ')).status).toBe(400);
+    }
+    expect((await put(encodeURIComponent('folder\u202e'), { type: 'directory' })).status).toBe(400);
+    expect((await put('plain.txt', { type: 'file', format: 'text', content: 'x' })).status).toBe(201);
+    const renamed = await fetch(`${server.url}/api/contents/plain.txt?token=${TOKEN}`, {
+      method: 'PATCH',
+      body: JSON.stringify({ path: 'txt.\u202eplain' }),
+    });
+    expect(renamed.status).toBe(400);
+    expect(readdirSync(join(dir, 'root')).filter((n) => /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(n))).toEqual([]);
+    expect(readFileSync(onDisk('plain.txt'), 'utf8')).toBe('x');
+    expect((await put(encodeURIComponent('تقرير.txt'), { type: 'file', format: 'text', content: 'x' })).status).toBe(201);
+  });
+
   it("refuses a part it cannot place or decode with 400, in Jupyter's error shape", async () => {
     for (const chunk of [0, -2, 1.5]) {
       const got = await put('bad.bin', { type: 'file', format: 'text', chunk, content: 'x' });
