@@ -1174,6 +1174,44 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
 
+  it('an editor makes a new folder and lands in it, ready to upload; a taken name and a slash are said in words; a viewer has no such button', async () => {
+    const editor = await createAndLogin(b, 'folders@example.com');
+    const reader = await createAndLogin(b, 'folder-reader@example.com');
+    const space = await createWorkspace(b, 'Folders');
+    await addMembers(b, space, [
+      [editor, 'editor'],
+      [reader, 'viewer'],
+    ]);
+    const page = await newPage();
+    await logIn(page, base, 'folders@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/`)}`);
+    await page.getByRole('button', { name: 'Upload files' }).waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'New folder' }).click();
+    const form = page.getByRole('form', { name: 'New folder' });
+    await form.getByLabel('Folder name').fill('a/b');
+    await form.getByRole('button', { name: 'Create folder' }).click();
+    await form.getByRole('alert').filter({ hasText: 'a name without /' }).waitFor(UI_WAIT);
+    await form.getByLabel('Folder name').fill('reports 2026');
+    await form.getByRole('button', { name: 'Create folder' }).click();
+    await expect.poll(() => new URL(page.url()).pathname, UI_WAIT).toBe(`/workspaces/${space}/files/reports%202026/`);
+    await page.getByRole('navigation', { name: 'Breadcrumbs' }).getByText('reports 2026').waitFor(UI_WAIT);
+    // Empty, ready for uploads: the object that keeps the folder is not shown as a file.
+    await page.getByText('No files here yet.').waitFor(UI_WAIT);
+    expect(await page.getByText('.codeagent-folder').count()).toBe(0);
+    // Back at the top the folder is listed; the same name again is refused in words.
+    await page.getByRole('navigation', { name: 'Breadcrumbs' }).getByRole('link').first().click();
+    await page.getByRole('link', { name: 'reports 2026' }).first().waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'New folder' }).click();
+    await form.getByLabel('Folder name').fill('reports 2026');
+    await form.getByRole('button', { name: 'Create folder' }).click();
+    await form.getByRole('alert').filter({ hasText: 'reports 2026 exists already here' }).waitFor(UI_WAIT);
+    expect(await seriousViolations(page)).toEqual([]);
+
+    const viewer = await newPage();
+    await logIn(viewer, base, 'folder-reader@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/`)}`);
+    await viewer.getByRole('link', { name: 'reports 2026' }).first().waitFor(UI_WAIT);
+    expect(await viewer.getByRole('button', { name: 'New folder' }).count()).toBe(0);
+  }, 60_000);
+
   it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {
     const owner = await createAndLogin(b, 'poller@example.com');
     const lab = await createWorkspace(b, 'Polling');

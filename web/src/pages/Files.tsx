@@ -15,7 +15,7 @@ import {
 } from 'react';
 import { api, describeError, objectUrl, type ListedFolder, type Me, type StoredObject, type VersionItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime, Link, MoreThan, PartBoundary } from '../components';
-import { filesPath } from '../router';
+import { filesPath, navigate } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { encodePath, jupyterPath } from '../nav';
@@ -38,6 +38,9 @@ interface Upload {
 
 type SortKey = 'name' | 'size' | 'updated';
 
+/** The object an empty folder is kept as (services/backend/src/domain/dav.ts, decision 0070). */
+const FOLDER_MARKER = '.codeagent-folder';
+
 /** Pages of 1 000 entries the file browser reads at most in one folder (100 000 files and folders). */
 const LIST_PAGES = 100;
 
@@ -53,7 +56,8 @@ async function listPage(ws: string, prefix: string, cursor: string | undefined):
   if (error) throw error;
   const entries: Entry[] = [
     ...(data.folders ?? []).map((folder) => ({ kind: 'folder' as const, folder })),
-    ...data.items.map((object) => ({ kind: 'file' as const, object })),
+    // The marker that keeps an empty folder (decision 0070) is not a file of the user's.
+    ...data.items.filter((object) => object.path.slice(prefix.length) !== FOLDER_MARKER).map((object) => ({ kind: 'file' as const, object })),
   ];
   return { items: entries, next_cursor: data.next_cursor };
 }
@@ -101,6 +105,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const [versionsOf, setVersionsOf] = useState<string | null>(null);
   const [previewOf, setPreviewOf] = useState<StoredObject | null>(null);
   const [renaming, setRenaming] = useState<string | null>(null);
+  const [creatingFolder, setCreatingFolder] = useState(false);
   const fileInput = useRef<HTMLInputElement>(null);
 
   /**
@@ -133,6 +138,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     setVersionsOf(null);
     setPreviewOf(null);
     setRenaming(null);
+    setCreatingFolder(false);
     void load(false);
     // Leaving the folder (or the page) ends its load at the next page.
     return () => void loads.current++;
@@ -267,11 +273,15 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
               Upload files
             </button>
             <span className="muted">or drop files here</span>
+            <button type="button" className="secondary" onClick={() => setCreatingFolder((v) => !v)} aria-expanded={creatingFolder}>
+              New folder
+            </button>
           </>
         ) : (
           <span className="muted">Viewers can read and download; ask a workspace admin for the editor role to upload.</span>
         )}
       </div>
+      {writable && creatingFolder ? <NewFolder ws={ws} prefix={prefix} onClose={() => setCreatingFolder(false)} /> : null}
       {uploads.length > 0 ? (
         <ul className="uploads" aria-label="Uploads">
           {uploads.map((u) => {
@@ -587,6 +597,49 @@ async function moveObject(ws: string, from: string, to: string): Promise<string 
   } catch {
     return `The server answered ${res.status}.`;
   }
+}
+
+/**
+ * A new, empty folder in the folder shown: WebDAV `MKCOL` (the platform keeps an empty folder as a
+ * marker object, decision 0213), then the new folder is opened, ready for uploads.
+ */
+function NewFolder({ ws, prefix, onClose }: { ws: string; prefix: string; onClose: () => void }) {
+  const [name, setName] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    const folder = name.trim();
+    if (folder === '') return setError('Give the folder a name.');
+    if (folder.includes('/')) return setError('One folder at a time: a name without /.');
+    setBusy(true);
+    setError(null);
+    try {
+      const res = await fetch(`/api/v1/dav/${encodeURIComponent(ws)}/${encodePath(prefix + folder)}`, { method: 'MKCOL', credentials: 'same-origin' });
+      if (res.status === 201) return navigate(filesPath(ws, prefix + folder));
+      if (res.status === 405) return setError(`${folder} exists already here: choose another name.`);
+      setError(await res.json().then(describeError, () => `The server answered ${res.status}.`));
+    } catch (err) {
+      setError(describeError(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form className="toolbar" aria-label="New folder" onSubmit={(e) => void submit(e)}>
+      <label>
+        Folder name
+        <input value={name} onChange={(e) => setName(e.target.value)} autoFocus spellCheck={false} />
+      </label>
+      <button type="submit" disabled={busy}>
+        Create folder
+      </button>
+      <button type="button" className="secondary" onClick={onClose}>
+        Cancel
+      </button>
+      <ErrorText error={error} />
+    </form>
+  );
 }
 
 function Rename({ ws, path, onClose, onRenamed }: { ws: string; path: string; onClose: () => void; onRenamed: () => Promise<void> }) {
