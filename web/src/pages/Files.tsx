@@ -601,7 +601,7 @@ async function moveObject(ws: string, from: string, to: string): Promise<string 
 
 /**
  * A new, empty folder in the folder shown: WebDAV `MKCOL` (the platform keeps an empty folder as a
- * marker object, decision 0213), then the new folder is opened, ready for uploads.
+ * marker object, decision 0070), then the new folder is opened, ready for uploads.
  */
 function NewFolder({ ws, prefix, onClose }: { ws: string; prefix: string; onClose: () => void }) {
   const [name, setName] = useState('');
