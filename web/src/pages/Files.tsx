@@ -584,19 +584,22 @@ function Versions({
  * file at the new path is never replaced from here (412, said in words).
  */
 async function moveObject(ws: string, from: string, to: string): Promise<string | null> {
-  const dav = (p: string) => `/api/v1/dav/${encodeURIComponent(ws)}/${encodePath(p)}`;
-  const res = await fetch(dav(from), {
+  const res = await fetch(davUrl(ws, from), {
     method: 'MOVE',
     credentials: 'same-origin',
-    headers: { destination: new URL(dav(to), window.location.origin).href, overwrite: 'F' },
+    headers: { destination: new URL(davUrl(ws, to), window.location.origin).href, overwrite: 'F' },
   });
   if (res.status === 201 || res.status === 204) return null;
   if (res.status === 412) return `${to} already exists: choose another name, or delete that file first.`;
-  try {
-    return describeError(await res.json());
-  } catch {
-    return `The server answered ${res.status}.`;
-  }
+  return davRefusal(res);
+}
+
+/** A path of the workspace's WebDAV tree (the file browser's moves and new folders). */
+const davUrl = (ws: string, path: string) => `/api/v1/dav/${encodeURIComponent(ws)}/${encodePath(path)}`;
+
+/** A WebDAV refusal in words: the API's error body, else the status. */
+async function davRefusal(res: Response): Promise<string> {
+  return res.json().then(describeError, () => `The server answered ${res.status}.`);
 }
 
 /**
@@ -615,10 +618,10 @@ function NewFolder({ ws, prefix, onClose }: { ws: string; prefix: string; onClos
     setBusy(true);
     setError(null);
     try {
-      const res = await fetch(`/api/v1/dav/${encodeURIComponent(ws)}/${encodePath(prefix + folder)}`, { method: 'MKCOL', credentials: 'same-origin' });
+      const res = await fetch(davUrl(ws, prefix + folder), { method: 'MKCOL', credentials: 'same-origin' });
       if (res.status === 201) return navigate(filesPath(ws, prefix + folder));
       if (res.status === 405) return setError(`${folder} exists already here: choose another name.`);
-      setError(await res.json().then(describeError, () => `The server answered ${res.status}.`));
+      setError(await davRefusal(res));
     } catch (err) {
       setError(describeError(err));
     } finally {
