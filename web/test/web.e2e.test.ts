@@ -271,7 +271,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('button', { name: 'Restore measurements.bin' }).waitFor({ state: 'detached', ...UI_WAIT });
     // Purge for good (after a confirmation): the trash is empty.
     page.once('dialog', (d) => void d.accept());
-    await page.getByRole('button', { name: 'Delete dropped.txt for good' }).click();
+    await page.getByRole('button', { name: 'Delete for good: dropped.txt' }).click();
     await page.getByText('The trash is empty').waitFor(UI_WAIT);
     expect(await seriousViolations(page)).toEqual([]);
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Files' }).click();
@@ -1210,6 +1210,67 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await logIn(viewer, base, 'folder-reader@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/`)}`);
     await viewer.getByRole('link', { name: 'reports 2026' }).first().waitFor(UI_WAIT);
     expect(await viewer.getByRole('button', { name: 'New folder' }).count()).toBe(0);
+  }, 60_000);
+
+  it('an editor renames a folder with everything in it, and deletes one (after confirming) to the trash, which lists its files and the folder itself', async () => {
+    const editor = await createAndLogin(b, 'folder-mover@example.com');
+    const space = await createWorkspace(b, 'Folder moves');
+    await addMembers(b, space, [[editor, 'editor']]);
+    const dav = (method: string, path: string, headers: Record<string, string> = {}) =>
+      fetch(`${base}/api/v1/dav/${space}/${path}`, { method, headers: { ...bearer(editor.token), ...headers } });
+    for (const [path, body] of [
+      ['data/a.csv', 'x,y\n1,2\n'],
+      ['data/deep/b.txt', 'b'],
+      ['taken/c.txt', 'c'],
+    ] as const) {
+      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method: 'PUT', headers: bearer(editor.token), body });
+      expect(res.status).toBe(201);
+    }
+    expect((await dav('MKCOL', 'empty')).status).toBe(201);
+    const paths = async () => {
+      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects?prefix=`, { headers: bearer(editor.token) });
+      return ((await res.json()) as { items: { path: string }[] }).items.map((o) => o.path);
+    };
+    const page = await newPage();
+    const dialogs: string[] = [];
+    let accept = false;
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void (accept ? d.accept() : d.dismiss());
+    });
+    await logIn(page, base, 'folder-mover@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/`)}`);
+    await page.getByRole('button', { name: 'Rename folder data' }).click();
+    const rename = page.getByRole('form', { name: 'Rename data' });
+    // Onto a folder that exists: refused in words, nothing moved.
+    await rename.getByLabel('New path').fill('taken/');
+    await rename.getByRole('button', { name: 'Rename' }).click();
+    await rename.getByText('taken already exists').waitFor(UI_WAIT);
+    await rename.getByLabel('New path').fill('archive/data-2025/');
+    await rename.getByRole('button', { name: 'Rename' }).click();
+    await rename.waitFor({ state: 'detached', ...UI_WAIT });
+    await page.getByRole('link', { name: 'archive/' }).waitFor(UI_WAIT);
+    expect(await page.getByRole('link', { name: 'data/' }).count()).toBe(0);
+    expect((await paths()).sort()).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt', 'empty/.codeagent-folder', 'taken/c.txt']);
+
+    // Delete: nothing happens until the user confirms.
+    await page.getByRole('button', { name: 'Delete folder taken' }).click();
+    await expect.poll(() => dialogs.length, UI_WAIT).toBe(1);
+    expect(dialogs[0]).toContain('Move the folder taken and everything in it to the trash?');
+    expect(await paths()).toContain('taken/c.txt');
+    accept = true;
+    await page.getByRole('button', { name: 'Delete folder taken' }).click();
+    await page.getByRole('button', { name: 'Delete folder empty' }).click();
+    await expect.poll(async () => (await paths()).sort(), UI_WAIT).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt']);
+    await expect.poll(() => page.getByRole('link', { name: 'taken/' }).count(), UI_WAIT).toBe(0);
+    expect(await page.getByRole('link', { name: 'empty/' }).count()).toBe(0);
+
+    // The trash lists the file and the empty folder as the folder (not its marker); restoring it brings the folder back.
+    await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Trash' }).click();
+    await page.getByRole('button', { name: 'Restore taken/c.txt' }).waitFor(UI_WAIT);
+    await page.getByRole('button', { name: 'Restore empty/' }).click();
+    await expect.poll(() => paths(), UI_WAIT).toContain('empty/.codeagent-folder');
+    expect(await page.getByText('.codeagent-folder').count()).toBe(0);
+    expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
 
   it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {

@@ -29,6 +29,15 @@ export type Me = Json<'/api/v1/auth/me', 'get'>;
 export type ObjectList = Json<'/api/v1/data-resources/{ws}/objects', 'get'>;
 export type StoredObject = ObjectList['items'][number];
 export type ListedFolder = NonNullable<ObjectList['folders']>[number];
+/**
+ * The object an empty folder is kept as (services/backend/src/domain/dav.ts, decision 0070): the
+ * REST API lists it like any object; the web app shows it as the folder it keeps.
+ */
+export const FOLDER_MARKER = '.codeagent-folder';
+
+/** The folder (`a/b`) whose marker `path` is, or undefined when `path` is not a folder's marker. */
+export const markedFolder = (path: string): string | undefined => (path.endsWith(`/${FOLDER_MARKER}`) ? path.slice(0, -FOLDER_MARKER.length - 1) : undefined);
+
 export type TrashList = Json<'/api/v1/data-resources/{ws}/trash', 'get'>;
 export type TrashItem = TrashList['items'][number];
 export type VersionList = Json<'/api/v1/data-resources/{ws}/versions/{*}', 'get'>;

@@ -13,7 +13,7 @@ import {
   type ReactElement,
   type Ref,
 } from 'react';
-import { api, describeError, objectUrl, type ListedFolder, type Me, type StoredObject, type VersionItem } from '../api/client';
+import { api, describeError, FOLDER_MARKER, objectUrl, type ListedFolder, type Me, type StoredObject, type VersionItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime, Link, MoreThan, PartBoundary } from '../components';
 import { filesPath, navigate } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
@@ -37,9 +37,6 @@ interface Upload {
 }
 
 type SortKey = 'name' | 'size' | 'updated';
-
-/** The object an empty folder is kept as (services/backend/src/domain/dav.ts, decision 0070). */
-const FOLDER_MARKER = '.codeagent-folder';
 
 /** Pages of 1 000 entries the file browser reads at most in one folder (100 000 files and folders). */
 const LIST_PAGES = 100;
@@ -104,7 +101,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const [dragging, setDragging] = useState(false);
   const [versionsOf, setVersionsOf] = useState<string | null>(null);
   const [previewOf, setPreviewOf] = useState<StoredObject | null>(null);
-  const [renaming, setRenaming] = useState<string | null>(null);
+  const [renaming, setRenaming] = useState<{ path: string; folder: boolean } | null>(null);
   const [creatingFolder, setCreatingFolder] = useState(false);
   const fileInput = useRef<HTMLInputElement>(null);
 
@@ -204,6 +201,25 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       if (versionsOf === path) setVersionsOf(null);
       await load();
     }
+  };
+
+  /**
+   * A folder and everything in it to the trash (WebDAV `DELETE` of the folder, each file its own
+   * trash entry as if deleted one by one), after the user confirms.
+   */
+  const removeFolder = async (name: string) => {
+    setRowError(null);
+    const path = prefix + name;
+    if (!window.confirm(`Move the folder ${name} and everything in it to the trash? Its files can be restored from the trash.`)) return;
+    try {
+      const res = await fetch(davUrl(ws, path), { method: 'DELETE', credentials: 'same-origin' });
+      if (res.status !== 204) return setRowError({ path: `${path}/`, message: await davRefusal(res) });
+    } catch (err) {
+      return setRowError({ path: `${path}/`, message: describeError(err) });
+    }
+    if (versionsOf?.startsWith(`${path}/`)) setVersionsOf(null);
+    if (previewOf?.path.startsWith(`${path}/`)) setPreviewOf(null);
+    await load();
   };
 
   const onDrop = (e: DragEvent) => {
@@ -355,13 +371,30 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                   <tr key={`d:${name}`} {...at}>
                     <td>
                       <Link to={filesPath(ws, prefix + name)}>📁 {name}/</Link>
+                      {rowError?.path === `${prefix + name}/` ? <ErrorText error={rowError.message} /> : null}
                     </td>
                     <td>
                       {count.toLocaleString()}
                       {capped ? '+' : ''} {count === 1 && !capped ? 'file' : 'files'}
                     </td>
                     <td />
-                    <td />
+                    <td className="actions">
+                      {writable ? (
+                        <>
+                          <button
+                            type="button"
+                            className="link"
+                            onClick={() => setRenaming({ path: prefix + name, folder: true })}
+                            aria-label={`Rename folder ${name}`}
+                          >
+                            Rename
+                          </button>
+                          <button type="button" className="link danger" onClick={() => void removeFolder(name)} aria-label={`Delete folder ${name}`}>
+                            Delete
+                          </button>
+                        </>
+                      ) : null}
+                    </td>
                   </tr>
                 );
               }
@@ -393,7 +426,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                       Versions
                     </button>
                     {writable ? (
-                      <button type="button" className="link" onClick={() => setRenaming(o.path)} aria-label={`Rename ${name}`}>
+                      <button type="button" className="link" onClick={() => setRenaming({ path: o.path, folder: false })} aria-label={`Rename ${name}`}>
                         Rename
                       </button>
                     ) : null}
@@ -411,13 +444,17 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       ) : null}
       {renaming ? (
         <Rename
+          key={renaming.path}
           ws={ws}
-          path={renaming}
+          path={renaming.path}
+          folder={renaming.folder}
           onClose={() => setRenaming(null)}
           onRenamed={async () => {
             setRenaming(null);
-            if (previewOf?.path === renaming) setPreviewOf(null);
-            if (versionsOf === renaming) setVersionsOf(null);
+            // What was shown of the file, or of a file in the folder, is at another path now.
+            const moved = (p: string) => (renaming.folder ? p.startsWith(`${renaming.path}/`) : p === renaming.path);
+            if (previewOf && moved(previewOf.path)) setPreviewOf(null);
+            if (versionsOf !== null && moved(versionsOf)) setVersionsOf(null);
             await load();
           }}
         />
@@ -579,9 +616,9 @@ function Versions({
 }
 
 /**
- * Rename or move a file within the workspace: WebDAV `MOVE` of the existing tree (decision 0150;
- * the REST API has no move). The row and its versions change path; `Overwrite: F`, so an existing
- * file at the new path is never replaced from here (412, said in words).
+ * Rename or move a file or a folder within the workspace: WebDAV `MOVE` of the existing tree
+ * (decision 0150; the REST API has no move). The rows and their versions change path;
+ * `Overwrite: F`, so what exists at the new path is never replaced from here (412, said in words).
  */
 async function moveObject(ws: string, from: string, to: string): Promise<string | null> {
   const res = await fetch(davUrl(ws, from), {
@@ -590,7 +627,7 @@ async function moveObject(ws: string, from: string, to: string): Promise<string 
     headers: { destination: new URL(davUrl(ws, to), window.location.origin).href, overwrite: 'F' },
   });
   if (res.status === 201 || res.status === 204) return null;
-  if (res.status === 412) return `${to} already exists: choose another name, or delete that file first.`;
+  if (res.status === 412) return `${to} already exists: choose another name, or delete what is there first.`;
   return davRefusal(res);
 }
 
@@ -645,7 +682,7 @@ function NewFolder({ ws, prefix, onClose }: { ws: string; prefix: string; onClos
   );
 }
 
-function Rename({ ws, path, onClose, onRenamed }: { ws: string; path: string; onClose: () => void; onRenamed: () => Promise<void> }) {
+function Rename({ ws, path, folder, onClose, onRenamed }: { ws: string; path: string; folder: boolean; onClose: () => void; onRenamed: () => Promise<void> }) {
   const [to, setTo] = useState(path);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -653,7 +690,9 @@ function Rename({ ws, path, onClose, onRenamed }: { ws: string; path: string; on
   useEffect(() => input.current?.focus(), []);
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    const target = to.trim().replace(/^\/+/, '');
+    const trimmed = to.trim().replace(/^\/+/, '');
+    // (A folder's new path may be written with its closing slash.)
+    const target = folder ? trimmed.replace(/\/+$/, '') : trimmed;
     if (target === '' || target === path) return onClose();
     setBusy(true);
     setError(null);
@@ -664,14 +703,19 @@ function Rename({ ws, path, onClose, onRenamed }: { ws: string; path: string; on
   };
   return (
     <aside className="panel" aria-labelledby="rename-heading">
-      <h2 id="rename-heading">Rename or move {path}</h2>
+      <h2 id="rename-heading">
+        Rename or move {path}
+        {folder ? '/' : ''}
+      </h2>
       <form className="stack" aria-label={`Rename ${path}`} onSubmit={(e) => void submit(e)}>
         <label>
           New path
           <input ref={input} value={to} onChange={(e) => setTo(e.target.value)} aria-describedby="rename-hint" />
         </label>
         <p id="rename-hint" className="hint">
-          A path in this workspace; a new folder name moves the file there. Its versions go with it.
+          {folder
+            ? 'A path in this workspace: the folder moves there with everything in it, and its files keep their versions.'
+            : 'A path in this workspace; a new folder name moves the file there. Its versions go with it.'}
         </p>
         <ErrorText error={error} />
         <div className="toolbar">

@@ -1,5 +1,5 @@
 import { useState } from 'react';
-import { api, describeError, type Me, type TrashItem } from '../api/client';
+import { api, describeError, markedFolder, type Me, type TrashItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime } from '../components';
 import { useLoad } from '../load';
 import { loadPages } from '../paging';
@@ -14,7 +14,7 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
 
   const act = async (item: TrashItem, action: 'restore' | 'purge') => {
     setRowError(null);
-    if (action === 'purge' && !window.confirm(`Delete ${item.path} for good? This cannot be undone.`)) return;
+    if (action === 'purge' && !window.confirm(`Delete ${shownPath(item)} for good? This cannot be undone.`)) return;
     const { error: err } =
       action === 'restore'
         ? await api.POST('/api/v1/data-resources/{ws}/trash/{id}/restore', { params: { path: { ws, id: item.id } } })
@@ -56,7 +56,8 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
             {items.map((t) => (
               <tr key={t.id}>
                 <td>
-                  {t.path}
+                  {shownPath(t)}
+                  {markedFolder(t.path) !== undefined ? <span className="muted"> (the folder itself)</span> : null}
                   {rowError?.id === t.id ? <ErrorText error={rowError.message} /> : null}
                 </td>
                 <td>{formatBytes(t.size)}</td>
@@ -64,10 +65,10 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
                 <td className="actions">
                   {writable ? (
                     <>
-                      <button type="button" className="link" onClick={() => void act(t, 'restore')} aria-label={`Restore ${t.path}`}>
+                      <button type="button" className="link" onClick={() => void act(t, 'restore')} aria-label={`Restore ${shownPath(t)}`}>
                         Restore
                       </button>
-                      <button type="button" className="link danger" onClick={() => void act(t, 'purge')} aria-label={`Delete ${t.path} for good`}>
+                      <button type="button" className="link danger" onClick={() => void act(t, 'purge')} aria-label={`Delete for good: ${shownPath(t)}`}>
                         Delete for good
                       </button>
                     </>
@@ -80,4 +81,10 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
       ) : null}
     </section>
   );
+}
+
+/** A trash item's path as the file browser shows it: an empty folder's marker as that folder (`a/b/`). */
+function shownPath(item: TrashItem): string {
+  const folder = markedFolder(item.path);
+  return folder === undefined ? item.path : `${folder}/`;
 }
