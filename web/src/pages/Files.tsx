@@ -103,6 +103,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const [previewOf, setPreviewOf] = useState<StoredObject | null>(null);
   const [renaming, setRenaming] = useState<{ path: string; folder: boolean } | null>(null);
   const [creatingFolder, setCreatingFolder] = useState(false);
+  /** Folders being moved to the trash (their paths). */
+  const [deleting, setDeleting] = useState<ReadonlySet<string>>(new Set());
   const fileInput = useRef<HTMLInputElement>(null);
 
   /**
@@ -211,11 +213,19 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     setRowError(null);
     const path = prefix + name;
     if (!window.confirm(`Move the folder ${name} and everything in it to the trash? Its files can be restored from the trash.`)) return;
+    // (A folder of thousands of files takes seconds: its row says so meanwhile.)
+    setDeleting((all) => new Set(all).add(path));
     try {
       const res = await fetch(davUrl(ws, path), { method: 'DELETE', credentials: 'same-origin' });
       if (res.status !== 204) return setRowError({ path: `${path}/`, message: await davRefusal(res) });
     } catch (err) {
       return setRowError({ path: `${path}/`, message: describeError(err) });
+    } finally {
+      setDeleting((all) => {
+        const rest = new Set(all);
+        rest.delete(path);
+        return rest;
+      });
     }
     if (versionsOf?.startsWith(`${path}/`)) setVersionsOf(null);
     if (previewOf?.path.startsWith(`${path}/`)) setPreviewOf(null);
@@ -379,7 +389,11 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                     </td>
                     <td />
                     <td className="actions">
-                      {writable ? (
+                      {deleting.has(prefix + name) ? (
+                        <span role="status" aria-busy="true">
+                          Moving to the trash…
+                        </span>
+                      ) : writable ? (
                         <>
                           <button
                             type="button"
