@@ -7,6 +7,7 @@ import { LoginPage } from './pages/Login';
 import { HomePage } from './pages/Home';
 import { FilesPage, prefetchListing } from './pages/Files';
 import { TrashPage } from './pages/Trash';
+import { MembersPage } from './pages/Members';
 import { RunsPage } from './pages/Runs';
 import { ManagePage } from './pages/Manage';
 import { AccountPage } from './pages/Account';
@@ -44,6 +45,7 @@ export function App() {
       files: 'Files',
       trash: 'Trash',
       runs: 'Runs',
+      members: 'Members',
       manage: 'Administration',
       account: 'Your account',
       notFound: 'Not found',
@@ -103,6 +105,7 @@ export function App() {
         {route.name === 'files' ? <FilesPage me={me} ws={route.ws} prefix={route.prefix} /> : null}
         {route.name === 'trash' ? <TrashPage me={me} ws={route.ws} /> : null}
         {route.name === 'runs' ? <RunsPage me={me} ws={route.ws} /> : null}
+        {route.name === 'members' ? <MembersPage me={me} ws={route.ws} /> : null}
         {route.name === 'manage' ? me.is_system_admin ? <ManagePage me={me} /> : <NotFound /> : null}
         {route.name === 'account' ? <AccountPage me={me} /> : null}
         {route.name === 'notFound' ? <NotFound /> : null}

@@ -7,6 +7,7 @@ export type Route =
   | { name: 'files'; ws: string; prefix: string }
   | { name: 'trash'; ws: string }
   | { name: 'runs'; ws: string }
+  | { name: 'members'; ws: string }
   | { name: 'manage' }
   | { name: 'account' }
   | { name: 'notFound' };
@@ -17,11 +18,12 @@ export function parseRoute(location: Pick<Location, 'pathname' | 'search'>): Rou
   if (path === '/login') return { name: 'login', next: new URLSearchParams(location.search).get('next') };
   if (path === '/manage') return { name: 'manage' };
   if (path === '/account') return { name: 'account' };
-  const m = /^\/workspaces\/([^/]+)(?:\/(files|trash|runs)(\/.*)?)?$/.exec(path);
+  const m = /^\/workspaces\/([^/]+)(?:\/(files|trash|runs|members)(\/.*)?)?$/.exec(path);
   if (m) {
     const ws = decodeURIComponent(m[1]!);
     if (m[2] === 'trash') return { name: 'trash', ws };
     if (m[2] === 'runs') return { name: 'runs', ws };
+    if (m[2] === 'members') return { name: 'members', ws };
     const rest = (m[3] ?? '/').slice(1);
     const prefix = rest.split('/').filter(Boolean).map(decodeURIComponent).join('/');
     return { name: 'files', ws, prefix: prefix ? `${prefix}/` : '' };

@@ -1262,7 +1262,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await page.getByRole('button', { name: 'Delete folder empty' }).click();
     await expect.poll(async () => (await paths()).sort(), UI_WAIT).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt']);
     await expect.poll(() => page.getByRole('link', { name: 'taken/' }).count(), UI_WAIT).toBe(0);
-    expect(await page.getByRole('link', { name: 'empty/' }).count()).toBe(0);
+    await expect.poll(() => page.getByRole('link', { name: 'empty/' }).count(), UI_WAIT).toBe(0);
 
     // The trash lists the file and the empty folder as the folder (not its marker); restoring it brings the folder back.
     await page.getByRole('navigation', { name: 'Workspace' }).getByRole('link', { name: 'Trash' }).click();
@@ -1271,6 +1271,58 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await expect.poll(() => paths(), UI_WAIT).toContain('empty/.codeagent-folder');
     expect(await page.getByText('.codeagent-folder').count()).toBe(0);
     expect(await seriousViolations(page)).toEqual([]);
+  }, 60_000);
+
+  it('members see who is in the workspace, and who changed a file, deleted one and started a run; someone who left is a former member', async () => {
+    const ada = await createAndLogin(b, 'who-ada@example.com');
+    const bob = await createAndLogin(b, 'who-bob@example.com');
+    const space = await createWorkspace(b, 'Who did it');
+    await addMembers(b, space, [
+      [ada, 'editor'],
+      [bob, 'viewer'],
+    ]);
+    const object = (method: string, path: string, body?: string) =>
+      fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method, headers: bearer(ada.token), ...(body === undefined ? {} : { body }) });
+    expect((await object('PUT', 'report.csv', 'a,b\n1,2\n')).status).toBe(201);
+    expect((await object('PUT', 'report.csv', 'a,b\n3,4\n')).status).toBe(200);
+    expect((await object('PUT', 'gone.txt', 'bye')).status).toBe(201);
+    expect((await object('DELETE', 'gone.txt')).status).toBe(204);
+    expect((await object('PUT', 'daily.ipynb', notebookOf([{ source: '1+1' }]))).status).toBe(201);
+    const run = await fetch(`${base}/api/v1/workspaces/${space}/runs`, {
+      method: 'POST',
+      headers: { ...bearer(ada.token), 'content-type': 'application/json' },
+      body: JSON.stringify({ notebook_path: 'daily.ipynb' }),
+    });
+    expect(run.status).toBe(202);
+
+    const page = await newPage();
+    await logIn(page, base, 'who-bob@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/`)}`);
+    const row = page.getByRole('row').filter({ hasText: 'report.csv' });
+    await expect.poll(() => row.textContent(), UI_WAIT).toContain('by who-ada');
+    expect(await row.getByTitle('who-ada@example.com').count()).toBe(1);
+    await row.getByRole('button', { name: 'Versions of report.csv' }).click();
+    await expect.poll(async () => (await page.getByRole('listitem').filter({ hasText: 'by who-ada' }).count()) >= 2, UI_WAIT).toBe(true);
+
+    const tabs = page.getByRole('navigation', { name: 'Workspace' });
+    await tabs.getByRole('link', { name: 'Trash' }).click();
+    await expect.poll(() => page.getByRole('row').filter({ hasText: 'gone.txt' }).textContent(), UI_WAIT).toContain('by who-ada');
+    await tabs.getByRole('link', { name: 'Runs' }).click();
+    await expect.poll(() => page.getByRole('row').filter({ hasText: 'daily.ipynb' }).textContent(), UI_WAIT).toContain('run now by who-ada');
+
+    await tabs.getByRole('link', { name: 'Members' }).click();
+    const members = page.getByRole('table');
+    await members.getByRole('row').filter({ hasText: 'who-ada@example.com' }).getByText('editor').waitFor(UI_WAIT);
+    expect(await members.getByRole('row').filter({ hasText: 'who-bob@example.com' }).textContent()).toContain('(you)');
+    expect(await members.getByRole('row').filter({ hasText: 'admin@localhost' }).textContent()).toContain('admin');
+    // Members are changed by system administrators only: a viewer is told whom to ask.
+    await page.getByText('ask a system administrator').waitFor(UI_WAIT);
+    expect(await seriousViolations(page)).toEqual([]);
+
+    // Ada leaves the workspace: what she did is still shown, as a former member's.
+    const removed = await fetch(`${base}/api/v1/platform/workspaces/${space}/members/${ada.id}`, { method: 'DELETE', headers: bearer(b.adminToken) });
+    expect(removed.status).toBe(204);
+    await tabs.getByRole('link', { name: 'Files' }).click();
+    await expect.poll(() => page.getByRole('row').filter({ hasText: 'report.csv' }).textContent(), UI_WAIT).toContain('by a former member');
   }, 60_000);
 
   it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {

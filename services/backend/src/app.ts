@@ -12,6 +12,7 @@ import { authRoutes } from './routes/auth.js';
 import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';
 import { runsRoutes, type RuntimeWarmUp } from './routes/runs.js';
+import { workspaceMembersRoutes } from './routes/workspace-members.js';
 import { dataResourcesRoutes } from './routes/data-resources.js';
 import { internalRoutes } from './routes/internal.js';
 import { davRoutes } from './routes/dav.js';
@@ -114,6 +115,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
         warmUp: opts.runtimeWarmUp,
         prefix: '/workspaces',
       });
+      await api.register(workspaceMembersRoutes, { db: opts.db, prefix: '/workspaces' });
       await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
       await api.register(davRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/dav' });
       api.get('/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, () => app.swagger());

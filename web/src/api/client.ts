@@ -51,6 +51,7 @@ export type User = UserList['items'][number];
 export type WorkspaceList = Json<'/api/v1/platform/workspaces', 'get'>;
 export type Workspace = WorkspaceList['items'][number];
 export type MemberList = Json<'/api/v1/platform/workspaces/{id}/members', 'get'>;
+export type WorkspaceMemberList = Json<'/api/v1/workspaces/{ws}/members', 'get'>;
 export type Member = MemberList['items'][number];
 
 /** The error body of every failure (docs/contract/spec.md §3). */

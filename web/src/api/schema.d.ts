@@ -2219,6 +2219,8 @@ export interface paths {
                             error: string | null;
                             log_key: string | null;
                             output_path: string | null;
+                            /** Format: uuid */
+                            created_by: string | null;
                         };
                     };
                 };
@@ -2364,6 +2366,8 @@ export interface paths {
                             error: string | null;
                             log_key: string | null;
                             output_path: string | null;
+                            /** Format: uuid */
+                            created_by: string | null;
                         };
                     };
                 };
@@ -2490,6 +2494,8 @@ export interface paths {
                             error: string | null;
                             log_key: string | null;
                             output_path: string | null;
+                            /** Format: uuid */
+                            created_by: string | null;
                         };
                     };
                 };
@@ -2706,6 +2712,8 @@ export interface paths {
                             created_at: string;
                             /** Format: date-time */
                             updated_at: string;
+                            /** Format: uuid */
+                            created_by: string | null;
                         };
                     };
                 };
@@ -2845,6 +2853,8 @@ export interface paths {
                             created_at: string;
                             /** Format: date-time */
                             updated_at: string;
+                            /** Format: uuid */
+                            created_by: string | null;
                         };
                     };
                 };
@@ -3006,6 +3016,8 @@ export interface paths {
                             created_at: string;
                             /** Format: date-time */
                             updated_at: string;
+                            /** Format: uuid */
+                            created_by: string | null;
                         };
                     };
                 };
@@ -3079,6 +3091,101 @@ export interface paths {
                 };
             };
         };
+        trace?: never;
+    };
+    "/api/v1/workspaces/{ws}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's members (any member may read them; only system administrators change them) */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items: components["schemas"]["def-3"][];
+                            next_cursor: string | null;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                            message?: string;
+                            fields?: {
+                                [key: string]: string;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                            message?: string;
+                            fields?: {
+                                [key: string]: string;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                            message?: string;
+                            fields?: {
+                                [key: string]: string;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/data-resources/{ws}/objects/{*}": {
@@ -4271,6 +4378,8 @@ export interface components {
             error: string | null;
             log_key: string | null;
             output_path: string | null;
+            /** Format: uuid */
+            created_by: string | null;
         };
         /** Schedule */
         "def-5": {
@@ -4290,6 +4399,8 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            /** Format: uuid */
+            created_by: string | null;
         };
         /** Object */
         "def-6": {

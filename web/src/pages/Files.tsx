@@ -21,6 +21,7 @@ import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { encodePath, jupyterPath } from '../nav';
 import { collectPages, loadPages, type Collected, type Page } from '../paging';
 import { useOnReturn, type Answer } from '../load';
+import { By, useMembers, type Members } from '../members';
 
 // Previews (CSV, notebooks, …) load on demand: their code is not part of the first page load.
 const Preview = lazy(() => import('../preview/Preview'));
@@ -106,6 +107,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   /** Folders being moved to the trash (their paths). */
   const [deleting, setDeleting] = useState<ReadonlySet<string>>(new Set());
   const fileInput = useRef<HTMLInputElement>(null);
+  const members = useMembers(ws);
 
   /**
    * Lists the folder. On opening it (`shown` false) a long folder shows its first pages while the
@@ -423,7 +425,10 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                     {rowError?.path === o.path ? <ErrorText error={rowError.message} /> : null}
                   </td>
                   <td>{formatBytes(o.size)}</td>
-                  <td>{formatTime(o.updated_at)}</td>
+                  <td>
+                    {formatTime(o.updated_at)}
+                    <By id={o.updated_by} members={members} />
+                  </td>
                   <td className="actions">
                     <button type="button" className="link" onClick={() => setPreviewOf(o)} aria-label={`Preview ${name}`}>
                       Preview
@@ -487,7 +492,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
           </Suspense>
         </PartBoundary>
       ) : null}
-      {versionsOf ? <Versions ws={ws} path={versionsOf} writable={writable} onClose={() => setVersionsOf(null)} onRestored={load} /> : null}
+      {versionsOf ? <Versions ws={ws} path={versionsOf} writable={writable} members={members} onClose={() => setVersionsOf(null)} onRestored={load} /> : null}
     </section>
   );
 }
@@ -550,12 +555,14 @@ function Versions({
   ws,
   path,
   writable,
+  members,
   onClose,
   onRestored,
 }: {
   ws: string;
   path: string;
   writable: boolean;
+  members: Members;
   onClose: () => void;
   onRestored: () => Promise<void>;
 }) {
@@ -609,7 +616,11 @@ function Versions({
         <ol className="versions">
           {items.map((v) => (
             <li key={v.version_id}>
-              <span>{formatTime(v.created_at)}</span> <span>{formatBytes(v.size)}</span> {v.current ? <strong>current</strong> : null}{' '}
+              <span>
+                {formatTime(v.created_at)}
+                <By id={v.created_by} members={members} />
+              </span>{' '}
+              <span>{formatBytes(v.size)}</span> {v.current ? <strong>current</strong> : null}{' '}
               <a href={objectUrl(ws, path, v.version_id)} download>
                 Download
               </a>{' '}

@@ -4,6 +4,7 @@ import { ErrorText, formatTime, PartBoundary } from '../components';
 import { useLoad, type Answer } from '../load';
 import { loadPages, type Collected } from '../paging';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
+import { By, useMembers } from '../members';
 
 // The run view (notebook renderer) and the schedules (croner) load on demand.
 const RunDetail = lazy(() => import('./RunDetail'));
@@ -67,6 +68,7 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
     },
   );
   const runs = list.data?.items ?? null;
+  const members = useMembers(ws);
   const older = list.data?.next_cursor != null;
   const notebookList = useLoad(() => listNotebooks(ws), [ws]);
   const notebooks = useMemo(() => notebookList.data?.items ?? [], [notebookList.data]);
@@ -177,7 +179,13 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
           <tbody>
             {runs.map((r) => (
               <tr key={r.id}>
-                <td>{r.notebook_path}</td>
+                <td>
+                  {r.notebook_path}
+                  <div className="muted">
+                    {r.schedule_id === null ? 'run now' : 'on a schedule'}
+                    <By id={r.created_by} members={members} />
+                  </div>
+                </td>
                 <td>
                   <span className={`status status-${r.status}`}>{r.status}</span>
                   {r.error && r.error !== r.status ? <div className="error">{r.error}</div> : null}

@@ -4,12 +4,14 @@ import { ErrorText, formatBytes, formatTime } from '../components';
 import { useLoad } from '../load';
 import { loadPages } from '../paging';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
+import { By, useMembers } from '../members';
 
 export function TrashPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
   // The whole trash, newest first (up to LIST_MAX_PAGES pages: a deleted folder can fill many).
   const trash = useLoad(() => loadPages((page) => api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: page } })), [ws]);
   const items = trash.data?.items ?? null;
+  const members = useMembers(ws);
   const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
 
   const act = async (item: TrashItem, action: 'restore' | 'purge') => {
@@ -61,7 +63,10 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
                   {rowError?.id === t.id ? <ErrorText error={rowError.message} /> : null}
                 </td>
                 <td>{formatBytes(t.size)}</td>
-                <td>{formatTime(t.deleted_at)}</td>
+                <td>
+                  {formatTime(t.deleted_at)}
+                  <By id={t.deleted_by} members={members} />
+                </td>
                 <td className="actions">
                   {writable ? (
                     <>

@@ -13,12 +13,13 @@ export function roleIn(me: Me, ws: string): Role | undefined {
 export const canWrite = (role: Role | undefined) => role === 'admin' || role === 'editor';
 
 /** The workspace's name and its tabs. */
-export function WorkspaceHeader({ me, ws, current }: { me: Me; ws: string; current: 'files' | 'trash' | 'runs' }) {
+export function WorkspaceHeader({ me, ws, current }: { me: Me; ws: string; current: 'files' | 'trash' | 'runs' | 'members' }) {
   const w = me.workspaces.find((x) => x.id === ws);
   const tabs = [
     { key: 'files', label: 'Files', to: filesPath(ws) },
     { key: 'runs', label: 'Runs', to: `/workspaces/${encodeURIComponent(ws)}/runs` },
     { key: 'trash', label: 'Trash', to: `/workspaces/${encodeURIComponent(ws)}/trash` },
+    { key: 'members', label: 'Members', to: `/workspaces/${encodeURIComponent(ws)}/members` },
   ];
   return (
     <div className="ws-header">

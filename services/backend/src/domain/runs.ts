@@ -42,6 +42,7 @@ export function toRunDto(r: RunRow): RunDto {
     error: r.error,
     log_key: r.log_key,
     output_path: r.output_path,
+    created_by: r.created_by,
   };
 }
 
@@ -57,6 +58,7 @@ function toScheduleDto(s: ScheduleRow): ScheduleDto {
     last_run_at: iso(s.last_run_at),
     created_at: s.created_at.toISOString(),
     updated_at: s.updated_at.toISOString(),
+    created_by: s.created_by,
   };
 }
 

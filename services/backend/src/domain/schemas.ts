@@ -69,6 +69,8 @@ export const Run = Type.Object(
     error: Type.Union([Type.String(), Type.Null()]),
     log_key: Type.Union([Type.String(), Type.Null()]),
     output_path: Type.Union([Type.String(), Type.Null()]),
+    /** Who started it, or made the schedule that did (a user id); null once that user is deleted. */
+    created_by: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
   },
   { $id: 'Run' },
 );
@@ -84,6 +86,8 @@ export const Schedule = Type.Object(
     last_run_at: Time,
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
+    /** Who made it (a user id); null once that user is deleted. */
+    created_by: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
   },
   { $id: 'Schedule' },
 );

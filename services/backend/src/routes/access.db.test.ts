@@ -28,6 +28,7 @@ const EXPECTED: Record<string, string> = {
   'GET /api/v1/platform/workspaces/:id/members': 'system-admin',
   'PATCH /api/v1/platform/workspaces/:id/members/:user_id': 'system-admin',
   'DELETE /api/v1/platform/workspaces/:id/members/:user_id': 'system-admin',
+  'GET /api/v1/workspaces/:ws/members': 'workspace-viewer',
   'POST /api/v1/workspaces/:ws/runs': 'workspace-editor',
   'POST /api/v1/workspaces/:ws/runs/:id/cancel': 'workspace-editor',
   'POST /api/v1/workspaces/:ws/runs/warm-up': 'workspace-editor',

@@ -52,6 +52,8 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       notebook_path: 'reports/daily.ipynb',
       status: 'queued',
       parameters: { day: '2026-11-22' },
+      // Who started it (the web app names them, decision 0225).
+      created_by: editor.id,
     });
     const got = await call(viewer.token, 'GET', `${ws}/runs/${run.id}`);
     expect(got.statusCode).toBe(200);
@@ -107,7 +109,7 @@ describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
   it('creates, reads, changes and deletes schedules with 5- and 6-field cron and IANA zones', async () => {
     const five = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin' });
     expect(five.statusCode).toBe(201);
-    expect(five.json()).toMatchObject({ cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin', enabled: true });
+    expect(five.json()).toMatchObject({ cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin', enabled: true, created_by: editor.id });
     expect(Date.parse(five.json<ScheduleDto>().next_run_at ?? '')).toBeGreaterThan(Date.now());
     const six = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'a.ipynb', cron: '30 */2 * * * *', enabled: false });
     expect(six.statusCode).toBe(201);
