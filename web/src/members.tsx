@@ -3,6 +3,9 @@ import { api, type Member } from './api/client';
 import { useLoad } from './load';
 import { loadPages } from './paging';
 
+/** Every member of a workspace (up to LIST_MAX_PAGES pages), for `useLoad`. */
+export const loadMembers = (ws: string) => loadPages((page) => api.GET('/api/v1/workspaces/{ws}/members', { params: { path: { ws }, query: page } }));
+
 /** A workspace's members by user id; null until they are loaded (or when they cannot be). */
 export type Members = ReadonlyMap<string, Member> | null;
 
@@ -11,7 +14,7 @@ export type Members = ReadonlyMap<string, Member> | null;
  * user ids the API gives for who changed a file, deleted it, or started a run.
  */
 export function useMembers(ws: string): Members {
-  const members = useLoad(() => loadPages((page) => api.GET('/api/v1/workspaces/{ws}/members', { params: { path: { ws }, query: page } })), [ws]);
+  const members = useLoad(() => loadMembers(ws), [ws]);
   const items = members.data?.items;
   return useMemo(() => (items === undefined ? null : new Map(items.map((m) => [m.user_id, m]))), [items]);
 }

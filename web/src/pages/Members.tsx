@@ -1,8 +1,7 @@
-import { api, type Me, type Member } from '../api/client';
+import type { Me, Member } from '../api/client';
 import { ErrorText, formatTime, Link } from '../components';
 import { useLoad } from '../load';
-import { memberName } from '../members';
-import { loadPages } from '../paging';
+import { loadMembers, memberName } from '../members';
 import { WorkspaceHeader } from './workspace';
 
 const ROLE_ORDER = { admin: 0, editor: 1, viewer: 2 } as const;
@@ -13,7 +12,7 @@ const ROLE_ORDER = { admin: 0, editor: 1, viewer: 2 } as const;
  * (docs/contract/spec.md §4.2): they get a link to the administration.
  */
 export function MembersPage({ me, ws }: { me: Me; ws: string }) {
-  const list = useLoad(() => loadPages((page) => api.GET('/api/v1/workspaces/{ws}/members', { params: { path: { ws }, query: page } })), [ws]);
+  const list = useLoad(() => loadMembers(ws), [ws]);
   const members = list.data?.items ?? null;
   const sorted = members === null ? null : [...members].sort((a, b) => ROLE_ORDER[a.role] - ROLE_ORDER[b.role] || memberName(a).localeCompare(memberName(b)));
   return (
