@@ -23,19 +23,18 @@ export function useMembers(ws: string): Members {
 export const memberName = (m: Pick<Member, 'name' | 'email'>): string => m.name.trim() || m.email;
 
 /**
- * "by Alice" after a time: the member's name (their e-mail on hover), "by a former member" for a
- * user no longer in the workspace; nothing while the members load, or for no user at all (one
- * since deleted, or the platform itself).
+ * " by Alice" after a time, `lead` before it ("made by Alice"): the member's name (their e-mail on
+ * hover), "by a former member" for a user no longer in the workspace; nothing at all (the lead
+ * neither) while the members load, or for no user (one since deleted, or the platform itself).
  */
-export function By({ id, members }: { id: string | null | undefined; members: Members }) {
+export function By({ id, members, lead = '' }: { id: string | null | undefined; members: Members; lead?: string }) {
   if (id === null || id === undefined || members === null) return null;
   const m = members.get(id);
   return m === undefined ? (
-    <span className="by muted"> by a former member</span>
+    <span className="by muted">{lead} by a former member</span>
   ) : (
     <span className="by muted" title={m.email}>
-      {' '}
-      by {memberName(m)}
+      {lead} by {memberName(m)}
     </span>
   );
 }

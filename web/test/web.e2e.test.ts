@@ -1252,6 +1252,17 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await page.getByRole('link', { name: 'data/' }).count()).toBe(0);
     expect((await paths()).sort()).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt', 'empty/.codeagent-folder', 'taken/c.txt']);
 
+    // A folder, and the whole workspace, download as one zip (decision 0226).
+    const [zipped] = await Promise.all([page.waitForEvent('download', UI_WAIT), page.getByRole('link', { name: 'Download folder archive as zip' }).click()]);
+    expect(zipped.suggestedFilename()).toBe('archive.zip');
+    const zipPath = await zipped.path();
+    const listed = spawnSync('python3', ['-c', 'import sys, zipfile; print("\\n".join(sorted(zipfile.ZipFile(sys.argv[1]).namelist())))', zipPath], {
+      encoding: 'utf8',
+    });
+    expect(listed.stdout.trim().split('\n')).toEqual(['data-2025/a.csv', 'data-2025/deep/b.txt']);
+    const [all] = await Promise.all([page.waitForEvent('download', UI_WAIT), page.getByRole('link', { name: 'Download all as zip' }).click()]);
+    expect(all.suggestedFilename()).toBe('Folder moves.zip');
+
     // Delete: nothing happens until the user confirms.
     await page.getByRole('button', { name: 'Delete folder taken' }).click();
     await expect.poll(() => dialogs.length, UI_WAIT).toBe(1);
@@ -1294,6 +1305,12 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       body: JSON.stringify({ notebook_path: 'daily.ipynb' }),
     });
     expect(run.status).toBe(202);
+    const schedule = await fetch(`${base}/api/v1/workspaces/${space}/schedules`, {
+      method: 'POST',
+      headers: { ...bearer(ada.token), 'content-type': 'application/json' },
+      body: JSON.stringify({ notebook_path: 'daily.ipynb', cron: '0 6 * * *' }),
+    });
+    expect(schedule.status).toBe(201);
 
     const page = await newPage();
     await logIn(page, base, 'who-bob@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/`)}`);
@@ -1307,7 +1324,10 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await tabs.getByRole('link', { name: 'Trash' }).click();
     await expect.poll(() => page.getByRole('row').filter({ hasText: 'gone.txt' }).textContent(), UI_WAIT).toContain('by who-ada');
     await tabs.getByRole('link', { name: 'Runs' }).click();
-    await expect.poll(() => page.getByRole('row').filter({ hasText: 'daily.ipynb' }).textContent(), UI_WAIT).toContain('run now by who-ada');
+    const runRow = page.getByRole('table', { name: 'Runs, newest first' }).getByRole('row').filter({ hasText: 'daily.ipynb' });
+    await expect.poll(() => runRow.textContent(), UI_WAIT).toContain('run now by who-ada');
+    const scheduleRow = page.getByRole('table', { name: 'Schedules' }).getByRole('row').filter({ hasText: 'daily.ipynb' });
+    await expect.poll(() => scheduleRow.textContent(), UI_WAIT).toContain('made by who-ada');
 
     await tabs.getByRole('link', { name: 'Members' }).click();
     const members = page.getByRole('table');
@@ -1323,6 +1343,51 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(removed.status).toBe(204);
     await tabs.getByRole('link', { name: 'Files' }).click();
     await expect.poll(() => page.getByRole('row').filter({ hasText: 'report.csv' }).textContent(), UI_WAIT).toContain('by a former member');
+  }, 60_000);
+
+  it('the trash restores the files of a deleted folder at once (filter, select all); a path taken again stays, said on its row; bulk delete for good after confirming', async () => {
+    const editor = await createAndLogin(b, 'bulk-trash@example.com');
+    const space = await createWorkspace(b, 'Bulk trash');
+    await addMembers(b, space, [[editor, 'editor']]);
+    const object = (method: string, path: string, body?: string) =>
+      fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method, headers: bearer(editor.token), ...(body === undefined ? {} : { body }) });
+    for (const path of ['batch/1.txt', 'batch/2.txt', 'batch/3.txt', 'other.txt']) expect((await object('PUT', path, path)).status).toBe(201);
+    const dav = await fetch(`${base}/api/v1/dav/${space}/batch`, { method: 'DELETE', headers: bearer(editor.token) });
+    expect(dav.status).toBe(204);
+    expect((await object('DELETE', 'other.txt')).status).toBe(204);
+    // batch/2.txt is written again meanwhile: its deleted copy cannot come back over it.
+    expect((await object('PUT', 'batch/2.txt', 'new')).status).toBe(201);
+    const paths = async () => {
+      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects?prefix=`, { headers: bearer(editor.token) });
+      return ((await res.json()) as { items: { path: string }[] }).items.map((o) => o.path).sort();
+    };
+
+    const page = await newPage();
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
+    await logIn(page, base, 'bulk-trash@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/trash`)}`);
+    await page.getByRole('checkbox', { name: 'Select other.txt' }).waitFor(UI_WAIT);
+    await page.getByRole('searchbox', { name: 'Filter' }).fill('batch/');
+    await expect.poll(() => page.getByRole('checkbox', { name: 'Select other.txt' }).count(), UI_WAIT).toBe(0);
+    await page.getByRole('checkbox', { name: 'Select all that match the filter' }).check();
+    await page.getByRole('button', { name: 'Restore selected (3)' }).click();
+    await expect.poll(() => paths(), UI_WAIT).toEqual(['batch/1.txt', 'batch/2.txt', 'batch/3.txt']);
+    const refused = page.getByRole('row').filter({ hasText: 'batch/2.txt' });
+    await refused.getByText('A file already exists at this path').waitFor(UI_WAIT);
+    // The refused one stays, still selected; the others left the trash.
+    await page.getByRole('button', { name: 'Restore selected (1)' }).waitFor(UI_WAIT);
+    expect(await page.getByRole('checkbox', { name: 'Select batch/1.txt' }).count()).toBe(0);
+    expect(await (await object('GET', 'batch/2.txt')).text()).toBe('new');
+
+    await page.getByRole('searchbox', { name: 'Filter' }).fill('');
+    await page.getByRole('checkbox', { name: 'Select all' }).check();
+    await page.getByRole('button', { name: 'Delete selected for good' }).click();
+    await page.getByText('The trash is empty.').waitFor(UI_WAIT);
+    expect(dialogs).toEqual(['Delete 2 files for good? This cannot be undone.']);
+    expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
 
   it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {
@@ -1396,7 +1461,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await logIn(page, base, 'deleter@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${bin}/trash`)}`);
     // The page read only the first 1 000 (newest): the oldest 200 could be neither seen nor restored.
     await page.getByRole('button', { name: 'Restore gone/0000.csv' }).waitFor(UI_WAIT);
-    expect(await page.getByRole('button', { name: /^Restore / }).count()).toBe(1200);
+    expect(await page.getByRole('button', { name: /^Restore (?!selected)/ }).count()).toBe(1200);
     expect(await page.locator('tbody tr').first().textContent()).toContain('gone/1199.csv');
     expect(await page.getByRole('note').count()).toBe(0);
   }, 60_000);

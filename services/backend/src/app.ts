@@ -13,6 +13,7 @@ import { healthRoutes, type Probe } from './routes/health.js';
 import { platformRoutes } from './routes/platform.js';
 import { runsRoutes, type RuntimeWarmUp } from './routes/runs.js';
 import { workspaceMembersRoutes } from './routes/workspace-members.js';
+import { archiveRoutes } from './routes/archive.js';
 import { dataResourcesRoutes } from './routes/data-resources.js';
 import { internalRoutes } from './routes/internal.js';
 import { davRoutes } from './routes/dav.js';
@@ -117,6 +118,7 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
       });
       await api.register(workspaceMembersRoutes, { db: opts.db, prefix: '/workspaces' });
       await api.register(dataResourcesRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/data-resources' });
+      await api.register(archiveRoutes, { db: opts.db, files, prefix: '/data-resources' });
       await api.register(davRoutes, { db: opts.db, files, maxUploadBytes: opts.maxUploadBytes, prefix: '/dav' });
       api.get('/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, () => app.swagger());
     },

@@ -96,6 +96,11 @@ export function describeError(err: unknown): string {
 }
 
 /** The URL of an object's content (download links), or of one of its versions. */
+/** A folder (`a/b/`; '' for the whole workspace) as one zip file to download (decision 0226). */
+export function archiveUrl(ws: string, prefix: string): string {
+  return `/api/v1/data-resources/${encodeURIComponent(ws)}/archive${prefix === '' ? '' : `?prefix=${encodeURIComponent(prefix)}`}`;
+}
+
 export function objectUrl(ws: string, path: string, versionId?: string): string {
   const base = `/api/v1/data-resources/${encodeURIComponent(ws)}`;
   const p = encodePath(path);

@@ -13,7 +13,7 @@ import {
   type ReactElement,
   type Ref,
 } from 'react';
-import { api, describeError, FOLDER_MARKER, objectUrl, type ListedFolder, type Me, type StoredObject, type VersionItem } from '../api/client';
+import { api, archiveUrl, describeError, FOLDER_MARKER, objectUrl, type ListedFolder, type Me, type StoredObject, type VersionItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime, Link, MoreThan, PartBoundary } from '../components';
 import { filesPath, navigate } from '../router';
 import { uploadFile, type UploadHandle } from '../upload';
@@ -308,6 +308,11 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
         ) : (
           <span className="muted">Viewers can read and download; ask a workspace admin for the editor role to upload.</span>
         )}
+        {entries !== null && entries.length > 0 ? (
+          <a className="button secondary" href={archiveUrl(ws, prefix)} download>
+            {prefix === '' ? 'Download all as zip' : 'Download folder as zip'}
+          </a>
+        ) : null}
       </div>
       {writable && creatingFolder ? <NewFolder ws={ws} prefix={prefix} onClose={() => setCreatingFolder(false)} /> : null}
       {uploads.length > 0 ? (
@@ -391,6 +396,9 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                     </td>
                     <td />
                     <td className="actions">
+                      <a href={archiveUrl(ws, `${prefix + name}/`)} download aria-label={`Download folder ${name} as zip`}>
+                        Download
+                      </a>
                       {deleting.has(prefix + name) ? (
                         <span role="status" aria-busy="true">
                           Moving to the trash…

@@ -242,7 +242,7 @@ export function RunsPage({ me, ws }: { me: Me; ws: string }) {
       ) : null}
       <PartBoundary what="schedules">
         <Suspense fallback={<p aria-busy="true">Loading the schedules…</p>}>
-          <Schedules ws={ws} writable={writable} notebooks={notebooks} />
+          <Schedules ws={ws} writable={writable} notebooks={notebooks} members={members} />
         </Suspense>
       </PartBoundary>
     </section>

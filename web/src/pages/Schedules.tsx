@@ -4,6 +4,7 @@ import { api, describeError, type Schedule } from '../api/client';
 import { ErrorText, formatTime, MoreThan } from '../components';
 import { useLoad } from '../load';
 import { loadPages } from '../paging';
+import { By, type Members } from '../members';
 
 /** The browser's IANA zone: the default for new schedules and the zone fire times are shown in. */
 export const userZone = (): string => Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
@@ -66,7 +67,7 @@ export function CronHelper({ cron, timezone, id = 'cron-help' }: { cron: string;
   );
 }
 
-export default function Schedules({ ws, writable, notebooks }: { ws: string; writable: boolean; notebooks: string[] }) {
+export default function Schedules({ ws, writable, notebooks, members }: { ws: string; writable: boolean; notebooks: string[]; members: Members }) {
   // (At most MAX_SCHEDULES_PER_WORKSPACE, 50 by default: one page, unless an operator raised it.)
   const schedules = useLoad(() => loadPages((page) => api.GET('/api/v1/workspaces/{ws}/schedules', { params: { path: { ws }, query: page } })), [ws]);
   const items = schedules.data?.items ?? null;
@@ -164,7 +165,12 @@ export default function Schedules({ ws, writable, notebooks }: { ws: string; wri
           <tbody>
             {items.map((s) => (
               <tr key={s.id}>
-                <td>{s.notebook_path}</td>
+                <td>
+                  {s.notebook_path}
+                  <div>
+                    <By id={s.created_by} members={members} lead="made" />
+                  </div>
+                </td>
                 <td>
                   <code>{s.cron}</code> <span className="muted">({s.timezone})</span>
                 </td>

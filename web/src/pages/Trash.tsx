@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { useMemo, useState } from 'react';
 import { api, describeError, markedFolder, type Me, type TrashItem } from '../api/client';
 import { ErrorText, formatBytes, formatTime } from '../components';
 import { useLoad } from '../load';
@@ -6,28 +6,74 @@ import { loadPages } from '../paging';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { By, useMembers } from '../members';
 
+type Action = 'restore' | 'purge';
+
+/** Restores or purges one trash item; a sentence when the server refuses. */
+async function apply(ws: string, item: TrashItem, action: Action): Promise<string | null> {
+  const { error: err } =
+    action === 'restore'
+      ? await api.POST('/api/v1/data-resources/{ws}/trash/{id}/restore', { params: { path: { ws, id: item.id } } })
+      : await api.DELETE('/api/v1/data-resources/{ws}/trash/{id}', { params: { path: { ws, id: item.id } } });
+  if (!err) return null;
+  return (err as { error?: string }).error === 'conflict' ? 'A file already exists at this path: rename or delete it first, then restore.' : describeError(err);
+}
+
 export function TrashPage({ me, ws }: { me: Me; ws: string }) {
   const writable = canWrite(roleIn(me, ws));
   // The whole trash, newest first (up to LIST_MAX_PAGES pages: a deleted folder can fill many).
   const trash = useLoad(() => loadPages((page) => api.GET('/api/v1/data-resources/{ws}/trash', { params: { path: { ws }, query: page } })), [ws]);
   const items = trash.data?.items ?? null;
   const members = useMembers(ws);
-  const [rowError, setRowError] = useState<{ id: string; message: string } | null>(null);
+  /** The server's refusal of each item it refused, by id. */
+  const [rowErrors, setRowErrors] = useState<ReadonlyMap<string, string>>(new Map());
+  const [filter, setFilter] = useState('');
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  /** A bulk action under way: what it does, and how far it is. */
+  const [progress, setProgress] = useState<{ action: Action; done: number; total: number } | null>(null);
 
-  const act = async (item: TrashItem, action: 'restore' | 'purge') => {
-    setRowError(null);
+  const shown = useMemo(() => {
+    const q = filter.trim().toLowerCase();
+    return items === null ? null : q === '' ? items : items.filter((t) => shownPath(t).toLowerCase().includes(q));
+  }, [items, filter]);
+  // Only what is listed and shown can be acted on (a selection outlives neither a reload nor the filter).
+  const chosen = useMemo(() => (shown ?? []).filter((t) => selected.has(t.id)), [shown, selected]);
+  const allChosen = shown !== null && shown.length > 0 && chosen.length === shown.length;
+
+  const toggle = (id: string) =>
+    setSelected((s) => {
+      const next = new Set(s);
+      if (!next.delete(id)) next.add(id);
+      return next;
+    });
+
+  const act = async (item: TrashItem, action: Action) => {
+    setRowErrors(new Map());
     if (action === 'purge' && !window.confirm(`Delete ${shownPath(item)} for good? This cannot be undone.`)) return;
-    const { error: err } =
-      action === 'restore'
-        ? await api.POST('/api/v1/data-resources/{ws}/trash/{id}/restore', { params: { path: { ws, id: item.id } } })
-        : await api.DELETE('/api/v1/data-resources/{ws}/trash/{id}', { params: { path: { ws, id: item.id } } });
-    if (err) {
-      const e = err as { error?: string };
-      setRowError({
-        id: item.id,
-        message: e.error === 'conflict' ? 'A file already exists at this path: rename or delete it first, then restore.' : describeError(err),
-      });
-    } else await trash.reload();
+    const problem = await apply(ws, item, action);
+    if (problem) setRowErrors(new Map([[item.id, problem]]));
+    else await trash.reload();
+  };
+
+  /**
+   * The chosen items one after the other (a folder deleted with its files is as many items): the
+   * page says how far it is, each refusal stays on its row, the others are done.
+   */
+  const actOnChosen = async (action: Action) => {
+    const list = chosen;
+    if (list.length === 0 || progress !== null) return;
+    if (action === 'purge' && !window.confirm(`Delete ${list.length.toLocaleString()} files for good? This cannot be undone.`)) return;
+    const refused = new Map<string, string>();
+    setRowErrors(refused);
+    setProgress({ action, done: 0, total: list.length });
+    for (const [i, item] of list.entries()) {
+      const problem = await apply(ws, item, action).catch((err: unknown) => describeError(err));
+      if (problem) refused.set(item.id, problem);
+      setProgress({ action, done: i + 1, total: list.length });
+    }
+    setProgress(null);
+    setSelected(new Set(refused.keys()));
+    setRowErrors(new Map(refused));
+    await trash.reload();
   };
 
   return (
@@ -44,10 +90,44 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
         </p>
       ) : null}
       {items && items.length > 0 ? (
+        <div className="toolbar">
+          <label>
+            Filter
+            <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} placeholder="Part of a path, e.g. a folder/" />
+          </label>
+          {writable ? (
+            <>
+              <button type="button" disabled={chosen.length === 0 || progress !== null} onClick={() => void actOnChosen('restore')}>
+                Restore selected ({chosen.length.toLocaleString()})
+              </button>
+              <button type="button" className="secondary danger" disabled={chosen.length === 0 || progress !== null} onClick={() => void actOnChosen('purge')}>
+                Delete selected for good
+              </button>
+            </>
+          ) : null}
+          {progress ? (
+            <span role="status" aria-busy="true">
+              {progress.action === 'restore' ? 'Restoring' : 'Deleting'} {progress.done.toLocaleString()} of {progress.total.toLocaleString()}…
+            </span>
+          ) : null}
+        </div>
+      ) : null}
+      {shown?.length === 0 && items !== null && items.length > 0 ? <p className="empty">Nothing in the trash matches this filter.</p> : null}
+      {shown && shown.length > 0 ? (
         <table className="listing">
           <caption className="visually-hidden">Deleted files</caption>
           <thead>
             <tr>
+              {writable ? (
+                <th scope="col">
+                  <input
+                    type="checkbox"
+                    checked={allChosen}
+                    onChange={() => setSelected(allChosen ? new Set() : new Set(shown.map((t) => t.id)))}
+                    aria-label={filter.trim() === '' ? 'Select all' : 'Select all that match the filter'}
+                  />
+                </th>
+              ) : null}
               <th scope="col">Path</th>
               <th scope="col">Size</th>
               <th scope="col">Deleted</th>
@@ -55,12 +135,17 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
             </tr>
           </thead>
           <tbody>
-            {items.map((t) => (
+            {shown.map((t) => (
               <tr key={t.id}>
+                {writable ? (
+                  <td>
+                    <input type="checkbox" checked={selected.has(t.id)} onChange={() => toggle(t.id)} aria-label={`Select ${shownPath(t)}`} />
+                  </td>
+                ) : null}
                 <td>
                   {shownPath(t)}
                   {markedFolder(t.path) !== undefined ? <span className="muted"> (the folder itself)</span> : null}
-                  {rowError?.id === t.id ? <ErrorText error={rowError.message} /> : null}
+                  <ErrorText error={rowErrors.get(t.id) ?? null} />
                 </td>
                 <td>{formatBytes(t.size)}</td>
                 <td>

@@ -44,6 +44,7 @@ const EXPECTED: Record<string, string> = {
   'POST /api/v1/data-resources/:ws/uploads': 'workspace-editor',
   'GET /api/v1/data-resources/:ws/objects/*': 'workspace-viewer',
   'GET /api/v1/data-resources/:ws/objects': 'workspace-viewer',
+  'GET /api/v1/data-resources/:ws/archive': 'workspace-viewer',
   'DELETE /api/v1/data-resources/:ws/objects/*': 'workspace-editor',
   'GET /api/v1/data-resources/:ws/versions/*': 'workspace-viewer',
   'POST /api/v1/data-resources/:ws/versions/*': 'workspace-editor',
