@@ -129,9 +129,9 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     const url = `${await b.app.listen({ host: '127.0.0.1', port: 0 })}/api/v1/data-resources/${ws}/archive?prefix=big/`;
     // The test's own connections, all closed at its end (the backend's close waits for its clients).
     const dispatcher = new Agent();
-    const open = async () => {
+    const open = async (token = viewer.token) => {
       const controller = new AbortController();
-      const res = await fetch(url, { headers: bearer(viewer.token), signal: controller.signal, dispatcher });
+      const res = await fetch(url, { headers: bearer(token), signal: controller.signal, dispatcher });
       return { res, abort: () => controller.abort() };
     };
     // Two downloads under way, their bodies not read: the server waits on each client.
@@ -144,6 +144,10 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     const editors = await fetch(url, { headers: bearer(editor.token), dispatcher });
     expect(editors.status).toBe(200);
     expect((await editors.arrayBuffer()).byteLength).toBeGreaterThan(48 * 1024 * 1024);
+    // Requests sent together cannot all pass the check before any of them takes its place.
+    const burst = await Promise.all(Array.from({ length: 6 }, () => open(editor.token)));
+    expect(burst.map((o) => o.res.status).sort()).toEqual([200, 200, 429, 429, 429, 429]);
+    for (const o of burst) o.abort();
     // One read to the end and one cut off: both places free again.
     expect((await held[0]!.res.arrayBuffer()).byteLength).toBeGreaterThan(48 * 1024 * 1024);
     held[1]!.abort();

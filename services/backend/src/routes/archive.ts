@@ -81,23 +81,7 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = as
       if ((running.get(userId) ?? 0) >= ARCHIVES_PER_USER) {
         throw new TooManyRequestsError(`you are downloading ${ARCHIVES_PER_USER} folders already: wait until one has finished`);
       }
-      // What the folder holds now, at most one file past the limit (pages of 1 000, in path order).
-      const objects: ObjectDto[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await files.list(ws, prefix, 1000, cursor);
-        objects.push(...page.items);
-        cursor = page.next_cursor ?? undefined;
-      } while (cursor !== undefined && objects.length <= ARCHIVE_MAX_FILES);
-      if (objects.length === 0) throw new NotFoundError(prefix === '' ? 'the workspace holds no files' : `no files under ${prefix}`);
-      if (objects.length > ARCHIVE_MAX_FILES) {
-        throw new BadRequestError(
-          `${prefix || 'the workspace'} holds more than ${ARCHIVE_MAX_FILES} files: download its sub-folders one by one, or copy it over WebDAV (rclone)`,
-          { prefix: `more than ${ARCHIVE_MAX_FILES} files` },
-        );
-      }
-      const name = prefix === '' ? (await getWorkspace(db, ws)).name : prefix.slice(0, -1).split('/').pop()!;
-
+      // The place is taken before anything is awaited: requests sent together cannot all pass the check.
       running.set(userId, (running.get(userId) ?? 0) + 1);
       let released = false;
       const release = () => {
@@ -107,6 +91,29 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = as
         if (n <= 0) running.delete(userId);
         else running.set(userId, n);
       };
+
+      // What the folder holds now, at most one file past the limit (pages of 1 000, in path order).
+      const objects: ObjectDto[] = [];
+      let name: string;
+      try {
+        let cursor: string | undefined;
+        do {
+          const page = await files.list(ws, prefix, 1000, cursor);
+          objects.push(...page.items);
+          cursor = page.next_cursor ?? undefined;
+        } while (cursor !== undefined && objects.length <= ARCHIVE_MAX_FILES);
+        if (objects.length === 0) throw new NotFoundError(prefix === '' ? 'the workspace holds no files' : `no files under ${prefix}`);
+        if (objects.length > ARCHIVE_MAX_FILES) {
+          throw new BadRequestError(
+            `${prefix || 'the workspace'} holds more than ${ARCHIVE_MAX_FILES} files: download its sub-folders one by one, or copy it over WebDAV (rclone)`,
+            { prefix: `more than ${ARCHIVE_MAX_FILES} files` },
+          );
+        }
+        name = prefix === '' ? (await getWorkspace(db, ws)).name : prefix.slice(0, -1).split('/').pop()!;
+      } catch (err) {
+        release();
+        throw err;
+      }
 
       const zip = new ZipFile();
       // (yazl's output is a PassThrough; its types say only "a readable stream".)
