@@ -1390,6 +1390,57 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(await seriousViolations(page)).toEqual([]);
   }, 60_000);
 
+  it('an editor selects files to move into a folder (one already there stays, said on its row) and deletes others after confirming; a viewer selects nothing', async () => {
+    const editor = await createAndLogin(b, 'bulk-files@example.com');
+    const reader = await createAndLogin(b, 'bulk-reader@example.com');
+    const space = await createWorkspace(b, 'Bulk files');
+    await addMembers(b, space, [
+      [editor, 'editor'],
+      [reader, 'viewer'],
+    ]);
+    for (const path of ['a.csv', 'b.csv', 'c.csv', 'keep.txt', 'old/b.csv']) {
+      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method: 'PUT', headers: bearer(editor.token), body: path });
+      expect(res.status).toBe(201);
+    }
+    const paths = async () => {
+      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects?prefix=`, { headers: bearer(editor.token) });
+      return ((await res.json()) as { items: { path: string }[] }).items.map((o) => o.path).sort();
+    };
+    const page = await newPage();
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
+    await logIn(page, base, 'bulk-files@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/`)}`);
+    // The search narrows what "select all" takes.
+    await page.getByRole('searchbox', { name: 'Search' }).fill('.csv');
+    const selection = page.getByRole('group', { name: 'Selected files' });
+    await selection.getByRole('checkbox', { name: 'Select all files that match' }).check();
+    await selection.getByText('3 selected').waitFor(UI_WAIT);
+    await selection.getByRole('button', { name: 'Move selected…' }).click();
+    const move = page.getByRole('form', { name: 'Move selected files' });
+    await move.getByLabel('Into the folder').fill('/old/');
+    await move.getByRole('button', { name: 'Move 3 files' }).click();
+    await expect.poll(() => paths(), UI_WAIT).toEqual(['b.csv', 'keep.txt', 'old/a.csv', 'old/b.csv', 'old/c.csv']);
+    // old/b.csv was there already: b.csv stays, selected, with the reason on its row.
+    await page.getByRole('row').filter({ hasText: 'b.csv' }).getByText('old/b.csv already exists').waitFor(UI_WAIT);
+    await selection.getByText('1 selected').waitFor(UI_WAIT);
+    expect(await page.getByRole('checkbox', { name: 'Select b.csv' }).isChecked()).toBe(true);
+
+    await page.getByRole('searchbox', { name: 'Search' }).fill('');
+    await page.getByRole('checkbox', { name: 'Select keep.txt' }).check();
+    await selection.getByRole('button', { name: 'Delete selected' }).click();
+    await expect.poll(() => paths(), UI_WAIT).toEqual(['old/a.csv', 'old/b.csv', 'old/c.csv']);
+    expect(dialogs).toEqual(['Move 2 files to the trash?']);
+    expect(await seriousViolations(page)).toEqual([]);
+
+    const viewer = await newPage();
+    await logIn(viewer, base, 'bulk-reader@example.com', 'password-123', `/login?next=${encodeURIComponent(`/workspaces/${space}/files/old/`)}`);
+    await viewer.getByRole('link', { name: 'a.csv' }).first().waitFor(UI_WAIT);
+    expect(await viewer.getByRole('checkbox').count()).toBe(0);
+  }, 60_000);
+
   it('the runs page looks again 250 ms after a run is started, then half a second, a second and every two seconds', async () => {
     const owner = await createAndLogin(b, 'poller@example.com');
     const lab = await createWorkspace(b, 'Polling');

@@ -95,7 +95,14 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const loads = useRef(0);
   const entries = listing?.items ?? null;
   const [error, setError] = useState<string | null>(null);
-  const [rowError, setRowError] = useState<{ path: string; message: string } | null>(null);
+  /** The server's refusal of an action on a row, by the row's path (a folder's ends in `/`). */
+  const [rowErrors, setRowErrors] = useState<ReadonlyMap<string, string>>(new Map());
+  const setRowError = (error: { path: string; message: string } | null) => setRowErrors(new Map(error ? [[error.path, error.message]] : []));
+  /** Files chosen for a bulk move or delete (their paths); a new folder starts with none. */
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  const [movingSelected, setMovingSelected] = useState(false);
+  /** A bulk action under way: what it does, and how far it is. */
+  const [bulk, setBulk] = useState<{ action: 'move' | 'delete'; done: number; total: number } | null>(null);
   const [search, setSearch] = useState('');
   const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: 'name', desc: false });
   const [uploads, setUploads] = useState<Upload[]>([]);
@@ -140,6 +147,9 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     setPreviewOf(null);
     setRenaming(null);
     setCreatingFolder(false);
+    setSelected(new Set());
+    setMovingSelected(false);
+    setRowErrors(new Map());
     void load(false);
     // Leaving the folder (or the page) ends its load at the next page.
     return () => void loads.current++;
@@ -231,6 +241,53 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     }
     if (versionsOf?.startsWith(`${path}/`)) setVersionsOf(null);
     if (previewOf?.path.startsWith(`${path}/`)) setPreviewOf(null);
+    await load();
+  };
+
+  // Only the files listed and shown (the search) can be acted on.
+  const chosen = useMemo(() => files.filter((o) => selected.has(o.path)), [files, selected]);
+  const allChosen = files.length > 0 && chosen.length === files.length;
+  const toggle = (path: string) =>
+    setSelected((all) => {
+      const next = new Set(all);
+      if (!next.delete(path)) next.add(path);
+      return next;
+    });
+
+  /**
+   * The chosen files one after the other: to the trash (the REST `DELETE`), or into a folder
+   * (WebDAV `MOVE`, never over an existing file). The page says how far it is; each refusal
+   * stays on its row, and those files stay selected.
+   */
+  const actOnChosen = async (action: 'move' | 'delete', folder = '') => {
+    const list = chosen;
+    if (list.length === 0 || bulk !== null) return;
+    if (action === 'delete' && !window.confirm(`Move ${list.length.toLocaleString()} files to the trash?`)) return;
+    const refused = new Map<string, string>();
+    setRowErrors(refused);
+    setBulk({ action, done: 0, total: list.length });
+    for (const [i, o] of list.entries()) {
+      let problem: string | null = null;
+      try {
+        if (action === 'delete') {
+          const { error: err } = await api.DELETE('/api/v1/data-resources/{ws}/objects/{*}', { params: { path: { ws, '*': o.path } } });
+          if (err) problem = describeError(err);
+        } else {
+          const to = `${folder === '' ? '' : `${folder}/`}${o.path.slice(o.path.lastIndexOf('/') + 1)}`;
+          if (to !== o.path) problem = await moveObject(ws, o.path, to);
+        }
+      } catch (err) {
+        problem = describeError(err);
+      }
+      if (problem) refused.set(o.path, problem);
+      setBulk({ action, done: i + 1, total: list.length });
+    }
+    setBulk(null);
+    setSelected(new Set(refused.keys()));
+    setRowErrors(new Map(refused));
+    if (refused.size === 0) setMovingSelected(false);
+    if (versionsOf !== null && !refused.has(versionsOf) && list.some((o) => o.path === versionsOf)) setVersionsOf(null);
+    if (previewOf && !refused.has(previewOf.path) && list.some((o) => o.path === previewOf.path)) setPreviewOf(null);
     await load();
   };
 
@@ -362,6 +419,38 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
               : 'No files here yet.'}
         </p>
       ) : null}
+      {writable && files.length > 0 ? (
+        <div className="toolbar" role="group" aria-label="Selected files">
+          <label>
+            <input type="checkbox" checked={allChosen} onChange={() => setSelected(allChosen ? new Set() : new Set(files.map((o) => o.path)))} />{' '}
+            {search.trim() === '' ? 'Select all files here' : 'Select all files that match'}
+          </label>
+          {chosen.length > 0 ? (
+            <>
+              <span>{chosen.length.toLocaleString()} selected</span>
+              <button type="button" className="secondary" disabled={bulk !== null} onClick={() => setMovingSelected((v) => !v)} aria-expanded={movingSelected}>
+                Move selected…
+              </button>
+              <button type="button" className="secondary danger" disabled={bulk !== null} onClick={() => void actOnChosen('delete')}>
+                Delete selected
+              </button>
+            </>
+          ) : null}
+          {bulk ? (
+            <span role="status" aria-busy="true">
+              {bulk.action === 'move' ? 'Moving' : 'Moving to the trash'} {bulk.done.toLocaleString()} of {bulk.total.toLocaleString()}…
+            </span>
+          ) : null}
+        </div>
+      ) : null}
+      {writable && movingSelected && chosen.length > 0 ? (
+        <MoveSelected
+          count={chosen.length}
+          busy={bulk !== null}
+          onMove={(folder) => void actOnChosen('move', folder)}
+          onClose={() => setMovingSelected(false)}
+        />
+      ) : null}
       {entries !== null && (folders.length > 0 || files.length > 0) ? (
         <table className="listing files-table" aria-rowcount={folders.length + files.length + 1}>
           <caption className="visually-hidden">Files in {prefix || 'the workspace root'}</caption>
@@ -388,7 +477,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                   <tr key={`d:${name}`} {...at}>
                     <td>
                       <Link to={filesPath(ws, prefix + name)}>📁 {name}/</Link>
-                      {rowError?.path === `${prefix + name}/` ? <ErrorText error={rowError.message} /> : null}
+                      <ErrorText error={rowErrors.get(`${prefix + name}/`)} />
                     </td>
                     <td>
                       {count.toLocaleString()}
@@ -427,10 +516,13 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
               return (
                 <tr key={o.path} {...at}>
                   <td>
+                    {writable ? (
+                      <input type="checkbox" className="select" checked={selected.has(o.path)} onChange={() => toggle(o.path)} aria-label={`Select ${name}`} />
+                    ) : null}{' '}
                     <a href={objectUrl(ws, o.path)} download={name}>
                       {name}
                     </a>
-                    {rowError?.path === o.path ? <ErrorText error={rowError.message} /> : null}
+                    <ErrorText error={rowErrors.get(o.path)} />
                   </td>
                   <td>{formatBytes(o.size)}</td>
                   <td>
@@ -711,6 +803,32 @@ function NewFolder({ ws, prefix, onClose }: { ws: string; prefix: string; onClos
         Cancel
       </button>
       <ErrorText error={error} />
+    </form>
+  );
+}
+
+/** Where the selected files go: a folder of the workspace (made if it does not exist; empty: the top). */
+function MoveSelected({ count, busy, onMove, onClose }: { count: number; busy: boolean; onMove: (folder: string) => void; onClose: () => void }) {
+  const [folder, setFolder] = useState('');
+  return (
+    <form
+      className="toolbar"
+      aria-label="Move selected files"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onMove(folder.trim().replace(/^\/+|\/+$/g, ''));
+      }}
+    >
+      <label>
+        Into the folder
+        <input value={folder} onChange={(e) => setFolder(e.target.value)} placeholder="e.g. archive/2025 (empty: the top)" autoFocus spellCheck={false} />
+      </label>
+      <button type="submit" disabled={busy}>
+        Move {count.toLocaleString()} {count === 1 ? 'file' : 'files'}
+      </button>
+      <button type="button" className="secondary" onClick={onClose}>
+        Cancel
+      </button>
     </form>
   );
 }
