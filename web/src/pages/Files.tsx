@@ -421,7 +421,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
       ) : null}
       {writable && files.length > 0 ? (
         <div className="toolbar" role="group" aria-label="Selected files">
-          <label>
+          <label className="inline">
             <input type="checkbox" checked={allChosen} onChange={() => setSelected(allChosen ? new Set() : new Set(files.map((o) => o.path)))} />{' '}
             {search.trim() === '' ? 'Select all files here' : 'Select all files that match'}
           </label>
@@ -821,8 +821,18 @@ function MoveSelected({ count, busy, onMove, onClose }: { count: number; busy: b
     >
       <label>
         Into the folder
-        <input value={folder} onChange={(e) => setFolder(e.target.value)} placeholder="e.g. archive/2025 (empty: the top)" autoFocus spellCheck={false} />
+        <input
+          value={folder}
+          onChange={(e) => setFolder(e.target.value)}
+          placeholder="e.g. archive/2025"
+          aria-describedby="move-selected-hint"
+          autoFocus
+          spellCheck={false}
+        />
       </label>
+      <span id="move-selected-hint" className="hint">
+        A folder of this workspace (new or not); empty: the top.
+      </span>
       <button type="submit" disabled={busy}>
         Move {count.toLocaleString()} {count === 1 ? 'file' : 'files'}
       </button>

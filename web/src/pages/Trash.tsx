@@ -93,7 +93,7 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
         <div className="toolbar">
           <label>
             Filter
-            <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} placeholder="Part of a path, e.g. a folder/" />
+            <input type="search" value={filter} onChange={(e) => setFilter(e.target.value)} placeholder="Part of a path" />
           </label>
           {writable ? (
             <>
