@@ -66,6 +66,8 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = as
           ...errors(400, 401, 404, 429),
         },
       },
+      // (A HEAD would list the folder and start an archive nobody reads.)
+      exposeHeadRoute: false,
     },
     async (req, reply) => {
       const ws = req.params.ws;
