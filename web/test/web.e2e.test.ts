@@ -172,6 +172,15 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     if (files) rmSync(files, { recursive: true, force: true });
   });
 
+  /** Every object path of a workspace, sorted (what the tests compare a page's actions with). */
+  const objectPaths = async (space: string, token: string) => {
+    const res = await fetch(`${base}/api/v1/data-resources/${space}/objects?prefix=`, { headers: bearer(token) });
+    return ((await res.json()) as { items: { path: string }[] }).items.map((o) => o.path).sort();
+  };
+  /** One call of the objects API (PUT with a body, GET, DELETE) as `token`'s user. */
+  const objectCall = (space: string, token: string, method: string, path: string, body?: string) =>
+    fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method, headers: bearer(token), ...(body === undefined ? {} : { body }) });
+
   it('the admin logs in, creates a user, a workspace and the membership; the last admin cannot be demoted', async () => {
     const page = await newPage();
     await logIn(page, base, ADMIN_EMAIL, ADMIN_PASSWORD);
@@ -1227,10 +1236,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(res.status).toBe(201);
     }
     expect((await dav('MKCOL', 'empty')).status).toBe(201);
-    const paths = async () => {
-      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects?prefix=`, { headers: bearer(editor.token) });
-      return ((await res.json()) as { items: { path: string }[] }).items.map((o) => o.path);
-    };
+    const paths = () => objectPaths(space, editor.token);
     const page = await newPage();
     const dialogs: string[] = [];
     let accept = false;
@@ -1250,7 +1256,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await rename.waitFor({ state: 'detached', ...UI_WAIT });
     await page.getByRole('link', { name: 'archive/' }).waitFor(UI_WAIT);
     expect(await page.getByRole('link', { name: 'data/' }).count()).toBe(0);
-    expect((await paths()).sort()).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt', 'empty/.codeagent-folder', 'taken/c.txt']);
+    expect(await paths()).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt', 'empty/.codeagent-folder', 'taken/c.txt']);
 
     // A folder, and the whole workspace, download as one zip (decision 0226).
     const [zipped] = await Promise.all([page.waitForEvent('download', UI_WAIT), page.getByRole('link', { name: 'Download folder archive as zip' }).click()]);
@@ -1271,7 +1277,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     accept = true;
     await page.getByRole('button', { name: 'Delete folder taken' }).click();
     await page.getByRole('button', { name: 'Delete folder empty' }).click();
-    await expect.poll(async () => (await paths()).sort(), UI_WAIT).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt']);
+    await expect.poll(() => paths(), UI_WAIT).toEqual(['archive/data-2025/a.csv', 'archive/data-2025/deep/b.txt']);
     await expect.poll(() => page.getByRole('link', { name: 'taken/' }).count(), UI_WAIT).toBe(0);
     await expect.poll(() => page.getByRole('link', { name: 'empty/' }).count(), UI_WAIT).toBe(0);
 
@@ -1292,8 +1298,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       [ada, 'editor'],
       [bob, 'viewer'],
     ]);
-    const object = (method: string, path: string, body?: string) =>
-      fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method, headers: bearer(ada.token), ...(body === undefined ? {} : { body }) });
+    const object = (method: string, path: string, body?: string) => objectCall(space, ada.token, method, path, body);
     expect((await object('PUT', 'report.csv', 'a,b\n1,2\n')).status).toBe(201);
     expect((await object('PUT', 'report.csv', 'a,b\n3,4\n')).status).toBe(200);
     expect((await object('PUT', 'gone.txt', 'bye')).status).toBe(201);
@@ -1349,18 +1354,14 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     const editor = await createAndLogin(b, 'bulk-trash@example.com');
     const space = await createWorkspace(b, 'Bulk trash');
     await addMembers(b, space, [[editor, 'editor']]);
-    const object = (method: string, path: string, body?: string) =>
-      fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method, headers: bearer(editor.token), ...(body === undefined ? {} : { body }) });
+    const object = (method: string, path: string, body?: string) => objectCall(space, editor.token, method, path, body);
     for (const path of ['batch/1.txt', 'batch/2.txt', 'batch/3.txt', 'other.txt']) expect((await object('PUT', path, path)).status).toBe(201);
     const dav = await fetch(`${base}/api/v1/dav/${space}/batch`, { method: 'DELETE', headers: bearer(editor.token) });
     expect(dav.status).toBe(204);
     expect((await object('DELETE', 'other.txt')).status).toBe(204);
     // batch/2.txt is written again meanwhile: its deleted copy cannot come back over it.
     expect((await object('PUT', 'batch/2.txt', 'new')).status).toBe(201);
-    const paths = async () => {
-      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects?prefix=`, { headers: bearer(editor.token) });
-      return ((await res.json()) as { items: { path: string }[] }).items.map((o) => o.path).sort();
-    };
+    const paths = () => objectPaths(space, editor.token);
 
     const page = await newPage();
     const dialogs: string[] = [];
@@ -1402,10 +1403,7 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       const res = await fetch(`${base}/api/v1/data-resources/${space}/objects/${path}`, { method: 'PUT', headers: bearer(editor.token), body: path });
       expect(res.status).toBe(201);
     }
-    const paths = async () => {
-      const res = await fetch(`${base}/api/v1/data-resources/${space}/objects?prefix=`, { headers: bearer(editor.token) });
-      return ((await res.json()) as { items: { path: string }[] }).items.map((o) => o.path).sort();
-    };
+    const paths = () => objectPaths(space, editor.token);
     const page = await newPage();
     const dialogs: string[] = [];
     page.on('dialog', (d) => {
