@@ -35,7 +35,7 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
     const q = filter.trim().toLowerCase();
     return items === null ? null : q === '' ? items : items.filter((t) => shownPath(t).toLowerCase().includes(q));
   }, [items, filter]);
-  // Only what is listed and shown can be acted on (a selection outlives neither a reload nor the filter).
+  // Only what is listed and shown is acted on: a selected item the filter hides, or one gone since, is left alone.
   const chosen = useMemo(() => (shown ?? []).filter((t) => selected.has(t.id)), [shown, selected]);
   const allChosen = shown !== null && shown.length > 0 && chosen.length === shown.length;
 
