@@ -22,6 +22,7 @@ import { encodePath, jupyterPath } from '../nav';
 import { collectPages, loadPages, type Collected, type Page } from '../paging';
 import { useOnReturn, type Answer } from '../load';
 import { By, useMembers, type Members } from '../members';
+import { eachInTurn, type BulkProgress } from '../bulk';
 
 // Previews (CSV, notebooks, …) load on demand: their code is not part of the first page load.
 const Preview = lazy(() => import('../preview/Preview'));
@@ -102,7 +103,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
   const [movingSelected, setMovingSelected] = useState(false);
   /** A bulk action under way: what it does, and how far it is. */
-  const [bulk, setBulk] = useState<{ action: 'move' | 'delete'; done: number; total: number } | null>(null);
+  const [bulk, setBulk] = useState<BulkProgress<'move' | 'delete'> | null>(null);
   const [search, setSearch] = useState('');
   const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: 'name', desc: false });
   const [uploads, setUploads] = useState<Upload[]>([]);
@@ -209,8 +210,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
 
   const remove = async (path: string) => {
     setRowError(null);
-    const { error: err } = await api.DELETE('/api/v1/data-resources/{ws}/objects/{*}', { params: { path: { ws, '*': path } } });
-    if (err) setRowError({ path, message: describeError(err) });
+    const problem = await trashObject(ws, path).catch((err: unknown) => describeError(err));
+    if (problem) setRowError({ path, message: problem });
     else {
       if (versionsOf === path) setVersionsOf(null);
       await load();
@@ -263,28 +264,22 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     const list = chosen;
     if (list.length === 0 || bulk !== null) return;
     if (action === 'delete' && !window.confirm(`Move ${list.length.toLocaleString()} files to the trash?`)) return;
-    const refused = new Map<string, string>();
-    setRowErrors(refused);
+    setRowErrors(new Map());
     setBulk({ action, done: 0, total: list.length });
-    for (const [i, o] of list.entries()) {
-      let problem: string | null = null;
-      try {
-        if (action === 'delete') {
-          const { error: err } = await api.DELETE('/api/v1/data-resources/{ws}/objects/{*}', { params: { path: { ws, '*': o.path } } });
-          if (err) problem = describeError(err);
-        } else {
-          const to = `${folder === '' ? '' : `${folder}/`}${o.path.slice(o.path.lastIndexOf('/') + 1)}`;
-          if (to !== o.path) problem = await moveObject(ws, o.path, to);
-        }
-      } catch (err) {
-        problem = describeError(err);
-      }
-      if (problem) refused.set(o.path, problem);
-      setBulk({ action, done: i + 1, total: list.length });
-    }
+    const step = async (o: StoredObject): Promise<string | null> => {
+      if (action === 'delete') return trashObject(ws, o.path);
+      const to = `${folder === '' ? '' : `${folder}/`}${o.path.slice(o.path.lastIndexOf('/') + 1)}`;
+      return to === o.path ? null : moveObject(ws, o.path, to);
+    };
+    const refused = await eachInTurn(
+      list,
+      (o) => o.path,
+      step,
+      (done) => setBulk({ action, done, total: list.length }),
+    );
     setBulk(null);
     setSelected(new Set(refused.keys()));
-    setRowErrors(new Map(refused));
+    setRowErrors(refused);
     if (refused.size === 0) setMovingSelected(false);
     if (versionsOf !== null && !refused.has(versionsOf) && list.some((o) => o.path === versionsOf)) setVersionsOf(null);
     if (previewOf && !refused.has(previewOf.path) && list.some((o) => o.path === previewOf.path)) setPreviewOf(null);
@@ -754,6 +749,12 @@ async function moveObject(ws: string, from: string, to: string): Promise<string 
   if (res.status === 201 || res.status === 204) return null;
   if (res.status === 412) return `${to} already exists: choose another name, or delete what is there first.`;
   return davRefusal(res);
+}
+
+/** A file to the trash (the REST `DELETE`); the refusal in words, or null. */
+async function trashObject(ws: string, path: string): Promise<string | null> {
+  const { error } = await api.DELETE('/api/v1/data-resources/{ws}/objects/{*}', { params: { path: { ws, '*': path } } });
+  return error ? describeError(error) : null;
 }
 
 /** A path of the workspace's WebDAV tree (the file browser's moves and new folders). */

@@ -5,6 +5,7 @@ import { useLoad } from '../load';
 import { loadPages } from '../paging';
 import { canWrite, roleIn, WorkspaceHeader } from './workspace';
 import { By, useMembers } from '../members';
+import { eachInTurn, type BulkProgress } from '../bulk';
 
 type Action = 'restore' | 'purge';
 
@@ -29,7 +30,7 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
   const [filter, setFilter] = useState('');
   const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
   /** A bulk action under way: what it does, and how far it is. */
-  const [progress, setProgress] = useState<{ action: Action; done: number; total: number } | null>(null);
+  const [progress, setProgress] = useState<BulkProgress<Action> | null>(null);
 
   const shown = useMemo(() => {
     const q = filter.trim().toLowerCase();
@@ -62,17 +63,17 @@ export function TrashPage({ me, ws }: { me: Me; ws: string }) {
     const list = chosen;
     if (list.length === 0 || progress !== null) return;
     if (action === 'purge' && !window.confirm(`Delete ${list.length.toLocaleString()} files for good? This cannot be undone.`)) return;
-    const refused = new Map<string, string>();
-    setRowErrors(refused);
+    setRowErrors(new Map());
     setProgress({ action, done: 0, total: list.length });
-    for (const [i, item] of list.entries()) {
-      const problem = await apply(ws, item, action).catch((err: unknown) => describeError(err));
-      if (problem) refused.set(item.id, problem);
-      setProgress({ action, done: i + 1, total: list.length });
-    }
+    const refused = await eachInTurn(
+      list,
+      (item) => item.id,
+      (item) => apply(ws, item, action),
+      (done) => setProgress({ action, done, total: list.length }),
+    );
     setProgress(null);
     setSelected(new Set(refused.keys()));
-    setRowErrors(new Map(refused));
+    setRowErrors(refused);
     await trash.reload();
   };
 

@@ -7,6 +7,7 @@ import type { DB } from '@codeagent/db';
 import { BadRequestError, NotFoundError, TooManyRequestsError } from '@codeagent/service-kit';
 import { InvalidPathError, mediaTypeOf, validatePrefix } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
+import { FOLDER_MARKER } from '../domain/dav.js';
 import { getWorkspace } from '../domain/workspaces.js';
 import { contentDisposition } from './object-headers.js';
 import { errors } from './schemas.js';
@@ -20,9 +21,6 @@ export interface ArchiveRoutesOptions {
 export const ARCHIVE_MAX_FILES = 10_000;
 /** Archives one user may be downloading from one backend at once. */
 export const ARCHIVES_PER_USER = 2;
-
-/** The object that keeps an empty folder (decision 0070): in an archive, that empty folder. */
-const FOLDER_MARKER = '.codeagent-folder';
 
 /** Content worth deflating (text compresses several times over); the rest is stored as it is. */
 function compressible(contentType: string): boolean {
