@@ -118,6 +118,22 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     expect((await archive(undefined, '?prefix=reports/')).statusCode).toBe(401);
   });
 
+  it('a member whose account is disabled downloads nothing more (401)', async () => {
+    const leaving = await createAndLogin(b, 'zip-leaving@example.com');
+    await addMembers(b, ws, [[leaving, 'viewer']]);
+    expect((await archive(leaving.token, '?prefix=reports/')).statusCode).toBe(200);
+    const disable = await b.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/platform/users/${leaving.id}`,
+      headers: bearer(b.adminToken),
+      payload: { disabled: true },
+    });
+    expect(disable.statusCode).toBe(200);
+    const res = await archive(leaving.token, '?prefix=reports/');
+    expect(res.statusCode).toBe(401);
+    expect(res.rawPayload.includes('region,total')).toBe(false);
+  });
+
   it(`a user downloads at most ${ARCHIVES_PER_USER} archives at once (429 beyond); one that ends, or is cut off, frees its place`, async () => {
     const big = await b.app.inject({
       method: 'PUT',

@@ -81,4 +81,20 @@ describe(`a workspace's members, read by its members (${process.env.CODEAGENT_TE
     const platform = await b.app.inject({ method: 'GET', url: `/api/v1/platform/workspaces/${ws}/members`, headers: bearer(editor.token) });
     expect(platform.statusCode).toBe(403);
   });
+
+  it('a member whose account is disabled reads nothing more (401)', async () => {
+    const leaving = await createAndLogin(b, 'team-leaving@example.com');
+    await addMembers(b, ws, [[leaving, 'viewer']]);
+    expect((await get(leaving.token, `${ws}/members`)).statusCode).toBe(200);
+    const disable = await b.app.inject({
+      method: 'PATCH',
+      url: `/api/v1/platform/users/${leaving.id}`,
+      headers: bearer(b.adminToken),
+      payload: { disabled: true },
+    });
+    expect(disable.statusCode).toBe(200);
+    const res = await get(leaving.token, `${ws}/members`);
+    expect(res.statusCode).toBe(401);
+    expect(res.body).not.toContain('team-editor@example.com');
+  });
 });
