@@ -26,4 +26,5 @@ export { Metrics, opsRoutes, startOpsServer, OPS_PATHS } from './ops.js';
 export type { OpsOptions, ReadinessChecks } from './ops.js';
 export { WEBDAV_EXTRA_METHODS } from './webdav-methods.js';
 export { KeyedLock } from './keyed-lock.js';
+export { KeyedSlots } from './keyed-slots.js';
 export { freePort } from './ports.js';

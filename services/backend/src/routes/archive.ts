@@ -4,7 +4,7 @@ import type { PassThrough, Readable } from 'node:stream';
 import { ZipFile } from 'yazl';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { BadRequestError, NotFoundError, TooManyRequestsError } from '@codeagent/service-kit';
+import { BadRequestError, KeyedSlots, NotFoundError, TooManyRequestsError } from '@codeagent/service-kit';
 import { InvalidPathError, mediaTypeOf, validatePrefix } from '@codeagent/storage';
 import type { ObjectDto, WorkspaceFiles } from '@codeagent/files';
 import { FOLDER_MARKER } from '../domain/dav.js';
@@ -47,7 +47,7 @@ const Ws = Type.Object({ ws: Type.String({ maxLength: 64 }) });
 // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
 export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = async (app, { db, files }) => {
   /** Archives under way, by user. */
-  const running = new Map<string, number>();
+  const running = new KeyedSlots(ARCHIVES_PER_USER);
 
   app.get(
     '/:ws/archive',
@@ -77,20 +77,11 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = as
         if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { prefix: err.reason });
         throw err;
       }
-      const userId = req.user.id;
-      if ((running.get(userId) ?? 0) >= ARCHIVES_PER_USER) {
+      // The place is taken before anything is awaited: requests sent together cannot all pass the check.
+      const release = running.take(req.user.id);
+      if (release === undefined) {
         throw new TooManyRequestsError(`you are downloading ${ARCHIVES_PER_USER} folders already: wait until one has finished`);
       }
-      // The place is taken before anything is awaited: requests sent together cannot all pass the check.
-      running.set(userId, (running.get(userId) ?? 0) + 1);
-      let released = false;
-      const release = () => {
-        if (released) return;
-        released = true;
-        const n = (running.get(userId) ?? 1) - 1;
-        if (n <= 0) running.delete(userId);
-        else running.set(userId, n);
-      };
 
       // What the folder holds now, at most one file past the limit (pages of 1 000, in path order).
       const objects: ObjectDto[] = [];

@@ -1,5 +1,6 @@
 import { gzipSync } from 'node:zlib';
 import { request } from 'node:http';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, startTestGateway, type TestBackend, type TestGateway } from '../testing.js';
 
@@ -276,6 +277,66 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(trash.items.map((t) => t.path).sort()).toEqual(expect.arrayContaining(['moved/deep/b.txt', 'moved/renamed.txt', 'top.csv']));
     expect((await dav('top.csv', { method: 'DELETE' })).status).toBe(404);
     expect((await dav('', { method: 'DELETE' })).status).toBe(403);
+  });
+
+  it('lets a user have two folder operations under way at once: a third is 429, a single file and another user pass (decision 0227)', async () => {
+    const second = await createAndLogin(b, 'dav-ed2@example.com');
+    await addMembers(b, ws, [[second, 'editor']]);
+    for (const f of ['a', 'b', 'c', 'd', 'e']) for (const n of [1, 2]) expect((await put(`burst/${f}/${n}.txt`, `${f}${n}`)).status).toBe(201);
+    expect((await put('burst/single.txt', 's')).status).toBe(201);
+    // Rows of folders a and b locked in another transaction: their DELETEs wait on their first
+    // file while holding the editor's two places, however fast this machine is.
+    let unlock!: () => void;
+    const held = new Promise<void>((resolve) => (unlock = resolve));
+    let locked!: () => void;
+    const lockedNow = new Promise<void>((resolve) => (locked = resolve));
+    const holder = b.t.database.db.transaction().execute(async (trx) => {
+      await trx
+        .selectFrom('objects')
+        .select('path')
+        .where('workspace_id', '=', ws)
+        .where('path', 'in', ['burst/a/1.txt', 'burst/b/1.txt'])
+        .forUpdate()
+        .execute();
+      locked();
+      await held;
+    });
+    await lockedNow;
+    try {
+      const first = dav('burst/a/', { method: 'DELETE' });
+      const moving = dav('burst/b/', { method: 'MOVE', headers: { destination: `/api/v1/dav/${ws}/burst/moved-b/` } });
+      // Both hold their place once the database shows both waiting on the rows held above.
+      for (let waiting = 0, i = 0; waiting < 2; i++) {
+        if (i === 500) throw new Error(`${waiting} of the two folder operations wait on the held rows after 10 s`);
+        await new Promise((r) => setTimeout(r, 20));
+        const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND wait_event_type = 'Lock'`.execute(b.t.database.db);
+        waiting = rows[0]!.n;
+      }
+      const third = await dav('burst/c/', { method: 'DELETE' });
+      expect(third.status).toBe(429);
+      expect(third.headers.get('retry-after')).toBe('1');
+      const refusal = (await third.json()) as { error: string; message: string };
+      expect(refusal.error).toBe('too_many_requests');
+      expect(refusal.message).toContain('folder operations under way');
+      // A COPY of a folder counts as well; nothing of it was written.
+      expect((await dav('burst/d/', { method: 'COPY', headers: { destination: `/api/v1/dav/${ws}/burst/copied-d/` } })).status).toBe(429);
+      expect((await propfind('burst/copied-d/', '0')).status).toBe(404);
+      // One file is not a folder operation; another user has places of their own.
+      expect((await dav('burst/single.txt', { method: 'DELETE' })).status).toBe(204);
+      expect((await dav('burst/d/', { method: 'DELETE', token: second.token })).status).toBe(204);
+      unlock();
+      await holder;
+      expect((await first).status).toBe(204);
+      expect((await moving).status).toBe(201);
+    } finally {
+      unlock();
+      await holder;
+    }
+    // The places are given back: the refused DELETE now passes, and folder c was untouched until then.
+    expect((await propfind('burst/c/')).hrefs).toEqual(['burst/c/', 'burst/c/1.txt', 'burst/c/2.txt']);
+    expect((await dav('burst/c/', { method: 'DELETE' })).status).toBe(204);
+    expect((await propfind('burst/')).hrefs).toEqual(['burst/', 'burst/e/', 'burst/moved-b/']);
   });
 
   it('lets viewers read only (403 on every write)', async () => {

@@ -7,9 +7,11 @@ import {
   BadRequestError,
   ConflictError,
   ForbiddenError,
+  KeyedSlots,
   NotFoundError,
   PayloadTooLargeError,
   PreconditionFailedError,
+  TooManyRequestsError,
   UnsupportedMediaTypeError,
   requestBody,
 } from '@codeagent/service-kit';
@@ -42,6 +44,13 @@ export interface DavOptions {
 const LISTING_LIMIT = 10_000;
 /** A PROPFIND body is read (and otherwise ignored: every answer is allprop) up to this size. */
 const MAX_PROPFIND_BODY = 64 * 1024;
+/**
+ * Operations on many files at once (a folder's DELETE, MOVE or COPY, or one that replaces a
+ * folder) one user may have under way on one backend (decision 0227): each is a loop of one
+ * write per file that goes on when its client has gone, so a burst of them would keep the
+ * database busy for everyone.
+ */
+export const DAV_FOLDER_OPERATIONS_PER_USER = 2;
 /** The realm users see in their client's password prompt. */
 export const DAV_REALM = 'codeagent';
 
@@ -50,6 +59,11 @@ const ALLOW = DAV_METHODS.join(', ');
 /** Who a write is attributed to: the user, or the platform (null) for the runtime's own mount. */
 function actorOf(req: FastifyRequest): string | null {
   return req.mountWorkspace !== undefined ? null : req.user.id;
+}
+
+/** Whose folder operations a request counts among: the user's, or the runtime's mount of its workspace. */
+function operatorOf(req: FastifyRequest): string {
+  return req.mountWorkspace !== undefined ? `mount:${req.mountWorkspace}` : `user:${req.user.id}`;
 }
 
 /** The target of the request: the raw path, decoded once per segment by the tree's own rule. */
@@ -199,6 +213,28 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       .send();
   };
 
+  /** Folder operations under way, by user (decision 0227). */
+  const folderOperations = new KeyedSlots(DAV_FOLDER_OPERATIONS_PER_USER);
+  /**
+   * Runs an operation on `count` files: one on a single file at once, one on more once the user
+   * holds one of their places for folder operations (429 while every place is taken).
+   */
+  const asFolderOperation = async <T>(req: FastifyRequest, count: number, work: () => Promise<T>): Promise<T> => {
+    if (count <= 1) return work();
+    const release = folderOperations.take(operatorOf(req));
+    if (release === undefined) {
+      throw new TooManyRequestsError(
+        `you have ${DAV_FOLDER_OPERATIONS_PER_USER} folder operations under way already (a folder deleted, moved or copied): wait until one has finished`,
+        1,
+      );
+    }
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  };
+
   /** Moves everything at `path` (the object and what lies under it) to the trash. */
   const trashAll = async (workspace: string, paths: readonly string[], actor: string | null) => {
     for (const p of paths) {
@@ -214,7 +250,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (t.path === '') throw new ForbiddenError('the workspace root cannot be deleted; delete the files and folders in it');
     const paths = await files.pathsAt(t.workspace, t.path);
     if (paths.length === 0) throw new NotFoundError(`nothing at ${t.path}`);
-    await trashAll(t.workspace, paths, actorOf(req));
+    await asFolderOperation(req, paths.length, () => trashAll(t.workspace, paths, actorOf(req)));
     return reply.code(204).send();
   };
 
@@ -262,28 +298,30 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     const sources = kind === 'folder' && !move && depth === '0' ? [] : await files.pathsAt(source.workspace, source.path);
     const targetOf = (p: string) => `${dest.path}${p.slice(source.path.length)}`;
     const targets = new Set(sources.map(targetOf));
-    // What the Destination held and the source does not replace goes to the trash (RFC 4918:
-    // the Destination is deleted first); what it replaces becomes a version, as a save does.
-    await trashAll(
-      dest.workspace,
-      existing.filter((p) => !targets.has(p)),
-      actorOf(req),
-    );
-    for (const p of sources) {
-      if (move) {
-        await files.rename(source.workspace, p, targetOf(p), actorOf(req));
-      } else {
-        const { object, body } = await files.open(source.workspace, p);
-        try {
-          await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: actorOf(req) });
-        } finally {
-          body.destroy();
+    await asFolderOperation(req, Math.max(sources.length, existing.length), async () => {
+      // What the Destination held and the source does not replace goes to the trash (RFC 4918:
+      // the Destination is deleted first); what it replaces becomes a version, as a save does.
+      await trashAll(
+        dest.workspace,
+        existing.filter((p) => !targets.has(p)),
+        actorOf(req),
+      );
+      for (const p of sources) {
+        if (move) {
+          await files.rename(source.workspace, p, targetOf(p), actorOf(req));
+        } else {
+          const { object, body } = await files.open(source.workspace, p);
+          try {
+            await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: actorOf(req) });
+          } finally {
+            body.destroy();
+          }
         }
       }
-    }
-    if (sources.length === 0 && kind === 'folder') {
-      await files.put(dest.workspace, `${dest.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: actorOf(req) });
-    }
+      if (sources.length === 0 && kind === 'folder') {
+        await files.put(dest.workspace, `${dest.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: actorOf(req) });
+      }
+    });
     return reply.code(existing.length > 0 ? 204 : 201).send();
   };
 
