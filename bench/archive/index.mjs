@@ -2,7 +2,7 @@
 // the same run: the same bytes read from disk by `cat` (the physical limit: the page cache and
 // one pipe), and the same files downloaded one after another through the object GET (what a
 // member did before). Two folders: 16 binary files of BENCH_FILE_MB (64) MiB, stored in the zip
-// as they are, and 16 CSV files of the same size, deflated. Also the backend's peak RSS during the
+// as they are, and 16 CSV files of the same size (varied rows of readings), deflated. Also the backend's peak RSS during the
 // archives (VmHWM, reset once it has settled): an archive must not grow with the folder.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -44,18 +44,30 @@ const token = await adminToken(api, BENCH_ADMIN_PASSWORD);
 const auth = { authorization: `Bearer ${token}` };
 const ws = await createWorkspace(api, auth, 'bench-archive');
 
-/** Writes `FILES` source files of `size` bytes (binary: random; csv: rows of numbers); returns their paths. */
+/** A MiB of CSV rows as a sensor log has them: a time, a region, readings, a status (deflates to about a third). */
+function csvBlock() {
+  const rows = [];
+  let time = Date.UTC(2026, 10, 28);
+  let length = 0;
+  while (length < 1 << 20) {
+    time += Math.floor(Math.random() * 60_000);
+    const row = `${new Date(time).toISOString()},region-${Math.floor(Math.random() * 40)},${(Math.random() * 100_000).toFixed(3)},${Math.random().toFixed(6)},sensor-${String(Math.floor(Math.random() * 1000)).padStart(5, '0')},${Math.random() < 0.98 ? 'ok' : 'late'}\n`;
+    rows.push(row);
+    length += row.length;
+  }
+  return Buffer.from(rows.join('')).subarray(0, 1 << 20);
+}
+
+/** Writes `FILES` source files of `size` bytes (binary: random; csv: sensor rows); returns their paths. */
 async function sources(kind) {
   const files = [];
-  const row = Buffer.from('2026-11-28,region-7,12345.678,0.0042,sensor-00042,ok\n');
   for (let i = 0; i < FILES; i++) {
     const file = join(dir, `${kind}-${i}`);
     const out = createWriteStream(file);
+    // (One MiB of rows repeated: farther apart than deflate's 32 KiB window, so it compresses as varied rows do.)
+    const block = kind === 'csv' ? csvBlock() : undefined;
     for (let n = 0; n < size;) {
-      const chunk =
-        kind === 'binary'
-          ? randomBytes(Math.min(1 << 20, size - n))
-          : Buffer.concat(Array(Math.ceil(Math.min(1 << 20, size - n) / row.length)).fill(row)).subarray(0, Math.min(1 << 20, size - n));
+      const chunk = block ? block.subarray(0, Math.min(block.length, size - n)) : randomBytes(Math.min(1 << 20, size - n));
       if (!out.write(chunk)) await once(out, 'drain');
       n += chunk.length;
     }
