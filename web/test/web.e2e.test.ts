@@ -1268,6 +1268,17 @@ describe(`the web app in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect(listed.stdout.trim().split('\n')).toEqual(['data-2025/a.csv', 'data-2025/deep/b.txt']);
     const [all] = await Promise.all([page.waitForEvent('download', UI_WAIT), page.getByRole('link', { name: 'Download all as zip' }).click()]);
     expect(all.suggestedFilename()).toBe('Folder moves.zip');
+    // A folder emptied since the page listed it: the refusal is said on its row (asked with HEAD,
+    // decision 0229), and nothing is downloaded.
+    expect((await objectCall(space, editor.token, 'PUT', 'gone/d.txt', 'd')).status).toBe(201);
+    await page.reload();
+    await page.getByRole('link', { name: 'gone/' }).waitFor(UI_WAIT);
+    expect((await objectCall(space, editor.token, 'DELETE', 'gone/d.txt')).status).toBe(204);
+    let downloads = 0;
+    page.on('download', () => downloads++);
+    await page.getByRole('link', { name: 'Download folder gone as zip' }).click();
+    await page.getByRole('alert').filter({ hasText: 'gone/ holds no files any more' }).waitFor(UI_WAIT);
+    expect(downloads).toBe(0);
 
     // Delete: nothing happens until the user confirms.
     await page.getByRole('button', { name: 'Delete folder taken' }).click();

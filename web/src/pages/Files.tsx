@@ -10,6 +10,8 @@ import {
   useState,
   type DragEvent,
   type FormEvent,
+  type MouseEvent,
+  type ReactNode,
   type ReactElement,
   type Ref,
 } from 'react';
@@ -96,6 +98,8 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
   const loads = useRef(0);
   const entries = listing?.items ?? null;
   const [error, setError] = useState<string | null>(null);
+  /** Why the folder shown could not be downloaded as a zip (the toolbar's link). */
+  const [zipError, setZipError] = useState<string | null>(null);
   /** The server's refusal of an action on a row, by the row's path (a folder's ends in `/`). */
   const [rowErrors, setRowErrors] = useState<ReadonlyMap<string, string>>(new Map());
   const setRowError = (error: { path: string; message: string } | null) => setRowErrors(new Map(error ? [[error.path, error.message]] : []));
@@ -151,6 +155,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
     setSelected(new Set());
     setMovingSelected(false);
     setRowErrors(new Map());
+    setZipError(null);
     void load(false);
     // Leaving the folder (or the page) ends its load at the next page.
     return () => void loads.current++;
@@ -361,9 +366,9 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
           <span className="muted">Viewers can read and download; ask a workspace admin for the editor role to upload.</span>
         )}
         {entries !== null && entries.length > 0 ? (
-          <a className="button secondary" href={archiveUrl(ws, prefix)} download>
+          <ZipLink className="button secondary" ws={ws} prefix={prefix} onRefused={setZipError}>
             {prefix === '' ? 'Download all as zip' : 'Download folder as zip'}
-          </a>
+          </ZipLink>
         ) : null}
       </div>
       {writable && creatingFolder ? <NewFolder ws={ws} prefix={prefix} onClose={() => setCreatingFolder(false)} /> : null}
@@ -393,6 +398,7 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
         </ul>
       ) : null}
       <ErrorText error={error} />
+      <ErrorText error={zipError} />
       {entries === null && !error ? <p aria-busy="true">Loading files…</p> : null}
       {listing?.more ? (
         <p role="status" aria-busy="true">
@@ -480,9 +486,14 @@ export function FilesPage({ me, ws, prefix }: { me: Me; ws: string; prefix: stri
                     </td>
                     <td />
                     <td className="actions">
-                      <a href={archiveUrl(ws, `${prefix + name}/`)} download aria-label={`Download folder ${name} as zip`}>
+                      <ZipLink
+                        ws={ws}
+                        prefix={`${prefix + name}/`}
+                        label={`Download folder ${name} as zip`}
+                        onRefused={(message) => setRowError(message === null ? null : { path: `${prefix + name}/`, message })}
+                      >
                         Download
-                      </a>
+                      </ZipLink>
                       {deleting.has(prefix + name) ? (
                         <span role="status" aria-busy="true">
                           Moving to the trash…
@@ -759,6 +770,65 @@ async function trashObject(ws: string, path: string): Promise<string | null> {
 
 /** A path of the workspace's WebDAV tree (the file browser's moves and new folders). */
 const davUrl = (ws: string, path: string) => `/api/v1/dav/${encodeURIComponent(ws)}/${encodePath(path)}`;
+
+/**
+ * A folder (or, for `prefix` '', the workspace) as one zip file. Asked with `HEAD` first (decision
+ * 0229): a refusal (too many files, two downloads under way already, nothing left in the folder)
+ * is then said on the page by `onRefused` instead of being saved by the browser as a file; then
+ * the browser downloads it as any attachment, with its own progress, and the page stays. A
+ * middle click or a modifier keeps the browser's own handling of the link.
+ */
+function ZipLink(props: { ws: string; prefix: string; className?: string; label?: string; onRefused: (message: string | null) => void; children: ReactNode }) {
+  const { ws, prefix, className, label, onRefused, children } = props;
+  const url = archiveUrl(ws, prefix);
+  const [asking, setAsking] = useState(false);
+  const click = async (e: MouseEvent<HTMLAnchorElement>) => {
+    if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    if (asking) return;
+    setAsking(true);
+    try {
+      const res = await fetch(url, { method: 'HEAD', credentials: 'same-origin' });
+      if (!res.ok) return onRefused(zipRefusal(res.status, prefix));
+      onRefused(null);
+      // (A link of its own, with `download`: should the GET be refused after all, the browser
+      // reports a failed download and never shows the refusal as a page.)
+      const link = document.createElement('a');
+      link.href = url;
+      link.download = '';
+      link.hidden = true;
+      document.body.append(link);
+      link.click();
+      link.remove();
+    } catch (err) {
+      onRefused(describeError(err));
+    } finally {
+      setAsking(false);
+    }
+  };
+  return (
+    <a className={className} href={url} download aria-label={label} aria-busy={asking || undefined} onClick={(e) => void click(e)}>
+      {children}
+    </a>
+  );
+}
+
+/** Why a zip download was refused, from the status of the `HEAD` (it has no body to read). */
+function zipRefusal(status: number, prefix: string): string {
+  const what = prefix === '' ? 'The workspace' : `${prefix.slice(0, -1).split('/').pop() ?? ''}/`;
+  switch (status) {
+    case 400:
+      return `${what} holds too many files for one zip: download its folders one by one, or copy it with rclone over WebDAV.`;
+    case 404:
+      return `${what} holds no files any more: nothing to download.`;
+    case 429:
+      return 'You are downloading as many folders as one may at once: wait until one has finished.';
+    case 401:
+      return 'Your session has ended: log in again to download.';
+    default:
+      return `The download was refused (the server answered ${status}).`;
+  }
+}
 
 /** A WebDAV refusal in words: the API's error body, else the status. */
 async function davRefusal(res: Response): Promise<string> {

@@ -58,8 +58,8 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     await b.close();
   });
 
-  const archive = (token: string | undefined, query: string) =>
-    b.app.inject({ method: 'GET', url: `/api/v1/data-resources/${ws}/archive${query}`, headers: token === undefined ? {} : bearer(token) });
+  const archive = (token: string | undefined, query: string, method: 'GET' | 'HEAD' = 'GET') =>
+    b.app.inject({ method, url: `/api/v1/data-resources/${ws}/archive${query}`, headers: token === undefined ? {} : bearer(token) });
 
   it('a viewer downloads a folder: its files below it, text deflated, the rest stored, empty folders kept, nothing from outside it', async () => {
     const res = await archive(viewer.token, '?prefix=reports');
@@ -77,6 +77,18 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     expect(text(entries['C_/notes.txt'])).toBe('not a drive');
     // The text compressed: the archive is smaller than what it holds.
     expect(res.rawPayload.length).toBeLessThan(binary.length + 2000 * 13);
+  });
+
+  it('HEAD says what the GET would answer, without an archive: the headers, or the status of its refusal', async () => {
+    const ok = await archive(viewer.token, '?prefix=reports', 'HEAD');
+    expect(ok.statusCode).toBe(200);
+    expect(ok.headers['content-type']).toBe('application/zip');
+    expect(ok.headers['content-disposition']).toContain('filename="reports.zip"');
+    expect(ok.rawPayload.length).toBe(0);
+    expect((await archive(viewer.token, '?prefix=nothing/', 'HEAD')).statusCode).toBe(404);
+    expect((await archive(viewer.token, '?prefix=../etc/', 'HEAD')).statusCode).toBe(400);
+    expect((await archive(stranger.token, '?prefix=reports/', 'HEAD')).statusCode).toBe(404);
+    expect((await archive(undefined, '?prefix=reports/', 'HEAD')).statusCode).toBe(401);
   });
 
   it('the whole workspace is named after it and holds every folder', async () => {
@@ -107,6 +119,7 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     );
     const huge = await archive(viewer.token, '?prefix=huge/');
     expect(huge.statusCode).toBe(400);
+    expect((await archive(viewer.token, '?prefix=huge/', 'HEAD')).statusCode).toBe(400);
     expect(huge.json<ErrorBody>().message).toContain(`holds more than ${ARCHIVE_MAX_FILES} files: download its sub-folders one by one, or copy it over WebDAV`);
     await sql`DELETE FROM objects WHERE workspace_id = ${ws} AND path LIKE 'huge/%'`.execute(b.t.database.db);
   });
@@ -156,6 +169,9 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     const third = await open();
     expect(third.res.status).toBe(429);
     expect(((await third.res.json()) as ErrorBody).message).toContain('wait until one has finished');
+    // HEAD says so too, and takes no place: asked while one is free, the GET still gets it.
+    const head = (token: string) => fetch(url, { method: 'HEAD', headers: bearer(token), dispatcher }).then((r) => r.status);
+    expect(await head(viewer.token)).toBe(429);
     // Another user is not held back by this one.
     const editors = await fetch(url, { headers: bearer(editor.token), dispatcher });
     expect(editors.status).toBe(200);
@@ -166,6 +182,10 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     for (const o of burst) o.abort();
     // One read to the end and one cut off: both places free again.
     expect((await held[0]!.res.arrayBuffer()).byteLength).toBeGreaterThan(48 * 1024 * 1024);
+    expect(await Promise.all([head(viewer.token), head(viewer.token), head(viewer.token)])).toEqual([200, 200, 200]);
+    const afterHeads = await open();
+    expect(afterHeads.res.status).toBe(200);
+    afterHeads.abort();
     held[1]!.abort();
     await expect
       .poll(async () => {

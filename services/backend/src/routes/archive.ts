@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { PassThrough, Readable } from 'node:stream';
+import type { FastifyReply } from 'fastify';
 import { ZipFile } from '../zip.js';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
@@ -56,6 +57,73 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = as
   /** Archives under way, by user. */
   const running = new KeyedSlots(ARCHIVES_PER_USER);
 
+  /** The folder a request names: `prefix` with its closing `/` (empty: the whole workspace); 400 for a bad one. */
+  const folderOf = (given: string | undefined): string => {
+    const prefix = given === undefined || given === '' || given.endsWith('/') ? (given ?? '') : `${given}/`;
+    try {
+      validatePrefix(prefix);
+    } catch (err) {
+      if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { prefix: err.reason });
+      throw err;
+    }
+    return prefix;
+  };
+
+  /**
+   * What the folder holds now (pages of 1 000, in path order, at most one file past the limit)
+   * and the archive's name; 404 for no files, 400 for more than ARCHIVE_MAX_FILES.
+   */
+  const contentsOf = async (ws: string, prefix: string): Promise<{ objects: ObjectDto[]; name: string }> => {
+    const objects: ObjectDto[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await files.list(ws, prefix, 1000, cursor);
+      objects.push(...page.items);
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined && objects.length <= ARCHIVE_MAX_FILES);
+    if (objects.length === 0) throw new NotFoundError(prefix === '' ? 'the workspace holds no files' : `no files under ${prefix}`);
+    if (objects.length > ARCHIVE_MAX_FILES) {
+      throw new BadRequestError(
+        `${prefix || 'the workspace'} holds more than ${ARCHIVE_MAX_FILES} files: download its sub-folders one by one, or copy it over WebDAV (rclone)`,
+        { prefix: `more than ${ARCHIVE_MAX_FILES} files` },
+      );
+    }
+    const name = prefix === '' ? (await getWorkspace(db, ws)).name : prefix.slice(0, -1).split('/').pop()!;
+    return { objects, name };
+  };
+
+  const busy = () => new TooManyRequestsError(`you are downloading ${ARCHIVES_PER_USER} folders already: wait until one has finished`);
+  const zipHeaders = (reply: FastifyReply, name: string) =>
+    reply
+      .header('content-type', 'application/zip')
+      .header('content-disposition', contentDisposition('attachment', `${name}.zip`))
+      .header('x-content-type-options', 'nosniff')
+      .header('cache-control', 'private, no-cache');
+
+  const querystring = Type.Object({ prefix: Type.Optional(Type.String({ maxLength: 1024 })) });
+
+  // What a GET would answer, without making the archive (the web app asks before it downloads, so
+  // that a refusal is said on the page instead of saved as a file): no place is taken.
+  app.head(
+    '/:ws/archive',
+    {
+      config: { access: 'workspace-viewer' },
+      schema: {
+        tags: ['data-resources'],
+        summary: 'Whether a folder can be downloaded as a zip now: the status and headers of the GET, no archive made',
+        params: Ws,
+        querystring,
+        response: { 200: Type.Null({ description: 'the GET would send the zip' }), ...errors(400, 401, 404, 429) },
+      },
+    },
+    async (req, reply) => {
+      const prefix = folderOf(req.query.prefix);
+      if (running.inUse(req.user.id) >= ARCHIVES_PER_USER) throw busy();
+      const { name } = await contentsOf(req.params.ws, prefix);
+      return zipHeaders(reply, name).send();
+    },
+  );
+
   app.get(
     '/:ws/archive',
     {
@@ -64,50 +132,27 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = as
         tags: ['data-resources'],
         summary: `Download a folder (\`prefix\`, e.g. \`reports/\`; empty: the whole workspace) as a zip file, streamed; at most ${ARCHIVE_MAX_FILES} files`,
         params: Ws,
-        querystring: Type.Object({ prefix: Type.Optional(Type.String({ maxLength: 1024 })) }),
+        querystring,
         response: {
           // (A stream: Fastify sends it past the serializer.)
           200: { content: { 'application/zip': { schema: Type.Unsafe<Readable>({ type: 'string', format: 'binary', description: 'the zip file' }) } } },
           ...errors(400, 401, 404, 429),
         },
       },
-      // (A HEAD would list the folder and start an archive nobody reads.)
+      // (The HEAD above is its own: Fastify's would run this handler and start an archive nobody reads.)
       exposeHeadRoute: false,
     },
     async (req, reply) => {
       const ws = req.params.ws;
-      const given = req.query.prefix ?? '';
-      const prefix = given === '' || given.endsWith('/') ? given : `${given}/`;
-      try {
-        validatePrefix(prefix);
-      } catch (err) {
-        if (err instanceof InvalidPathError) throw new BadRequestError(err.message, { prefix: err.reason });
-        throw err;
-      }
+      const prefix = folderOf(req.query.prefix);
       // The place is taken before anything is awaited: requests sent together cannot all pass the check.
       const release = running.take(req.user.id);
-      if (release === undefined) {
-        throw new TooManyRequestsError(`you are downloading ${ARCHIVES_PER_USER} folders already: wait until one has finished`);
-      }
+      if (release === undefined) throw busy();
 
-      // What the folder holds now, at most one file past the limit (pages of 1 000, in path order).
-      const objects: ObjectDto[] = [];
+      let objects: ObjectDto[];
       let name: string;
       try {
-        let cursor: string | undefined;
-        do {
-          const page = await files.list(ws, prefix, 1000, cursor);
-          objects.push(...page.items);
-          cursor = page.next_cursor ?? undefined;
-        } while (cursor !== undefined && objects.length <= ARCHIVE_MAX_FILES);
-        if (objects.length === 0) throw new NotFoundError(prefix === '' ? 'the workspace holds no files' : `no files under ${prefix}`);
-        if (objects.length > ARCHIVE_MAX_FILES) {
-          throw new BadRequestError(
-            `${prefix || 'the workspace'} holds more than ${ARCHIVE_MAX_FILES} files: download its sub-folders one by one, or copy it over WebDAV (rclone)`,
-            { prefix: `more than ${ARCHIVE_MAX_FILES} files` },
-          );
-        }
-        name = prefix === '' ? (await getWorkspace(db, ws)).name : prefix.slice(0, -1).split('/').pop()!;
+        ({ objects, name } = await contentsOf(ws, prefix));
       } catch (err) {
         release();
         throw err;
@@ -156,12 +201,7 @@ export const archiveRoutes: FastifyPluginAsyncTypebox<ArchiveRoutesOptions> = as
       }
       zip.end();
       output.once('end', release);
-      return reply
-        .header('content-type', 'application/zip')
-        .header('content-disposition', contentDisposition('attachment', `${name}.zip`))
-        .header('x-content-type-options', 'nosniff')
-        .header('cache-control', 'private, no-cache')
-        .send(output);
+      return zipHeaders(reply, name).send(output);
     },
   );
 };
