@@ -1,5 +1,6 @@
 export { validateSchedule, smallestGapSeconds, isTimeZone, nextRunAfter } from './cron.js';
 export { parameterNameProblem } from './parameters.js';
+export { MAX_NOTEBOOK_BYTES, notebookSizeProblem } from './limits.js';
 export {
   enqueueRun,
   enqueueDueSchedules,

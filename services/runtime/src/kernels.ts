@@ -139,28 +139,34 @@ const RUN_GRACE_RESERVE_MS = 10_000;
 const KERNEL_START_TIMEOUT_MS = 60_000;
 /** Output one execution may produce (text and data together); beyond it the cell is interrupted, so no cell can flood the runtime's memory. */
 export const MAX_OUTPUT_BYTES = 32 * 1024 * 1024;
+/**
+ * Output one run keeps over all its cells (decision 0230): the runtime holds the executed notebook
+ * whole until it answers, and the worker reads that answer whole, so a run of many cells each
+ * under MAX_OUTPUT_BYTES must not add up to gigabytes. The cell that reaches it is interrupted and
+ * the run fails there.
+ */
+export const MAX_RUN_OUTPUT_BYTES = 64 * 1024 * 1024;
 
-/** Approximate size of an IOPub message's output (what `collect` would keep). */
+/** Approximate size of a value as kept (the length of its strings, 8 for anything else). */
+function sizeOf(v: unknown): number {
+  if (typeof v === 'string') return v.length;
+  if (v === null || v === undefined) return 0;
+  if (Array.isArray(v)) return v.reduce((n: number, x) => n + sizeOf(x), 0);
+  if (typeof v === 'object') return Object.values(v).reduce((n: number, x) => n + sizeOf(x), 0);
+  return 8;
+}
+
+/** Approximate size of an IOPub message's output (what `collect` would keep: data and metadata alike). */
 function outputSize(msg: KernelMessage.IIOPubMessage): number {
   const content = msg.content as Record<string, unknown>;
-  const size = (v: unknown): number =>
-    typeof v === 'string'
-      ? v.length
-      : v === null || v === undefined
-        ? 0
-        : Array.isArray(v)
-          ? v.reduce((n: number, x) => n + size(x), 0)
-          : typeof v === 'object'
-            ? Object.values(v).reduce((n: number, x) => n + size(x), 0)
-            : 8;
   switch (msg.header.msg_type) {
     case 'stream':
-      return size(content.text);
+      return sizeOf(content.text);
     case 'execute_result':
     case 'display_data':
-      return size(content.data);
+      return sizeOf(content.data) + sizeOf(content.metadata);
     case 'error':
-      return size(content.traceback) + size(content.evalue);
+      return sizeOf(content.traceback) + sizeOf(content.evalue) + sizeOf(content.ename);
     default:
       return 0;
   }
@@ -383,8 +389,8 @@ export class KernelService implements WarmKernelSource {
   }
 
   /** Runs `code`; after `timeoutSeconds` the kernel is interrupted and the result says so. */
-  execute(kernelId: string, code: string, timeoutSeconds = 300, signal?: AbortSignal): Promise<ExecuteResult> {
-    return this.queues.run(kernelId, () => this.executeNow(kernelId, code, timeoutSeconds, signal));
+  execute(kernelId: string, code: string, timeoutSeconds = 300, signal?: AbortSignal, outputLimit = MAX_OUTPUT_BYTES): Promise<ExecuteResult> {
+    return this.queues.run(kernelId, () => this.executeNow(kernelId, code, timeoutSeconds, signal, outputLimit));
   }
 
   /** Calls `onStop` when the server stops; returns the function that cancels this. */
@@ -411,7 +417,15 @@ export class KernelService implements WarmKernelSource {
     return fallback;
   }
 
-  private async executeNow(kernelId: string, code: string, timeoutSeconds: number, signal?: AbortSignal): Promise<ExecuteResult> {
+  /** `outputLimit`: MAX_OUTPUT_BYTES, or less for a run's cell (what is left of MAX_RUN_OUTPUT_BYTES). */
+  private async executeNow(
+    kernelId: string,
+    code: string,
+    timeoutSeconds: number,
+    signal?: AbortSignal,
+    outputLimit = MAX_OUTPUT_BYTES,
+  ): Promise<ExecuteResult> {
+    const limit = Math.min(outputLimit, MAX_OUTPUT_BYTES);
     const server = this.owner(kernelId);
     const conn = await this.connection(kernelId);
     const before = server.kernelEvents(kernelId);
@@ -420,9 +434,9 @@ export class KernelService implements WarmKernelSource {
     let outputBytes = 0;
     let flooded: (() => void) | undefined;
     const onIOPub = (msg: KernelMessage.IIOPubMessage) => {
-      if (outputBytes > MAX_OUTPUT_BYTES) return;
+      if (outputBytes > limit) return;
       outputBytes += outputSize(msg);
-      if (outputBytes > MAX_OUTPUT_BYTES) {
+      if (outputBytes > limit) {
         flooded?.();
         return;
       }
@@ -500,7 +514,10 @@ export class KernelService implements WarmKernelSource {
           outputs.push({
             output_type: 'error',
             ename: 'OutputLimitError',
-            evalue: `the cell's output exceeded ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB; the rest was dropped and the cell interrupted`,
+            evalue:
+              limit < MAX_OUTPUT_BYTES
+                ? `the run's output exceeded ${MAX_RUN_OUTPUT_BYTES / 1024 / 1024} MiB over all its cells; this cell's rest was dropped and the cell interrupted (write large results to files instead)`
+                : `the cell's output exceeded ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB; the rest was dropped and the cell interrupted`,
             traceback: [],
           });
           return { status: 'error', outputs, execution_count: executionCount };
@@ -858,6 +875,8 @@ export class KernelService implements WarmKernelSource {
     try {
       const kernelId = await this.kernelForRun(executed.metadata.kernelspec?.name ?? 'python3', opts.workspaceId, cwd, opts.signal);
       try {
+        /** Output the run's cells keep so far (MAX_RUN_OUTPUT_BYTES in all). */
+        let kept = 0;
         for (const cell of executed.cells) {
           if (cell.cell_type !== 'code') continue;
           [state.cell, state.phase] = [cell, 'running a cell'];
@@ -868,7 +887,8 @@ export class KernelService implements WarmKernelSource {
             status = 'error';
             break;
           }
-          const result = await this.execute(kernelId, source, remaining, opts.signal);
+          const result = await this.execute(kernelId, source, remaining, opts.signal, Math.max(0, MAX_RUN_OUTPUT_BYTES - kept));
+          kept += sizeOf(result.outputs);
           cell.outputs = result.outputs;
           cell.execution_count = result.execution_count;
           if (result.status === 'error') {

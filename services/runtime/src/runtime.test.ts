@@ -86,8 +86,43 @@ describe('runtime on a real Jupyter kernel', () => {
     expect(res.json<ExecuteAnswer>().status).toBe('error');
     const outputs = res.json<ExecuteAnswer>().outputs;
     expect(outputs).toEqual([expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/exceeded 32 MiB/) as unknown })]);
+    // Metadata is kept with the output, so it counts as well.
+    const metadata = await act({
+      action: 'execute',
+      kernel_id: kernelId,
+      code: 'display({"text/plain": "m"}, metadata={"m": "m" * (40 << 20)}, raw=True)',
+      timeout_seconds: 120,
+    });
+    expect(metadata.json<ExecuteAnswer>().outputs).toEqual([expect.objectContaining({ ename: 'OutputLimitError' })]);
     const after = await act({ action: 'execute', kernel_id: kernelId, code: 'print(x)' });
     expect(after.json<ExecuteAnswer>().outputs[0]?.text).toBe('20\n');
+  }, 120_000);
+
+  it('bounds what a run keeps over all its cells (64 MiB), metadata counted: the cell that reaches it is interrupted and the run fails there', async () => {
+    const cell = (source: string) => ({ cell_type: 'code', source, metadata: {}, outputs: [], execution_count: null });
+    const notebook = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: { kernelspec: { name: 'python3', display_name: 'Python 3' } },
+      cells: [
+        // Each under the 32 MiB of one cell; together past the run's 64 MiB. The second is all metadata.
+        cell('from IPython.display import display\ndisplay({"text/plain": "a" * (30 << 20)}, raw=True)'),
+        cell('display({"text/plain": "b"}, metadata={"m": "b" * (30 << 20)}, raw=True)'),
+        cell('display({"text/plain": "c" * (10 << 20)}, raw=True)\nprint("after")'),
+        cell('print("never")'),
+      ],
+    };
+    const res = await act({ action: 'run_notebook', notebook, timeout_seconds: 120 });
+    expect(res.statusCode).toBe(200);
+    const answer = res.json<RunNotebookAnswer>();
+    expect(answer.status).toBe('error');
+    const cells = answer.notebook.cells;
+    expect(cells[0]?.outputs[0]?.data?.['text/plain']).toHaveLength(30 << 20);
+    expect(cells[1]?.outputs).toHaveLength(1);
+    expect(cells[2]?.outputs).toEqual([
+      expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/the run's output exceeded 64 MiB over all its cells/) as unknown }),
+    ]);
+    expect(cells[3]?.outputs).toEqual([]);
   }, 120_000);
 
   it('queues concurrent executes on one kernel in order', async () => {

@@ -1,4 +1,6 @@
 import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
+import { notebookSizeProblem } from '@codeagent/runs';
 import type { Config } from '@codeagent/config';
 import { migrate, openPlatformDatabase } from '@codeagent/db';
 import { createLogger } from '@codeagent/service-kit';
@@ -9,7 +11,7 @@ import { Metrics, startOpsServer } from '@codeagent/service-kit';
 import { putInternalObject, runtimeClient } from '@codeagent/clients';
 import { ScheduleWorker, runRequestId, type RunIO, type WorkspaceFile } from './worker.js';
 import { applyRetention } from './retention.js';
-import type { Notebook } from './notebook.js';
+import { InvalidNotebookError, type Notebook } from './notebook.js';
 
 /** How often a worker applies retention (RUN_RETENTION_DAYS, VERSION_RETENTION_*). */
 const RETENTION_INTERVAL_MS = 10 * 60 * 1000;
@@ -28,7 +30,16 @@ const MAX_RUN_FILES = 10_000;
  */
 export function platformRunIO(files: WorkspaceFiles, backendUrls: string | readonly string[], internalServiceToken: string): RunIO {
   return {
-    readNotebook: (workspaceId, path) => files.readAll(workspaceId, path),
+    async readNotebook(workspaceId, path) {
+      // The size of the version opened first: a notebook too large to run is never read (decision 0230).
+      const { object, body } = await files.open(workspaceId, path);
+      const tooLarge = notebookSizeProblem(object.size);
+      if (tooLarge) {
+        body.destroy();
+        throw new InvalidNotebookError(tooLarge);
+      }
+      return buffer(body);
+    },
     async readWorkspaceFiles(workspaceId, maxBytes) {
       const out: WorkspaceFile[] = [];
       let total = 0;

@@ -1,11 +1,13 @@
 import { sql, type Kysely } from 'kysely';
 import { advisoryXactLock, type DB, type RunRow, type RunStatus, type ScheduleRow } from '@codeagent/db';
 import {
+  MAX_NOTEBOOK_BYTES,
   QueueFullError,
   cancelQueuedRunsOfSchedule,
   cancelRun as cancelQueuedOrRunning,
   enqueueRun,
   nextRunAfter,
+  notebookSizeProblem,
   notifyWorkers,
   parameterNameProblem,
   validateSchedule,
@@ -65,11 +67,12 @@ function toScheduleDto(s: ScheduleRow): ScheduleDto {
 /**
  * The notebook a run or schedule names must exist in the workspace: 404 when it does not, for a
  * run, a new schedule and a schedule moved to another notebook alike (the resource they act on
- * is missing); a malformed path is 400.
+ * is missing); a malformed path is 400, and so is a notebook over MAX_NOTEBOOK_BYTES (decision 0230).
  */
 export async function requireNotebook(files: WorkspaceFiles, workspaceId: string, path: string): Promise<void> {
+  let size: number;
   try {
-    await files.stat(workspaceId, path);
+    ({ size } = await files.stat(workspaceId, path));
   } catch (err) {
     if (err instanceof InvalidPathError) throw new BadRequestError(`notebook_path ${err.message}`, { notebook_path: err.reason });
     if (err instanceof NotFoundError) {
@@ -77,6 +80,8 @@ export async function requireNotebook(files: WorkspaceFiles, workspaceId: string
     }
     throw err;
   }
+  const tooLarge = notebookSizeProblem(size);
+  if (tooLarge) throw new BadRequestError(tooLarge, { notebook_path: `larger than ${MAX_NOTEBOOK_BYTES / 1024 / 1024} MiB` });
 }
 
 /**

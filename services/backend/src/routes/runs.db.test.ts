@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
-import { claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
+import { MAX_NOTEBOOK_BYTES, claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type RunDto, type ScheduleDto, type TestBackend } from '../testing.js';
 
@@ -266,6 +266,25 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
       expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: bad })).statusCode, bad).toBe(400);
       expect((await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: bad, cron: '0 9 * * *' })).statusCode, bad).toBe(400);
     }
+  });
+
+  it(`refuses a notebook over ${MAX_NOTEBOOK_BYTES / 1024 / 1024} MiB for a run and a schedule (400 saying how to shrink it), queueing nothing (decision 0230)`, async () => {
+    const ws = await workspace();
+    // (A row only: the size is what is checked, before any content is read.)
+    await sql`INSERT INTO objects (workspace_id, path, version_id, size, sha256, content_type, updated_at)
+      VALUES (${ws}, 'huge.ipynb', gen_random_uuid(), ${MAX_NOTEBOOK_BYTES + 1}, repeat('0', 64), 'application/x-ipynb+json', now())`.execute(b.t.database.db);
+    const run = await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'huge.ipynb' });
+    expect(run.statusCode).toBe(400);
+    expect(run.json()).toMatchObject({ error: 'invalid_request', fields: { notebook_path: 'larger than 64 MiB' } });
+    expect(run.json<ErrorBody>().message).toContain('clear its outputs');
+    const schedule = await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'huge.ipynb', cron: '0 9 * * *' });
+    expect(schedule.statusCode).toBe(400);
+    const s = (await call(editor.token, 'POST', `${ws}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 9 * * *' })).json<ScheduleDto>();
+    expect((await call(editor.token, 'PATCH', `${ws}/schedules/${s.id}`, { notebook_path: 'huge.ipynb' })).statusCode).toBe(400);
+    expect((await call(editor.token, 'GET', `${ws}/runs`)).json<ListPage<RunDto>>().items).toEqual([]);
+    // Exactly at the limit is fine.
+    await sql`UPDATE objects SET size = ${MAX_NOTEBOOK_BYTES} WHERE workspace_id = ${ws} AND path = 'huge.ipynb'`.execute(b.t.database.db);
+    expect((await call(editor.token, 'POST', `${ws}/runs`, { notebook_path: 'huge.ipynb' })).statusCode).toBe(202);
   });
 
   it('caps schedules per workspace (429 too_many_requests), also under parallel requests', async () => {
