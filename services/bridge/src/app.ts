@@ -5,7 +5,17 @@ import { Type } from '@sinclair/typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import { LeaseBusyError, withLease, type DB, type Database } from '@codeagent/db';
-import { BadRequestError, ConflictError, KeyedLock, NotFoundError, requestIdOptions, serviceKit, userAuth } from '@codeagent/service-kit';
+import {
+  BadRequestError,
+  ConflictError,
+  KeyedLock,
+  KeyedSlots,
+  NotFoundError,
+  TooManyRequestsError,
+  requestIdOptions,
+  serviceKit,
+  userAuth,
+} from '@codeagent/service-kit';
 import { buildPrompt, extractCode } from './prompts.js';
 import { SessionMap, sessionKey, type SessionOwner } from './sessions.js';
 import { resolveSettings, type BridgeEnvironment, type UserSettings } from './settings.js';
@@ -54,6 +64,14 @@ const EditBody = Type.Object({
   settings: Type.Optional(Settings),
 });
 
+/**
+ * Edits one user may have under way at once, those waiting for their notebook's lock included
+ * (decision 0231): more than a person keeps open (edits of different notebooks proceed in
+ * parallel, spec §9.3), few enough that one user cannot queue the shared code agent's work, or the
+ * bridge's memory (a request is up to 8 MiB), without end.
+ */
+export const MAX_EDITS_PER_USER = 32;
+
 /** The bridge server part (docs/contract/spec.md §9): cell edits through the local code-agent server. */
 export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -68,6 +86,8 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
   await app.register(userAuth, { db: opts.db, jwtSecret: opts.jwtSecret, listen: opts.listen });
   const sessions = new SessionMap(opts.db);
   const locks = new KeyedLock();
+  /** Edits each user has under way or waiting for their notebook's lock (decision 0231). */
+  const editsOf = new KeyedSlots(MAX_EDITS_PER_USER);
   const instanceId = randomUUID();
   const maxSessions = opts.maxSessionsPerUser ?? DEFAULT_MAX_SESSIONS_PER_USER;
   /**
@@ -122,6 +142,10 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
           const started = Date.now();
           // One user + notebook = one session; edits of one session run one after another.
           const owner = ownerOf(req);
+          const release = editsOf.take(owner.userId);
+          if (release === undefined) {
+            throw new TooManyRequestsError(`you have ${MAX_EDITS_PER_USER} edits under way already: wait until one has answered`);
+          }
           const key = sessionKey(owner, body.notebook_path);
           // One edit of a session at a time: in this process (no database round trips for the
           // common case), and across bridge instances through a lease in the database (issue 18).
@@ -131,42 +155,44 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
                 throw new ConflictError('another edit of this notebook is still running (on another bridge instance); try again when it ends');
               throw err;
             });
-          return locks.run(key, () =>
-            leased(async () => {
-              const sessionFor = async (fresh: boolean) => {
-                const known = fresh ? undefined : await sessions.get(owner, body.notebook_path, resolved.url);
-                if (known) return known;
-                const id = await upstream.createSession(`codeagent: ${body.notebook_path}`, timeoutMs);
-                await sessions.set(owner, body.notebook_path, id, resolved.url);
-                for (const old of await sessions.evictBeyond(owner, maxSessions)) {
-                  if (old.upstream_url === resolved.url) void upstream.deleteSession(old.session_id, 5000);
+          return locks
+            .run(key, () =>
+              leased(async () => {
+                const sessionFor = async (fresh: boolean) => {
+                  const known = fresh ? undefined : await sessions.get(owner, body.notebook_path, resolved.url);
+                  if (known) return known;
+                  const id = await upstream.createSession(`codeagent: ${body.notebook_path}`, timeoutMs);
+                  await sessions.set(owner, body.notebook_path, id, resolved.url);
+                  for (const old of await sessions.evictBeyond(owner, maxSessions)) {
+                    if (old.upstream_url === resolved.url) void upstream.deleteSession(old.session_id, 5000);
+                  }
+                  return id;
+                };
+                let sessionId = await sessionFor(false);
+                let reply;
+                try {
+                  reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, timeoutMs - (Date.now() - started));
+                } catch (err) {
+                  if (!(err instanceof SessionGoneError)) throw err;
+                  // docs/contract/seed.md §3 rule 4: the stored session is gone upstream; forget it and retry once.
+                  await sessions.drop(owner, body.notebook_path);
+                  sessionId = await sessionFor(true);
+                  reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, Math.max(1000, timeoutMs - (Date.now() - started)));
                 }
-                return id;
-              };
-              let sessionId = await sessionFor(false);
-              let reply;
-              try {
-                reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, timeoutMs - (Date.now() - started));
-              } catch (err) {
-                if (!(err instanceof SessionGoneError)) throw err;
-                // docs/contract/seed.md §3 rule 4: the stored session is gone upstream; forget it and retry once.
-                await sessions.drop(owner, body.notebook_path);
-                sessionId = await sessionFor(true);
-                reply = await upstream.prompt(sessionId, prompt, resolved.provider, resolved.model, Math.max(1000, timeoutMs - (Date.now() - started)));
-              }
-              await sessions.touch(owner, body.notebook_path);
-              const code = extractCode(reply.text);
-              if (!code) throw upstreamError(200, 'the code agent answered without a code block; try again or rephrase the instruction');
-              return {
-                source: code.source,
-                explanation: code.explanation,
-                session_id: sessionId,
-                provider: reply.providerID,
-                model: reply.modelID,
-                duration_ms: Date.now() - started,
-              };
-            }),
-          );
+                await sessions.touch(owner, body.notebook_path);
+                const code = extractCode(reply.text);
+                if (!code) throw upstreamError(200, 'the code agent answered without a code block; try again or rephrase the instruction');
+                return {
+                  source: code.source,
+                  explanation: code.explanation,
+                  session_id: sessionId,
+                  provider: reply.providerID,
+                  model: reply.modelID,
+                  duration_ms: Date.now() - started,
+                };
+              }),
+            )
+            .finally(release);
         });
 
         authed.get('/sessions', async (req) => ({ sessions: await sessions.list(ownerOf(req)) }));

@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from '@codeagent/db';
 import { issueUserToken } from '@codeagent/auth';
 import { buildGatewayApp } from '@codeagent/gateway';
 import type { ErrorBody } from '@codeagent/service-kit';
-import { buildBridgeApp } from './app.js';
+import { MAX_EDITS_PER_USER, buildBridgeApp } from './app.js';
 
 const SECRET = 'bridge-test-secret-that-is-long-enough-000';
 const PASSWORD = 'upstream-pw';
@@ -453,6 +453,32 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(results.every((r) => r.statusCode === 200)).toBe(true);
     // 20 × 300 ms one after another would take 6 s.
     expect(Date.now() - start).toBeLessThan(3000);
+  });
+
+  it(`caps the edits one user has under way at ${MAX_EDITS_PER_USER} (429 beyond, waiting ones included); another user is not held back (decision 0231)`, async () => {
+    // Every prompt waits until all of the user's places are taken, so none ends before the last one asks.
+    fake.gate = MAX_EDITS_PER_USER;
+    fake.delayMs = 1000;
+    try {
+      const mine = Array.from({ length: MAX_EDITS_PER_USER }, (_, i) => edit(`nb/cap-${i}.ipynb`));
+      await expect.poll(() => fake.inFlight, { timeout: 10_000 }).toBe(MAX_EDITS_PER_USER);
+      // One more of the same notebook as the first: it would wait for that notebook's lock, so it counts too.
+      const extra = await edit('nb/cap-0.ipynb');
+      expect(extra.statusCode).toBe(429);
+      expect(extra.json<ErrorBody>()).toMatchObject({ error: 'too_many_requests' });
+      expect(extra.json<ErrorBody>().message).toContain(`you have ${MAX_EDITS_PER_USER} edits under way already`);
+      const others = await edit('nb/cap-0.ipynb', {}, otherToken);
+      expect(others.statusCode).toBe(200);
+      expect((await Promise.all(mine)).map((r) => r.statusCode)).toEqual(Array(MAX_EDITS_PER_USER).fill(200));
+    } finally {
+      fake.gate = 0;
+    }
+    // The places are given back, failed edits' too.
+    fake.mode = 'error500';
+    expect((await edit('nb/cap-0.ipynb')).statusCode).toBe(502);
+    fake.mode = 'ok';
+    fake.delayMs = 0;
+    expect((await edit('nb/cap-0.ipynb')).statusCode).toBe(200);
   });
 
   it('survives 100 failing edits in a row, then succeeds', async () => {

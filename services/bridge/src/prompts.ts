@@ -8,6 +8,8 @@ export interface CellError {
 
 const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;?]*[A-Za-z]`, 'g');
 const MAX_TRACEBACK_CHARS = 4000;
+/** An error's name and message are kept to their start: a message can hold a whole data frame. */
+const MAX_ERROR_TEXT_CHARS = 2000;
 
 export function stripAnsi(text: string): string {
   return text.replace(ANSI, '');
@@ -17,6 +19,12 @@ export function stripAnsi(text: string): string {
 export function cleanTraceback(lines: string[] | undefined): string {
   const text = stripAnsi((lines ?? []).join('\n')).trim();
   return text.length > MAX_TRACEBACK_CHARS ? `…\n${text.slice(-MAX_TRACEBACK_CHARS)}` : text;
+}
+
+/** An error's name or message without colour codes, trimmed to its start (where it says what went wrong). */
+export function errorText(text: string): string {
+  const clean = stripAnsi(text);
+  return clean.length > MAX_ERROR_TEXT_CHARS ? `${clean.slice(0, MAX_ERROR_TEXT_CHARS)}… (${clean.length - MAX_ERROR_TEXT_CHARS} more characters)` : clean;
 }
 
 const TASKS: Record<EditAction, string> = {
@@ -44,7 +52,7 @@ export function buildPrompt(input: {
   ];
   if (input.errors.length > 0) {
     parts.push('', 'Errors the cell raised:');
-    for (const e of input.errors) parts.push(`${stripAnsi(e.ename)}: ${stripAnsi(e.evalue)}`, cleanTraceback(e.traceback));
+    for (const e of input.errors) parts.push(`${errorText(e.ename)}: ${errorText(e.evalue)}`, cleanTraceback(e.traceback));
   }
   if (input.instruction) parts.push('', `Instruction from the user: ${input.instruction}`);
   parts.push(

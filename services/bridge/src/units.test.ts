@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolveSettings, type BridgeEnvironment, type UserSettings } from './settings.js';
-import { buildPrompt, cleanTraceback, extractCode } from './prompts.js';
+import { buildPrompt, cleanTraceback, errorText, extractCode } from './prompts.js';
 
 const none: BridgeEnvironment = { url: undefined, user: undefined, password: undefined, allowedHosts: [] };
 const env: BridgeEnvironment = { url: 'http://127.0.0.1:5000', user: 'env-user', password: 'env-pw', allowedHosts: ['agent.internal'] };
@@ -100,6 +100,14 @@ describe('prompts and code extraction', () => {
     expect(text).not.toContain('\u001b');
     expect(text.length).toBeLessThan(4100);
     expect(text).toContain('line 1999');
+  });
+  it("keeps an error's message to its start: a prompt does not carry a megabyte of it", () => {
+    const evalue = `\u001b[0;31mKeyError\u001b[0m ${'x'.repeat(1_000_000)}`;
+    const p = buildPrompt({ action: 'fix', notebookPath: 'a.ipynb', source: 'x', errors: [{ ename: 'KeyError', evalue, traceback: [] }] });
+    expect(p.length).toBeLessThan(10_000);
+    expect(p).toContain('KeyError: KeyError xxx');
+    expect(p).toMatch(/… \(\d+ more characters\)/);
+    expect(errorText('short')).toBe('short');
   });
   it('asks for one fenced block and carries the instruction', () => {
     const p = buildPrompt({ action: 'edit', notebookPath: 'a.ipynb', source: 'x', errors: [], instruction: 'add a docstring' });
