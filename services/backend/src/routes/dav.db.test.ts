@@ -279,7 +279,7 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect((await dav('', { method: 'DELETE' })).status).toBe(403);
   });
 
-  it('lets a user have two folder operations under way at once: a third is 429, a single file and another user pass (decision 0227)', async () => {
+  it('lets a user have two folder operations under way at once: a third is 429, as is any COPY; deleting a file and another user pass (decision 0227)', async () => {
     const second = await createAndLogin(b, 'dav-ed2@example.com');
     await addMembers(b, ws, [[second, 'editor']]);
     for (const f of ['a', 'b', 'c', 'd', 'e']) for (const n of [1, 2]) expect((await put(`burst/${f}/${n}.txt`, `${f}${n}`)).status).toBe(201);
@@ -322,7 +322,9 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       // A COPY of a folder counts as well; nothing of it was written.
       expect((await dav('burst/d/', { method: 'COPY', headers: { destination: `/api/v1/dav/${ws}/burst/copied-d/` } })).status).toBe(429);
       expect((await propfind('burst/copied-d/', '0')).status).toBe(404);
-      // One file is not a folder operation; another user has places of their own.
+      // A COPY of one file counts too (it reads and writes every byte of it).
+      expect((await dav('burst/single.txt', { method: 'COPY', headers: { destination: `/api/v1/dav/${ws}/burst/single-copy.txt` } })).status).toBe(429);
+      // Deleting one file is not a folder operation; another user has places of their own.
       expect((await dav('burst/single.txt', { method: 'DELETE' })).status).toBe(204);
       expect((await dav('burst/d/', { method: 'DELETE', token: second.token })).status).toBe(204);
       unlock();

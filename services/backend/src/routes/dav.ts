@@ -216,15 +216,15 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
   /** Folder operations under way, by user (decision 0227). */
   const folderOperations = new KeyedSlots(DAV_FOLDER_OPERATIONS_PER_USER);
   /**
-   * Runs an operation on `count` files: one on a single file at once, one on more once the user
-   * holds one of their places for folder operations (429 while every place is taken).
+   * Runs `work`, an operation on many files (or on one file's bytes), once the user holds one of
+   * their places for such operations (429 while every place is taken). Taken before the files are
+   * listed: a refused request costs a few probes of the key, not the folder's paths.
    */
-  const asFolderOperation = async <T>(req: FastifyRequest, count: number, work: () => Promise<T>): Promise<T> => {
-    if (count <= 1) return work();
+  const asFolderOperation = async <T>(req: FastifyRequest, work: () => Promise<T>): Promise<T> => {
     const release = folderOperations.take(operatorOf(req));
     if (release === undefined) {
       throw new TooManyRequestsError(
-        `you have ${DAV_FOLDER_OPERATIONS_PER_USER} folder operations under way already (a folder deleted, moved or copied): wait until one has finished`,
+        `you have ${DAV_FOLDER_OPERATIONS_PER_USER} folder operations under way already (a folder deleted or moved, or anything copied): wait until one has finished`,
         1,
       );
     }
@@ -248,9 +248,14 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
 
   const remove = async (req: FastifyRequest, reply: FastifyReply, t: DavTarget) => {
     if (t.path === '') throw new ForbiddenError('the workspace root cannot be deleted; delete the files and folders in it');
-    const paths = await files.pathsAt(t.workspace, t.path);
-    if (paths.length === 0) throw new NotFoundError(`nothing at ${t.path}`);
-    await asFolderOperation(req, paths.length, () => trashAll(t.workspace, paths, actorOf(req)));
+    const kind = await files.kindOf(t.workspace, t.path);
+    if (!kind) throw new NotFoundError(`nothing at ${t.path}`);
+    const trash = async () => {
+      const paths = await files.pathsAt(t.workspace, t.path);
+      if (paths.length === 0) throw new NotFoundError(`nothing at ${t.path}`);
+      await trashAll(t.workspace, paths, actorOf(req));
+    };
+    await (kind === 'folder' ? asFolderOperation(req, trash) : trash());
     return reply.code(204).send();
   };
 
@@ -289,16 +294,19 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     const kind = await files.kindOf(source.workspace, source.path);
     if (!kind) throw new NotFoundError(`nothing at ${source.path}`);
     await refuseUnderObject(dest);
-    const existing = await files.pathsAt(dest.workspace, dest.path);
-    if (existing.length > 0 && !overwrite) {
-      throw new PreconditionFailedError(`${dest.path} exists and Overwrite is F`);
-    }
-    // A folder COPY with Depth 0 copies the folder alone (an empty folder).
-    const depth = req.headers.depth ?? 'infinity';
-    const sources = kind === 'folder' && !move && depth === '0' ? [] : await files.pathsAt(source.workspace, source.path);
-    const targetOf = (p: string) => `${dest.path}${p.slice(source.path.length)}`;
-    const targets = new Set(sources.map(targetOf));
-    await asFolderOperation(req, Math.max(sources.length, existing.length), async () => {
+    // A folder moved or deleted, or anything copied (a copy reads and writes every byte), holds
+    // one of the user's places (decision 0227); a file moved onto a file does not.
+    const many = !move || kind === 'folder' || (await files.kindOf(dest.workspace, dest.path)) === 'folder';
+    const work = async () => {
+      const existing = await files.pathsAt(dest.workspace, dest.path);
+      if (existing.length > 0 && !overwrite) {
+        throw new PreconditionFailedError(`${dest.path} exists and Overwrite is F`);
+      }
+      // A folder COPY with Depth 0 copies the folder alone (an empty folder).
+      const depth = req.headers.depth ?? 'infinity';
+      const sources = kind === 'folder' && !move && depth === '0' ? [] : await files.pathsAt(source.workspace, source.path);
+      const targetOf = (p: string) => `${dest.path}${p.slice(source.path.length)}`;
+      const targets = new Set(sources.map(targetOf));
       // What the Destination held and the source does not replace goes to the trash (RFC 4918:
       // the Destination is deleted first); what it replaces becomes a version, as a save does.
       await trashAll(
@@ -321,8 +329,10 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       if (sources.length === 0 && kind === 'folder') {
         await files.put(dest.workspace, `${dest.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: actorOf(req) });
       }
-    });
-    return reply.code(existing.length > 0 ? 204 : 201).send();
+      return existing.length > 0;
+    };
+    const replaced = await (many ? asFolderOperation(req, work) : work());
+    return reply.code(replaced ? 204 : 201).send();
   };
 
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
