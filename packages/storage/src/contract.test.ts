@@ -2,8 +2,8 @@ import { mkdtempSync, readdirSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import S3rver from 's3rver';
 import { LocalObjectStore } from './local.js';
 import { S3ObjectStore } from './s3.js';
@@ -163,6 +163,44 @@ describe('local backend specifics', () => {
 });
 
 describe('s3 backend specifics', () => {
+  it('copies an object past the CopyObject limit (5 GiB on S3) by streaming it through a multipart upload', async () => {
+    const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: mkdtempSync(join(tmpdir(), 'codeagent-s3rver-big-copy-')) });
+    const { port } = await server.run();
+    try {
+      // (The limit made small: the same path as a 6 GiB file's, with 20 MiB, three parts.)
+      const store = new S3ObjectStore({
+        client: {
+          endpoint: `http://127.0.0.1:${port}`,
+          region: 'us-east-1',
+          forcePathStyle: true,
+          credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+        },
+        buckets: { workspace: 'big-workspace', version: 'big-version', run_log: 'big-run-log', trash: 'big-trash' },
+        maxCopyObjectBytes: 1024 * 1024,
+      });
+      await store.init();
+      const big = randomBytes(20 * 1024 * 1024 + 7);
+      await store.put('workspace', 'ws/big.bin', Readable.from([big]));
+      const puts = vi.spyOn(store, 'put');
+      await store.copy('workspace', 'ws/big.bin', 'trash', 'ws/big.bin');
+      // Streamed through an upload, not one CopyObject (which s3rver would take at any size).
+      expect(puts).toHaveBeenCalledTimes(1);
+      const got = await store.get('trash', 'ws/big.bin');
+      expect(got?.size).toBe(big.length);
+      expect(Buffer.concat(await got!.body.toArray()).equals(big)).toBe(true);
+      // Under the limit: one CopyObject, as before.
+      await store.put('workspace', 'ws/small.txt', Readable.from(['small']));
+      puts.mockClear();
+      await store.copy('workspace', 'ws/small.txt', 'version', 'ws/small.txt');
+      expect(puts).not.toHaveBeenCalled();
+      expect(await text(store, 'version', 'ws/small.txt')).toBe('small');
+      // A missing source still fails as it did.
+      await expect(store.copy('workspace', 'ws/missing.bin', 'trash', 'ws/missing.bin')).rejects.toThrow();
+    } finally {
+      await server.close();
+    }
+  }, 60_000);
+
   it('initialises safely when several replicas create the same buckets at once', async () => {
     const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: mkdtempSync(join(tmpdir(), 'codeagent-s3rver-race-')) });
     const { port } = await server.run();

@@ -30,7 +30,16 @@ import {
 export interface S3StoreOptions {
   client: S3ClientConfig;
   buckets: Record<Area, string>;
+  /** The largest object one `CopyObject` copies (S3_MAX_COPY_OBJECT_BYTES by default; smaller in tests). */
+  maxCopyObjectBytes?: number;
 }
+
+/**
+ * S3 copies at most 5 GiB in one `CopyObject` ("The specified copy source is larger than the
+ * maximum allowable size", AWS and MinIO alike); MAX_UPLOAD_BYTES allows 10 GiB files, whose
+ * replacement or deletion copies them into the version or trash area.
+ */
+export const S3_MAX_COPY_OBJECT_BYTES = 5 * 1024 * 1024 * 1024;
 
 function isNotFound(err: unknown): boolean {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
@@ -150,6 +159,16 @@ export class S3ObjectStore implements ObjectStore {
   async copy(fromArea: Area, fromKey: string, toArea: Area, toKey: string): Promise<void> {
     validateObjectPath(fromKey);
     validateObjectPath(toKey);
+    // Past CopyObject's limit the bytes are streamed through a multipart upload instead (S3's own
+    // alternative, UploadPartCopy, is not offered by every S3-speaking server: s3rver lacks it).
+    const source = await this.head(fromArea, fromKey);
+    if (source && source.size > (this.opts.maxCopyObjectBytes ?? S3_MAX_COPY_OBJECT_BYTES)) {
+      const got = await this.get(fromArea, fromKey);
+      if (got) {
+        await this.put(toArea, toKey, got.body);
+        return;
+      }
+    }
     await this.client.send(
       new CopyObjectCommand({
         Bucket: this.bucket(toArea),
