@@ -58,12 +58,15 @@ const BIDI_CONTROL = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
  */
 export function validateNewObjectPath(path: unknown): string {
   const valid = validateObjectPath(path);
-  const bidi = BIDI_CONTROL.exec(valid);
-  if (bidi) {
-    const code = `U+${bidi[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
-    throw new InvalidPathError(valid, `must not contain bidirectional control characters (${code}): they make a name display as another`);
-  }
+  const bidi = bidiControlIn(valid);
+  if (bidi) throw new InvalidPathError(valid, `must not contain bidirectional control characters (${bidi}): they make a name display as another`);
   return valid;
+}
+
+/** The first bidirectional control character of `text` as `U+XXXX`, or undefined (the one rule for every name: paths, users, workspaces). */
+export function bidiControlIn(text: string): string | undefined {
+  const bidi = BIDI_CONTROL.exec(text);
+  return bidi ? `U+${bidi[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}` : undefined;
 }
 
 /** Same rule for a listing prefix, which may be empty and may end with `/`. */

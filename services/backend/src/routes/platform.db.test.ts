@@ -57,6 +57,33 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(extra.statusCode).toBe(400);
     });
 
+    it('refuses names every member would see wrong: bidirectional controls, other control characters, blank (decision 0233); every script passes', async () => {
+      const user = (name: string, email: string) => api('POST', '/users', { email, name, password: 'password-123' });
+      const spoof = await user('Ada\u202Enimda', 'spoof@example.com');
+      expect(spoof.statusCode).toBe(400);
+      expect(spoof.json()).toMatchObject({ error: 'invalid_request', fields: { name: expect.stringContaining('U+202E') as unknown } });
+      expect((await user('Ada\nAdmin', 'newline@example.com')).json<ErrorBody>().fields?.name).toContain('U+000A');
+      expect((await user('   ', 'blank@example.com')).statusCode).toBe(400);
+      // Nothing was created by the refusals.
+      expect((await user('Spoof', 'spoof@example.com')).statusCode).toBe(201);
+      for (const [name, email] of [
+        ['عائشة', 'aisha@example.com'],
+        ['שרה', 'sara@example.com'],
+        ['Zoë 山田', 'zoe@example.com'],
+      ] as const) {
+        expect((await user(name, email)).statusCode, name).toBe(201);
+      }
+      const ws = await newWorkspace('Plain');
+      expect((await api('POST', '/workspaces', { name: 'Team\u2066 evil' })).statusCode).toBe(400);
+      const renamed = await api('PATCH', `/workspaces/${ws}`, { name: 'Plain\u200F' });
+      expect(renamed.statusCode).toBe(400);
+      expect((await api('GET', `/workspaces/${ws}`)).json<WorkspaceDto>().name).toBe('Plain');
+      const id = (await api('GET', '/users?limit=1000')).json<ListPage<UserDto>>().items.find((u) => u.email === 'zoe@example.com')!.id;
+      expect((await api('PATCH', `/users/${id}`, { name: 'Zoë\u202D' })).statusCode).toBe(400);
+      // A change without a name is not held back by the rule.
+      expect((await api('PATCH', `/users/${id}`, { disabled: false })).statusCode).toBe(200);
+    });
+
     it('lists users with limit and cursor', async () => {
       const all = await api('GET', '/users');
       expect(all.statusCode).toBe(200);

@@ -2,7 +2,8 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import { EVERY_USER, type DB } from '@codeagent/db';
-import { ListQuery, listResponse } from '@codeagent/service-kit';
+import { BadRequestError, ListQuery, listResponse } from '@codeagent/service-kit';
+import { bidiControlIn } from '@codeagent/storage';
 import { createUser, deleteUser, listUsers, resetPassword, toUserDto, updateUser } from '../domain/users.js';
 import type { LoginThrottle } from '../domain/login-throttle.js';
 import {
@@ -29,10 +30,33 @@ const RoleId = Type.String({ minLength: 1, maxLength: 64 });
 const MemberParams = Type.Object({ id: Type.String({ maxLength: 64 }), user_id: Type.String({ maxLength: 64 }) });
 const Description = Type.String({ maxLength: 10_000 });
 
+/**
+ * Why a user's or a workspace's name cannot be given (decision 0233), or undefined: every member
+ * sees these names (the members list, "by Ada" beside each change), so none may hold a
+ * bidirectional control (it makes a name display as another) or any other control character
+ * (a line break or a tab that breaks the lines it is shown in). Letters of every script pass.
+ */
+export function nameProblem(name: string): string | undefined {
+  const bidi = bidiControlIn(name);
+  if (bidi) return `must not contain bidirectional control characters (${bidi}): they make a name display as another`;
+  for (const ch of name) {
+    const code = ch.codePointAt(0)!;
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return `must not contain control characters (U+${code.toString(16).toUpperCase().padStart(4, '0')})`;
+  }
+  if (name.trim() === '') return 'must not be blank';
+  return undefined;
+}
+
 /** Platform administration (docs/contract/spec.md §4.2): system administrators only. */
 // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
 export const platformRoutes: FastifyPluginAsyncTypebox<PlatformRoutesOptions> = async (app, { db, throttle }) => {
   const tags = ['platform'];
+  // A name given to a user or a workspace (their create and change routes are the ones here with one).
+  app.addHook('preHandler', (req, _reply, done) => {
+    const name = (req.body as { name?: unknown } | undefined)?.name;
+    const problem = typeof name === 'string' ? nameProblem(name) : undefined;
+    done(problem ? new BadRequestError(`name ${problem}`, { name: problem }) : undefined);
+  });
 
   app.post(
     '/users',
