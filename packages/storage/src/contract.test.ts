@@ -128,6 +128,20 @@ contract(
   () => Promise.resolve(),
 );
 
+/** A store on an s3rver at `port`, its buckets named `{prefix}-{area}`. */
+function s3rverStore(port: number, prefix: string, more: { maxCopyObjectBytes?: number } = {}): S3ObjectStore {
+  return new S3ObjectStore({
+    client: {
+      endpoint: `http://127.0.0.1:${port}`,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    },
+    buckets: { workspace: `${prefix}-workspace`, version: `${prefix}-version`, run_log: `${prefix}-run-log`, trash: `${prefix}-trash` },
+    ...more,
+  });
+}
+
 let s3rver: S3rver | undefined;
 const s3Dir = mkdtempSync(join(tmpdir(), 'codeagent-s3rver-'));
 contract(
@@ -135,15 +149,7 @@ contract(
   async () => {
     s3rver = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: s3Dir });
     const { port } = await s3rver.run();
-    return new S3ObjectStore({
-      client: {
-        endpoint: `http://127.0.0.1:${port}`,
-        region: 'us-east-1',
-        forcePathStyle: true,
-        credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
-      },
-      buckets: { workspace: 'ca-workspace', version: 'ca-version', run_log: 'ca-run-log', trash: 'ca-trash' },
-    });
+    return s3rverStore(port, 'ca');
   },
   async () => {
     await s3rver?.close();
@@ -168,16 +174,7 @@ describe('s3 backend specifics', () => {
     const { port } = await server.run();
     try {
       // (The limit made small: the same path as a 6 GiB file's, with 20 MiB, three parts.)
-      const store = new S3ObjectStore({
-        client: {
-          endpoint: `http://127.0.0.1:${port}`,
-          region: 'us-east-1',
-          forcePathStyle: true,
-          credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
-        },
-        buckets: { workspace: 'big-workspace', version: 'big-version', run_log: 'big-run-log', trash: 'big-trash' },
-        maxCopyObjectBytes: 1024 * 1024,
-      });
+      const store = s3rverStore(port, 'big', { maxCopyObjectBytes: 1024 * 1024 });
       await store.init();
       const big = randomBytes(20 * 1024 * 1024 + 7);
       await store.put('workspace', 'ws/big.bin', Readable.from([big]));
@@ -205,16 +202,7 @@ describe('s3 backend specifics', () => {
     const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: mkdtempSync(join(tmpdir(), 'codeagent-s3rver-race-')) });
     const { port } = await server.run();
     try {
-      const replica = () =>
-        new S3ObjectStore({
-          client: {
-            endpoint: `http://127.0.0.1:${port}`,
-            region: 'us-east-1',
-            forcePathStyle: true,
-            credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
-          },
-          buckets: { workspace: 'race-workspace', version: 'race-version', run_log: 'race-run-log', trash: 'race-trash' },
-        });
+      const replica = () => s3rverStore(port, 'race');
       const replicas = Array.from({ length: 4 }, replica);
       await Promise.all(replicas.map((r) => r.init()));
       await replicas[0]!.put('workspace', 'x', Readable.from(['one']));
