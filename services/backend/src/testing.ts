@@ -124,6 +124,12 @@ export async function addMembers(b: TestBackend, ws: string, members: readonly (
   }
 }
 
+/** Disables a user's account as the bootstrap admin (`PATCH /platform/users/{id}`, `disabled: true`); `id` as given (any case). */
+export async function disableUser(b: TestBackend, id: string): Promise<void> {
+  const res = await b.app.inject({ method: 'PATCH', url: `/api/v1/platform/users/${id}`, headers: bearer(b.adminToken), payload: { disabled: true } });
+  if (res.statusCode !== 200) throw new Error(`disable user failed: ${res.statusCode} ${res.body}`);
+}
+
 export interface TestGateway {
   gateway: FastifyInstance;
   /** The gateway's base URL (loopback, its own port), as clients reach the platform. */

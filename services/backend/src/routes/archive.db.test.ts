@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { Agent, fetch } from 'undici';
 import type { ErrorBody } from '@codeagent/service-kit';
-import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from '../testing.js';
+import { addMembers, bearer, createAndLogin, createWorkspace, disableUser, startTestBackend, type TestBackend } from '../testing.js';
 import { ARCHIVE_MAX_FILES, ARCHIVES_PER_USER, entryName } from './archive.js';
 
 /** The entries of a zip (Python's zipfile, an implementation other than the one that wrote it): name → content (base64) and how it was stored. */
@@ -135,13 +135,7 @@ describe(`a folder downloaded as a zip (${process.env.CODEAGENT_TEST_DB ?? 'post
     const leaving = await createAndLogin(b, 'zip-leaving@example.com');
     await addMembers(b, ws, [[leaving, 'viewer']]);
     expect((await archive(leaving.token, '?prefix=reports/')).statusCode).toBe(200);
-    const disable = await b.app.inject({
-      method: 'PATCH',
-      url: `/api/v1/platform/users/${leaving.id}`,
-      headers: bearer(b.adminToken),
-      payload: { disabled: true },
-    });
-    expect(disable.statusCode).toBe(200);
+    await disableUser(b, leaving.id);
     const res = await archive(leaving.token, '?prefix=reports/');
     expect(res.statusCode).toBe(401);
     expect(res.rawPayload.includes('region,total')).toBe(false);

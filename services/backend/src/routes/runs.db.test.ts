@@ -2,7 +2,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { MAX_NOTEBOOK_BYTES, claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
-import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type RunDto, type ScheduleDto, type TestBackend } from '../testing.js';
+import {
+  addMembers,
+  bearer,
+  createAndLogin,
+  createWorkspace,
+  startTestBackend,
+  type RunDto,
+  type ScheduleDto,
+  type TestBackend,
+  disableUser,
+} from '../testing.js';
 
 describe(`runs and schedules API (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
@@ -440,13 +450,7 @@ describe(`readying a workspace for a run (decision 0209, ${process.env.CODEAGENT
     expect((await warm(editor.token, third)).statusCode).toBe(202);
     expect(asked).toEqual([ws, other, third]);
     // A disabled account's session warms nothing.
-    const disable = await b.app.inject({
-      method: 'PATCH',
-      url: `/api/v1/platform/users/${editor.id}`,
-      headers: bearer(b.adminToken),
-      payload: { disabled: true },
-    });
-    expect(disable.statusCode).toBe(200);
+    await disableUser(b, editor.id);
     const fourth = await createWorkspace(b, 'warm-fourth');
     await addMembers(b, fourth, [[editor, 'editor']]);
     expect((await warm(editor.token, fourth)).statusCode).toBe(401);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import type { KyselyPlugin } from 'kysely';
-import { bearer, createAndLogin, startTestBackend, type TestBackend, type UserDto } from '../testing.js';
+import { bearer, createAndLogin, disableUser, startTestBackend, type TestBackend, type UserDto } from '../testing.js';
 
 /**
  * Token checks are cached per token and forgotten through LISTEN/NOTIFY (decision 0082): the
@@ -86,13 +86,7 @@ describe(`cached token checks across two backends (${process.env.CODEAGENT_TEST_
   it('ends the sessions of a user the administrator named in capitals at once too (the announcement carries the stored id)', async () => {
     const u = await createAndLogin(b, 'capitals@example.com');
     await warm(u.token);
-    const patched = await b.app.inject({
-      method: 'PATCH',
-      url: `/api/v1/platform/users/${u.id.toUpperCase()}`,
-      headers: bearer(b.adminToken),
-      payload: { disabled: true },
-    });
-    expect(patched.statusCode).toBe(200);
+    await disableUser(b, u.id.toUpperCase());
     expect((await me(other, u.token)).statusCode).toBe(401);
   });
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
-import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from '../testing.js';
+import { addMembers, bearer, createAndLogin, createWorkspace, disableUser, startTestBackend, type TestBackend } from '../testing.js';
 
 interface Member {
   workspace_id: string;
@@ -86,13 +86,7 @@ describe(`a workspace's members, read by its members (${process.env.CODEAGENT_TE
     const leaving = await createAndLogin(b, 'team-leaving@example.com');
     await addMembers(b, ws, [[leaving, 'viewer']]);
     expect((await get(leaving.token, `${ws}/members`)).statusCode).toBe(200);
-    const disable = await b.app.inject({
-      method: 'PATCH',
-      url: `/api/v1/platform/users/${leaving.id}`,
-      headers: bearer(b.adminToken),
-      payload: { disabled: true },
-    });
-    expect(disable.statusCode).toBe(200);
+    await disableUser(b, leaving.id);
     const res = await get(leaving.token, `${ws}/members`);
     expect(res.statusCode).toBe(401);
     expect(res.body).not.toContain('team-editor@example.com');
