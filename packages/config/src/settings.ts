@@ -124,6 +124,8 @@ export interface Config {
     concurrency: number;
     pollMs: number;
     runTimeoutSeconds: number;
+    /** Runs of one workspace running at once, over every worker (decision 0234). */
+    maxRunningPerWorkspace: number;
   };
   /** Run flood limits (docs/contract/spec.md §4.5). */
   runLimits: {
@@ -545,6 +547,8 @@ export function loadConfig(options: LoadOptions = {}): Config {
       concurrency: int('WORKER_CONCURRENCY', 2, 1, 64),
       pollMs: int('WORKER_POLL_MS', 1000, 10, 60_000),
       runTimeoutSeconds: int('RUN_TIMEOUT_SECONDS', 3600, 1, 7 * 24 * 3600),
+      // Decision 0234: one workspace's long runs never hold every worker's slots.
+      maxRunningPerWorkspace: int('MAX_RUNNING_RUNS_PER_WORKSPACE', 1, 1, 10_000),
     },
     runLimits: {
       scheduleMinIntervalSeconds: int('SCHEDULE_MIN_INTERVAL_SECONDS', 60, 1, 366 * 24 * 3600),

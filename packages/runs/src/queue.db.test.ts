@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
-import { cancelRun, claimRuns, enqueueDueSchedules, enqueueRun } from './queue.js';
+import { cancelRun, claimRuns, completeRun, enqueueDueSchedules, enqueueRun } from './queue.js';
 
 describe(`run queue (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let t: TestDatabase;
@@ -52,6 +52,36 @@ describe(`run queue (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(next.map((r) => r.id)).toEqual([lone]);
     // Then the flooder continues, oldest first.
     expect((await claimRuns(t.database.db, 'w', 1, 30))[0]!.id).toBe(floodIds[5]);
+  });
+
+  it('holds a workspace at maxRunningPerWorkspace running runs over every claim, so another workspace gets the free slot', async () => {
+    await drainQueue();
+    const [hog, other] = [await workspace('hog'), await workspace('other')];
+    const hogRuns = await flood(hog, 3, 'h');
+    const first = await claimRuns(t.database.db, 'w1', 10, 30, { maxRunningPerWorkspace: 1 });
+    expect(first.map((r) => r.id)).toEqual([hogRuns[0]]);
+    // A second worker with free slots: the workspace is at its cap.
+    expect(await claimRuns(t.database.db, 'w2', 10, 30, { maxRunningPerWorkspace: 1 })).toEqual([]);
+    const [otherRun] = await flood(other, 1, 'o');
+    expect((await claimRuns(t.database.db, 'w2', 10, 30, { maxRunningPerWorkspace: 1 })).map((r) => r.id)).toEqual([otherRun]);
+    // The running run ends: the next one of the workspace may start, one at a time.
+    expect(await completeRun(t.database.db, hogRuns[0]!, 'w1', { status: 'succeeded' })).toBe(true);
+    expect((await claimRuns(t.database.db, 'w2', 10, 30, { maxRunningPerWorkspace: 1 })).map((r) => r.id)).toEqual([hogRuns[1]]);
+    // A cancelled running run frees its place too; a larger cap lets the rest through.
+    expect((await cancelRun(t.database.db, hog, hogRuns[1]!))?.status).toBe('cancelled');
+    expect((await claimRuns(t.database.db, 'w1', 10, 30, { maxRunningPerWorkspace: 2 })).map((r) => r.id)).toEqual([hogRuns[2]]);
+  });
+
+  it('never lets concurrent claims of many workers pass the running cap together', async () => {
+    await drainQueue();
+    for (let round = 0; round < 5; round++) {
+      const ws = await workspace(`race${round}`);
+      await flood(ws, 12, `r${round}`);
+      const claims = await Promise.all(Array.from({ length: 8 }, (_, i) => claimRuns(t.database.db, `racer${i}`, 2, 30, { maxRunningPerWorkspace: 3 })));
+      expect(claims.flat()).toHaveLength(3);
+      const running = await t.database.db.selectFrom('runs').select('id').where('workspace_id', '=', ws).where('status', '=', 'running').execute();
+      expect(running).toHaveLength(3);
+    }
   });
 
   it('never claims a cancelled run', async () => {

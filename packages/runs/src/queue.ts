@@ -222,11 +222,37 @@ export async function enqueueDueSchedules(db: Kysely<DB>, opts: ScheduleTickOpti
  * workspace served longest ago first), oldest first within a workspace. "Served" is the
  * latest `started_at` of the workspace's runs, so the order needs no state of its own and
  * holds across workers: a flood in one workspace delays another's run by at most one claim.
+ *
+ * With `maxRunningPerWorkspace` (MAX_RUNNING_RUNS_PER_WORKSPACE, decision 0234), a workspace
+ * that already has that many runs running on any worker contributes none: long runs of one
+ * workspace cannot hold every worker's slots while other workspaces' runs wait. Claims then
+ * take one advisory lock, so that two workers' claims never both see the last place free.
  */
-export async function claimRuns(db: Kysely<DB>, workerId: string, limit: number, leaseSeconds: number): Promise<RunRow[]> {
+export async function claimRuns(
+  db: Kysely<DB>,
+  workerId: string,
+  limit: number,
+  leaseSeconds: number,
+  opts: { maxRunningPerWorkspace?: number } = {},
+): Promise<RunRow[]> {
+  const cap = opts.maxRunningPerWorkspace;
+  if (cap === undefined) return claimStatement(db, workerId, limit, leaseSeconds, CLAIM_UNCAPPED);
+  return inTransaction(db, async (trx) => {
+    await advisoryXactLock(trx, CLAIM_LOCK);
+    return claimStatement(trx, workerId, limit, leaseSeconds, cap);
+  });
+}
+
+/** Taken by every capped claim (see claimRuns). */
+const CLAIM_LOCK = 'codeagent:run-claim';
+/** No workspace reaches this many running runs (PostgreSQL's largest integer). */
+const CLAIM_UNCAPPED = 2_147_483_647;
+
+async function claimStatement(db: Kysely<DB>, workerId: string, limit: number, leaseSeconds: number, cap: number): Promise<RunRow[]> {
   // `workspaces` walks the distinct workspaces with queued runs through the partial index
   // runs_queued_workspace (a loose index scan: one probe per workspace, not one per run);
-  // each contributes its `limit` oldest queued runs, ranked by turn.
+  // each contributes its oldest queued runs, as many as `limit` and the places its running
+  // runs leave under `cap` allow (runs_running_workspace counts them), ranked by turn.
   const result = await sql<RunRow>`
     WITH RECURSIVE workspaces AS (
       (SELECT workspace_id FROM runs WHERE status = 'queued' ORDER BY workspace_id LIMIT 1)
@@ -242,12 +268,15 @@ export async function claimRuns(db: Kysely<DB>, workerId: string, limit: number,
         SELECT max(s.started_at) AS last_served FROM runs s WHERE s.workspace_id = w.workspace_id AND s.started_at IS NOT NULL
       ) served
       CROSS JOIN LATERAL (
+        SELECT count(*)::int AS running FROM runs x WHERE x.workspace_id = w.workspace_id AND x.status = 'running'
+      ) busy
+      CROSS JOIN LATERAL (
         SELECT oldest.id, oldest.created_at, row_number() OVER (ORDER BY oldest.created_at, oldest.id) AS turn
         FROM (
           SELECT r.id, r.created_at FROM runs r
           WHERE r.workspace_id = w.workspace_id AND r.status = 'queued'
           ORDER BY r.created_at, r.id
-          LIMIT ${limit}
+          LIMIT least(${limit}::int, greatest(${cap}::int - busy.running, 0))
         ) oldest
       ) q
       WHERE w.workspace_id IS NOT NULL

@@ -97,6 +97,7 @@ export async function startWorker(config: Config): Promise<void> {
     log,
     leaseSeconds: config.worker.leaseSeconds,
     concurrency: config.worker.concurrency,
+    maxRunningPerWorkspace: config.worker.maxRunningPerWorkspace,
     pollMs: config.worker.pollMs,
     listen: database.listen.bind(database),
     runTimeoutSeconds: config.worker.runTimeoutSeconds,

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { openDatabase, createTestDatabase, type Database, type TestDatabase } from '@codeagent/db';
 import { claimRuns, enqueueRun } from '@codeagent/runs';
-import { ScheduleWorker, type NotebookRunner, type RunIO } from './worker.js';
+import { ScheduleWorker, type NotebookRunner, type RunContext, type RunIO } from './worker.js';
 import type { Notebook } from './notebook.js';
 
 const log = pino({ level: 'silent' });
@@ -51,6 +51,23 @@ class CountingRuntime implements NotebookRunner {
       },
       duration_ms: 2,
     };
+  }
+}
+
+/** Holds every run of `held` until released; the others run at once. */
+class HoldingRuntime implements NotebookRunner {
+  started: string[] = [];
+  private readonly inner = new CountingRuntime();
+  private release!: () => void;
+  private readonly released = new Promise<void>((r) => (this.release = r));
+  constructor(private readonly held: string) {}
+  async runNotebook(notebook: Notebook, _timeoutSeconds: number, context?: RunContext) {
+    this.started.push(context?.workspaceId ?? '');
+    if (context?.workspaceId === this.held) await this.released;
+    return this.inner.runNotebook(notebook);
+  }
+  letGo(): void {
+    this.release();
   }
 }
 
@@ -164,6 +181,42 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const after = await t.database.db.selectFrom('schedules').selectAll().where('id', '=', s.id).executeTakeFirstOrThrow();
     expect(after.next_run_at!.getTime()).toBeGreaterThan(Date.now());
     expect(after.last_run_at).not.toBeNull();
+  });
+
+  it('long runs of one workspace never hold every slot: another workspace’s run starts while they run (MAX_RUNNING_RUNS_PER_WORKSPACE)', async () => {
+    const db = t.database.db;
+    const hog = (await db.insertInto('workspaces').values({ name: 'hog' }).returning('id').executeTakeFirstOrThrow()).id;
+    const other = (await db.insertInto('workspaces').values({ name: 'other' }).returning('id').executeTakeFirstOrThrow()).id;
+    const runtime = new HoldingRuntime(hog);
+    // Two workers, two slots each: without the cap the hog's four runs would take all four.
+    const workers = [
+      new ScheduleWorker({ db, io: new MemoryIO(), runtime, log, workerId: 'cap-1', concurrency: 2, maxRunningPerWorkspace: 1, pollMs: 5 }),
+      new ScheduleWorker({ db: second.db, io: new MemoryIO(), runtime, log, workerId: 'cap-2', concurrency: 2, maxRunningPerWorkspace: 1, pollMs: 5 }),
+    ];
+    const hogRuns: string[] = [];
+    for (let i = 0; i < 4; i++) hogRuns.push((await enqueueRun(db, { workspaceId: hog, notebookPath: 'nb.ipynb' })).id);
+    workers.forEach((w) => w.start());
+    try {
+      const statuses = async (ids: string[]) => (await runsById(ids)).map((r) => r.status).sort();
+      const until = async (what: () => Promise<boolean>) => {
+        const deadline = Date.now() + 30_000;
+        while (!(await what())) {
+          if (Date.now() > deadline) throw new Error('timed out');
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      };
+      await until(async () => (await statuses(hogRuns)).includes('running'));
+      const lone = await enqueueRun(db, { workspaceId: other, notebookPath: 'nb.ipynb' });
+      await until(async () => (await statuses([lone.id]))[0] === 'succeeded');
+      // Many ticks of both workers later, still one of the hog's runs at a time.
+      expect(await statuses(hogRuns)).toEqual(['queued', 'queued', 'queued', 'running']);
+      expect(runtime.started.filter((w) => w === hog)).toHaveLength(1);
+      runtime.letGo();
+      await until(async () => (await statuses(hogRuns)).every((s) => s === 'succeeded'));
+    } finally {
+      runtime.letGo();
+      await Promise.all(workers.map((w) => w.stop()));
+    }
   });
 
   it('a flood of runs in one workspace delays another workspace’s run by one claim cycle at most', async () => {

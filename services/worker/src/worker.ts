@@ -97,6 +97,11 @@ export interface WorkerOptions {
   listen?: Database['listen'];
   /** Runs executed at once by this worker. */
   concurrency?: number;
+  /**
+   * Runs of one workspace running at once on all workers together (MAX_RUNNING_RUNS_PER_WORKSPACE,
+   * decision 0234); unset: no cap.
+   */
+  maxRunningPerWorkspace?: number;
   runTimeoutSeconds?: number;
   /** A run's files copied into and out of its sandbox, each way (SANDBOX_FILES_MAX_BYTES). */
   filesMaxBytes?: number;
@@ -236,7 +241,8 @@ export class ScheduleWorker {
     this.maybeMaintain();
     const free = this.concurrency - this.inFlight.size;
     if (free <= 0 || this.stopped) return;
-    for (const run of await claimRuns(db, this.workerId, free, this.leaseSeconds)) {
+    const cap = this.opts.maxRunningPerWorkspace;
+    for (const run of await claimRuns(db, this.workerId, free, this.leaseSeconds, cap === undefined ? {} : { maxRunningPerWorkspace: cap })) {
       const abort = new AbortController();
       const done = this.execute(run, abort.signal).finally(() => {
         this.inFlight.delete(run.id);
