@@ -9,6 +9,7 @@ import {
   validateNewObjectPath,
   validateObjectPath,
   validatePrefix,
+  type Area,
   type ByteRange,
   type ObjectStore,
 } from '@codeagent/storage';
@@ -349,9 +350,45 @@ export class WorkspaceFiles {
     return q.executeTakeFirst();
   }
 
-  /** Keeps the current content of a locked row as a version (copy to the version area + row). */
-  private async keepAsVersion(trx: Transaction<DB>, row: ObjectRow): Promise<void> {
-    await this.store.copy('workspace', blobKey(row.workspace_id, row.version_id), 'version', blobKey(row.workspace_id, row.version_id));
+  /**
+   * Copies `from` to `to` ahead of the transaction that records the copy (decision 0235): on S3
+   * a copy takes seconds for a large object, and inside the transaction it held a database
+   * connection, the object's row lock and the tree locks the whole time. False when it failed
+   * (the content gone meanwhile, the store down): the transaction then copies, as before.
+   */
+  private async copyAhead(from: Area, fromKey: string, to: Area, toKey: string): Promise<boolean> {
+    try {
+      await this.store.copy(from, fromKey, to, toKey);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Before a transaction that may replace the object at `path`: copies its current content to
+   * the version area (unlocked; the transaction checks it is still the one it replaces). Returns
+   * the version copied, which the caller passes to keepAsVersion; `copied` collects every one
+   * (a transaction run again copies again), which the caller passes to dropUnkept at the end.
+   */
+  private async keepAhead(workspaceId: string, path: string, copied: Set<string>): Promise<string | undefined> {
+    const current = await this.currentRow(this.db, workspaceId, path);
+    if (!current) return undefined;
+    const key = blobKey(workspaceId, current.version_id);
+    if (!(await this.copyAhead('workspace', key, 'version', key))) return undefined;
+    copied.add(current.version_id);
+    return current.version_id;
+  }
+
+  /**
+   * Keeps the current content of a locked row as a version (content in the version area + row).
+   * The content is copied here unless `ahead` (keepAhead) is this row's version and its copy is
+   * still there: an operation that copied it ahead and then failed removes it (dropUnkept) under
+   * this row's lock, so what this transaction finds under the lock stays.
+   */
+  private async keepAsVersion(trx: Transaction<DB>, row: ObjectRow, ahead?: string): Promise<void> {
+    const key = blobKey(row.workspace_id, row.version_id);
+    if (row.version_id !== ahead || (await this.store.head('version', key)) === undefined) await this.store.copy('workspace', key, 'version', key);
     await trx
       .insertInto('object_versions')
       .values({
@@ -366,6 +403,29 @@ export class WorkspaceFiles {
       })
       .onConflict((oc) => oc.column('id').doNothing())
       .execute();
+  }
+
+  /**
+   * At the end of an operation that copied versions ahead (keepAhead): removes each copy but the
+   * one it committed as a kept version (`kept`), unless a version row holds it anyway (another
+   * replace of the same content committed it). Under the lock of the object still holding that
+   * version, if one does, so a transaction replacing it meanwhile either finds the copy gone
+   * (and copies) or has committed its row.
+   */
+  private async dropUnkept(workspaceId: string, copied: ReadonlySet<string>, kept: string | undefined): Promise<void> {
+    for (const versionId of copied) {
+      if (versionId === kept) continue;
+      const key = blobKey(workspaceId, versionId);
+      try {
+        await this.db.transaction().execute(async (trx) => {
+          await trx.selectFrom('objects').select('path').where('version_id', '=', versionId).forUpdate().execute();
+          const row = await trx.selectFrom('object_versions').select('id').where('id', '=', versionId).executeTakeFirst();
+          if (!row) await this.store.delete('version', key);
+        });
+      } catch (err) {
+        this.log.warn({ err, area: 'version', key }, 'could not remove content copied ahead of a write that did not keep it');
+      }
+    }
   }
 
   /**
@@ -433,9 +493,12 @@ export class WorkspaceFiles {
       modified_at: opts.modifiedAt ?? null,
     };
     let replaced: ObjectRow | undefined;
+    const copied = new Set<string>();
+    let kept: string | undefined;
     try {
-      const result = await withRetry(() =>
-        this.db.transaction().execute(async (trx) => {
+      const result = await withRetry(async () => {
+        const ahead = await this.keepAhead(workspaceId, path, copied);
+        return this.db.transaction().execute(async (trx) => {
           replaced = undefined;
           await this.claimPlace(trx, workspaceId, path);
           // Replacing keeps the old content as a version: the workspace grows by the new size.
@@ -449,7 +512,7 @@ export class WorkspaceFiles {
           if (inserted) return { row: inserted, created: true };
           const current = await this.currentRow(trx, workspaceId, path, true);
           if (!current) throw Object.assign(new Error('object vanished during replace'), { code: '40001' });
-          await this.keepAsVersion(trx, current);
+          await this.keepAsVersion(trx, current, ahead);
           replaced = current;
           const row = await trx
             .updateTable('objects')
@@ -459,13 +522,16 @@ export class WorkspaceFiles {
             .returningAll()
             .executeTakeFirstOrThrow();
           return { row, created: false };
-        }),
-      );
+        });
+      });
+      kept = replaced?.version_id;
       if (replaced) await this.discard('workspace', blobKey(workspaceId, replaced.version_id));
       return { object: toObjectDto(result.row), created: result.created };
     } catch (err) {
       await this.discard('workspace', key);
       throw err;
+    } finally {
+      await this.dropUnkept(workspaceId, copied, kept);
     }
   }
 
@@ -632,49 +698,58 @@ export class WorkspaceFiles {
     validateNewObjectPath(to);
     if (from === to) throw new ConflictError(`${from} cannot be moved onto itself`);
     let replaced: ObjectRow | undefined;
-    const result = await withRetry(() =>
-      this.db.transaction().execute(async (trx) => {
-        replaced = undefined;
-        await this.claimPlace(trx, workspaceId, to);
-        // Renames onto one path wait for each other (editors that save by renaming a temporary
-        // file over the original): the next one then sees the row the previous one left there.
-        await advisoryXactLock(trx, `codeagent:rename:${workspaceId}:${to}`);
-        // Both rows locked in path order, as every other writer that takes two of them would.
-        const rows = await trx
-          .selectFrom('objects')
-          .selectAll()
-          .where('workspace_id', '=', workspaceId)
-          .where('path', 'in', [from, to])
-          .orderBy('path')
-          .forUpdate()
-          .execute();
-        const source = rows.find((r) => r.path === from);
-        if (!source) throw new NotFoundError(`no object at ${from}`);
-        const target = rows.find((r) => r.path === to);
-        if (target) {
-          await this.keepAsVersion(trx, target);
-          await trx.deleteFrom('objects').where('workspace_id', '=', workspaceId).where('path', '=', to).execute();
-          replaced = target;
-        }
-        await trx.updateTable('object_versions').set({ path: to }).where('workspace_id', '=', workspaceId).where('path', '=', from).execute();
-        try {
-          const row = await trx
-            .updateTable('objects')
-            .set({ path: to, updated_by: actor, updated_at: new Date() })
+    const copied = new Set<string>();
+    let kept: string | undefined;
+    try {
+      const result = await withRetry(async () => {
+        // (Only when there is something to move: a rename that will be 404 copies nothing.)
+        const ahead = (await this.currentRow(this.db, workspaceId, from)) ? await this.keepAhead(workspaceId, to, copied) : undefined;
+        return this.db.transaction().execute(async (trx) => {
+          replaced = undefined;
+          await this.claimPlace(trx, workspaceId, to);
+          // Renames onto one path wait for each other (editors that save by renaming a temporary
+          // file over the original): the next one then sees the row the previous one left there.
+          await advisoryXactLock(trx, `codeagent:rename:${workspaceId}:${to}`);
+          // Both rows locked in path order, as every other writer that takes two of them would.
+          const rows = await trx
+            .selectFrom('objects')
+            .selectAll()
             .where('workspace_id', '=', workspaceId)
-            .where('path', '=', from)
-            .returningAll()
-            .executeTakeFirstOrThrow();
-          return { row, created: target === undefined };
-        } catch (err) {
-          // A save created `to` after the lock above: run again, now replacing it.
-          if (isUniqueViolation(err)) throw Object.assign(new Error('object appeared during rename'), { code: '40001' });
-          throw err;
-        }
-      }),
-    );
-    if (replaced) await this.discard('workspace', blobKey(workspaceId, replaced.version_id));
-    return { object: toObjectDto(result.row), created: result.created };
+            .where('path', 'in', [from, to])
+            .orderBy('path')
+            .forUpdate()
+            .execute();
+          const source = rows.find((r) => r.path === from);
+          if (!source) throw new NotFoundError(`no object at ${from}`);
+          const target = rows.find((r) => r.path === to);
+          if (target) {
+            await this.keepAsVersion(trx, target, ahead);
+            await trx.deleteFrom('objects').where('workspace_id', '=', workspaceId).where('path', '=', to).execute();
+            replaced = target;
+          }
+          await trx.updateTable('object_versions').set({ path: to }).where('workspace_id', '=', workspaceId).where('path', '=', from).execute();
+          try {
+            const row = await trx
+              .updateTable('objects')
+              .set({ path: to, updated_by: actor, updated_at: new Date() })
+              .where('workspace_id', '=', workspaceId)
+              .where('path', '=', from)
+              .returningAll()
+              .executeTakeFirstOrThrow();
+            return { row, created: target === undefined };
+          } catch (err) {
+            // A save created `to` after the lock above: run again, now replacing it.
+            if (isUniqueViolation(err)) throw Object.assign(new Error('object appeared during rename'), { code: '40001' });
+            throw err;
+          }
+        });
+      });
+      kept = replaced?.version_id;
+      if (replaced) await this.discard('workspace', blobKey(workspaceId, replaced.version_id));
+      return { object: toObjectDto(result.row), created: result.created };
+    } finally {
+      await this.dropUnkept(workspaceId, copied, kept);
+    }
   }
 
   /** Moves the object to the trash (content to the trash area, row to trash_items). */
@@ -683,10 +758,17 @@ export class WorkspaceFiles {
     const trashId = randomUUID();
     let removed: ObjectRow | undefined;
     try {
+      // The content goes to the trash before the transaction (decision 0235), which copies again
+      // only if the object changed meanwhile.
+      const seen = await this.currentRow(this.db, workspaceId, path);
+      if (!seen) throw new NotFoundError(`no object at ${path}`);
+      const ahead = (await this.copyAhead('workspace', blobKey(workspaceId, seen.version_id), 'trash', blobKey(workspaceId, trashId)))
+        ? seen.version_id
+        : undefined;
       await this.db.transaction().execute(async (trx) => {
         const row = await this.currentRow(trx, workspaceId, path, true);
         if (!row) throw new NotFoundError(`no object at ${path}`);
-        await this.store.copy('workspace', blobKey(workspaceId, row.version_id), 'trash', blobKey(workspaceId, trashId));
+        if (row.version_id !== ahead) await this.store.copy('workspace', blobKey(workspaceId, row.version_id), 'trash', blobKey(workspaceId, trashId));
         await trx
           .insertInto('trash_items')
           .values({
@@ -764,7 +846,23 @@ export class WorkspaceFiles {
     if (!isUuid(versionId)) throw new NotFoundError(`version ${versionId} of ${path} not found`);
     const newVersionId = randomUUID();
     let replaced: ObjectRow | undefined;
+    const copied = new Set<string>();
+    let kept: string | undefined;
     try {
+      // Both copies before the transaction (decision 0235): the version to restore, under a key
+      // of its own (the transaction copies again only if this failed), and the current content.
+      const seen = await this.db
+        .selectFrom('object_versions')
+        .select('size')
+        .where('id', '=', versionId)
+        .where('workspace_id', '=', workspaceId)
+        .where('path', '=', path)
+        .executeTakeFirst();
+      // (Not when the quota would refuse it: the transaction then refuses without a copy.)
+      const room = seen === undefined ? undefined : await this.room(workspaceId);
+      const worth = seen !== undefined && (room === undefined || Number(seen.size) <= room);
+      const copiedVersion = worth && (await this.copyAhead('version', blobKey(workspaceId, versionId), 'workspace', blobKey(workspaceId, newVersionId)));
+      const ahead = worth ? await this.keepAhead(workspaceId, path, copied) : undefined;
       const row = await this.db.transaction().execute(async (trx) => {
         await this.claimPlace(trx, workspaceId, path);
         // Version rows never change (retention only deletes them): read before the quota lock.
@@ -780,7 +878,7 @@ export class WorkspaceFiles {
         const current = await this.currentRow(trx, workspaceId, path, true);
         if (current?.version_id === versionId) return current;
         if (!version) throw new NotFoundError(`version ${versionId} of ${path} not found`);
-        await this.store.copy('version', blobKey(workspaceId, versionId), 'workspace', blobKey(workspaceId, newVersionId));
+        if (!copiedVersion) await this.store.copy('version', blobKey(workspaceId, versionId), 'workspace', blobKey(workspaceId, newVersionId));
         const values = {
           workspace_id: workspaceId,
           path,
@@ -793,7 +891,7 @@ export class WorkspaceFiles {
           modified_at: null,
         };
         if (current) {
-          await this.keepAsVersion(trx, current);
+          await this.keepAsVersion(trx, current, ahead);
           replaced = current;
           return trx
             .updateTable('objects')
@@ -805,11 +903,14 @@ export class WorkspaceFiles {
         }
         return trx.insertInto('objects').values(values).returningAll().executeTakeFirstOrThrow();
       });
+      kept = replaced?.version_id;
       if (replaced) await this.discard('workspace', blobKey(workspaceId, replaced.version_id));
       return toObjectDto(row);
     } catch (err) {
       await this.discard('workspace', blobKey(workspaceId, newVersionId));
       throw err;
+    } finally {
+      await this.dropUnkept(workspaceId, copied, kept);
     }
   }
 
@@ -844,6 +945,14 @@ export class WorkspaceFiles {
     const newVersionId = randomUUID();
     let restoredFrom: string | undefined;
     try {
+      // The content goes back before the transaction (decision 0235), under a key of its own;
+      // the transaction copies only if this failed.
+      const seen = await this.db.selectFrom('trash_items').select('path').where('id', '=', trashId).where('workspace_id', '=', workspaceId).executeTakeFirst();
+      if (!seen) throw new NotFoundError(`trash item ${trashId} not found`);
+      // (Not when an object holds the path again: the transaction then refuses without a copy.)
+      const copiedAhead =
+        (await this.currentRow(this.db, workspaceId, seen.path)) === undefined &&
+        (await this.copyAhead('trash', blobKey(workspaceId, trashId), 'workspace', blobKey(workspaceId, newVersionId)));
       const row = await this.db.transaction().execute(async (trx) => {
         const item = await trx
           .selectFrom('trash_items')
@@ -857,7 +966,7 @@ export class WorkspaceFiles {
         if (await this.currentRow(trx, workspaceId, item.path, true)) {
           throw new ConflictError(`an object exists at ${item.path} again; delete or rename it first`);
         }
-        await this.store.copy('trash', blobKey(workspaceId, trashId), 'workspace', blobKey(workspaceId, newVersionId));
+        if (!copiedAhead) await this.store.copy('trash', blobKey(workspaceId, trashId), 'workspace', blobKey(workspaceId, newVersionId));
         let restored: ObjectRow;
         try {
           restored = await trx
