@@ -49,7 +49,16 @@ export async function measureStartLatency() {
     const io = { readNotebook: async () => Buffer.from(nb), writeExecutedNotebook: async () => undefined, writeRunLog: async (w, id) => `${w}/${id}.log` };
 
     async function measure(workerOptions, n) {
-      const worker = new ScheduleWorker({ db: b.t.database.db, io, runtime, log: pino({ level: 'silent' }), concurrency: 4, ...workerOptions });
+      // (With the default cap of running runs per workspace, decision 0234: the claim then takes its lock.)
+      const worker = new ScheduleWorker({
+        db: b.t.database.db,
+        io,
+        runtime,
+        log: pino({ level: 'silent' }),
+        concurrency: 4,
+        maxRunningPerWorkspace: 1,
+        ...workerOptions,
+      });
       worker.start();
       while (workerOptions.listen && !worker.listening) await new Promise((r) => setTimeout(r, 10));
       const samples = [];

@@ -46,6 +46,8 @@ export interface LiveMount {
   refresh(): Promise<void>;
   /** Lists a folder again (WorkspaceMount.refreshFolder). */
   refreshFolder(folder: string): Promise<void>;
+  /** Lists every folder again (WorkspaceMount.refreshTree). */
+  refreshTree(): Promise<void>;
   /** Every file written and closed is uploaded (a version) when this resolves (at most `timeoutMs`, default 60 s); how it knew (WorkspaceMount.flush). */
   flush(timeoutMs?: number): Promise<FlushEnd>;
   /** The uploads (and reads) that failed since `since` (WorkspaceMount.failedTransfers). */
@@ -190,6 +192,7 @@ export class WorkspaceMounts {
       dir,
       refresh: () => mount.refresh(),
       refreshFolder: (folder) => mount.refreshFolder(folder),
+      refreshTree: () => mount.refreshTree(),
       flush: (timeoutMs) => mount.flush(timeoutMs),
       failedTransfers: (since) => mount.failedTransfers(since),
       uploadOf: (path, since) => mount.uploadOf(path, since),
@@ -234,13 +237,34 @@ export class WorkspaceMounts {
     entry.timer.unref();
   }
 
-  /** Follows the changes of every workspace's files (LISTEN workspace_files) until closed. */
+  /**
+   * Every live mount lists all its folders again (decision 0236): the changes made while the
+   * runtime was not listening were never told. One at a time per mount, after its refreshes
+   * under way.
+   */
+  resync(): void {
+    for (const [ws, entry] of this.live) {
+      entry.busy = entry.busy.then(async () => {
+        if (this.live.get(ws) !== entry) return;
+        await entry.mount
+          .refreshTree()
+          .catch((err: unknown) => this.opts.log.warn({ err, workspace_id: ws }, 'could not list the workspace files again after the database reconnected'));
+      });
+    }
+  }
+
+  /**
+   * Follows the changes of every workspace's files (LISTEN workspace_files) until closed. Each
+   * (re)connection of the listener may come after changes it was not told of: every mount live
+   * then lists its folders again (none at the runtime's start).
+   */
   follow(database: Pick<Database, 'listen'>): Listener {
     return database.listen('workspace_files', {
       onNotify: (payload) => {
         const space = payload.indexOf(' ');
         if (space > 0) this.changed(payload.slice(0, space), payload.slice(space + 1));
       },
+      onConnect: () => this.resync(),
     });
   }
 }

@@ -61,6 +61,11 @@ export interface WorkspaceMount {
    */
   refreshFolder(folder: string): Promise<void>;
   /**
+   * Lists every folder of the workspace again (rclone `vfs/refresh recursive`): what refreshFolder
+   * does for each, when the changes it would have been told of may have been lost (decision 0236).
+   */
+  refreshTree(timeoutMs?: number): Promise<void>;
+  /**
    * Waits until every closed file is uploaded (`vfs/stats` and `core/stats`: no upload queued or
    * in progress; needs the remote control). Resolves with how it knew: `answered` when the
    * kernel's FUSE connection had no request left unanswered (fusectl) and nothing was uploading;
@@ -175,6 +180,8 @@ export class MountUnresponsiveError extends Error {
 
 /** How long one call of rclone's remote control may take: a stopped or stuck rclone never answers. */
 export const RC_CALL_TIMEOUT_MS = 10_000;
+/** A listing of every folder of a workspace (refreshTree) may take this long. */
+const REFRESH_TREE_TIMEOUT_MS = 120_000;
 /** How long rclone, fusermount3 or the FUSE abort may take to end once killed. */
 const KILL_WAIT_MS = 5000;
 
@@ -429,6 +436,11 @@ export async function mountWorkspace(opts: WorkspaceMountOptions): Promise<Works
         if (outcome === 'OK') return;
         if (dir === '') throw new Error(`rclone could not list the workspace's top folder again: ${outcome ?? 'no answer'}`);
       }
+    },
+    async refreshTree(timeoutMs = REFRESH_TREE_TIMEOUT_MS) {
+      const answer = (await call('vfs/refresh', { recursive: 'true' }, timeoutMs)) as { result?: Record<string, string> };
+      const outcome = answer.result?.[''];
+      if (outcome !== 'OK') throw new Error(`rclone could not list the workspace's folders again: ${outcome ?? 'no answer'}`);
     },
     async flush(timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;

@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { access, readFile, readdir, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -155,6 +155,41 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
       await expect(access(join(long, 'fresh', 'deeper', 'new.txt'))).rejects.toThrow();
       await other.refreshFolder('fresh/deeper');
       expect(await readFile(join(long, 'fresh', 'deeper', 'new.txt'), 'utf8')).toBe('new');
+    } finally {
+      await other.unmount();
+    }
+  }, 60_000);
+
+  // Decision 0236: after the runtime's listener reconnects, changes it was not told of are found
+  // by listing every folder again.
+  it('lists every folder again: files it wrote and the API replaced in several folders, and a folder new to it', async () => {
+    const tree = join(home, 'tree');
+    const other = await mountWorkspace({
+      davUrl: `${base}/api/v1/dav/${ws}/`,
+      token: editor.token,
+      mountpoint: tree,
+      cacheDir: join(home, 'cache-tree'),
+      remoteControl: true,
+      dirCacheSeconds: 3600,
+    });
+    const put = (path: string, body: string) =>
+      fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'text/plain' }, body });
+    try {
+      const since = new Date();
+      await mkdir(join(tree, 'one', 'two'), { recursive: true });
+      await writeFile(join(tree, 'top.txt'), 'mine');
+      await writeFile(join(tree, 'one', 'two', 'deep.txt'), 'mine');
+      for (const path of ['top.txt', 'one/two/deep.txt']) {
+        await eventually(async () => ((await other.uploadOf(path, since)) === 'stored' ? true : undefined), `${path} uploaded`);
+      }
+      expect((await put('top.txt', 'theirs!')).status).toBe(200);
+      expect((await put('one/two/deep.txt', 'theirs too')).status).toBe(200);
+      expect((await put('one/new/fresh.txt', 'new')).status).toBe(201);
+      expect(await readFile(join(tree, 'one', 'two', 'deep.txt'), 'utf8')).toBe('mine');
+      await other.refreshTree();
+      expect(await readFile(join(tree, 'top.txt'), 'utf8')).toBe('theirs!');
+      expect(await readFile(join(tree, 'one', 'two', 'deep.txt'), 'utf8')).toBe('theirs too');
+      expect(await readFile(join(tree, 'one', 'new', 'fresh.txt'), 'utf8')).toBe('new');
     } finally {
       await other.unmount();
     }
