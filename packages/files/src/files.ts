@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Transaction } from 'kysely';
-import { advisoryXactLock, isUniqueViolation, withRetry, type DB, type ObjectRow, type ObjectVersionRow } from '@codeagent/db';
+import { advisoryXactLock, isUniqueViolation, withRetry, type Database, type DB, type Listener, type ObjectRow, type ObjectVersionRow } from '@codeagent/db';
 import { ConflictError, NotFoundError, PayloadTooLargeError, QuotaExceededError, decodeCursor, encodeCursor, keysetPage, isUuid } from '@codeagent/service-kit';
 import {
   ObjectTooLargeError,
@@ -13,6 +13,7 @@ import {
   type ByteRange,
   type ObjectStore,
 } from '@codeagent/storage';
+import { FolderTimes } from './folder-times.js';
 import type { FolderDto, ListedFolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
 
 export interface OpenedObject {
@@ -316,6 +317,18 @@ export class WorkspaceFiles {
     private readonly log: { warn(obj: object, msg: string): void } = { warn: () => undefined },
     private readonly options: WorkspaceFilesOptions = {},
   ) {}
+
+  /** Folder times of the listings, kept while followChanges follows the changes (decision 0237). */
+  private folderTimes: FolderTimes | undefined;
+
+  /**
+   * Keeps the folder times of listFolder (WebDAV listings) while following the changes of
+   * workspace files (LISTEN workspace_files) until the listener is closed (decision 0237).
+   */
+  followChanges(listen: Database['listen']): Listener {
+    this.folderTimes ??= new FolderTimes();
+    return this.folderTimes.follow(listen);
+  }
 
   /**
    * Admits a write that adds `delta` stored bytes, or throws QuotaExceededError. Counts under a
@@ -632,14 +645,29 @@ export class WorkspaceFiles {
       .slice(0, limit)
       .map((e) => e.key);
     if (keys.length === 0) return { objects, folders: [] };
-    const { rows: times } = await sql<{ key: string; updated_at: Date }>`
-      SELECT k AS key, (SELECT max(updated_at) FROM objects WHERE ${underFolder(workspaceId, sql.ref('k'))}) AS updated_at
-      FROM unnest(${keys}::text[]) k`.execute(this.db);
-    const newest = new Map(times.map((t) => [t.key, t.updated_at]));
+    const kept = this.folderTimes;
+    const stamp = kept?.stamp() ?? 0;
+    const newest = new Map<string, string>();
+    for (const key of keys) {
+      const at = kept?.get(workspaceId, key);
+      if (at !== undefined) newest.set(key, at);
+    }
+    const missing = keys.filter((key) => !newest.has(key));
+    if (missing.length > 0) {
+      const { rows: times } = await sql<{ key: string; updated_at: Date | null }>`
+        SELECT k AS key, (SELECT max(updated_at) FROM objects WHERE ${underFolder(workspaceId, sql.ref('k'))}) AS updated_at
+        FROM unnest(${missing}::text[]) k`.execute(this.db);
+      for (const t of times) {
+        if (t.updated_at === null) continue;
+        const at = new Date(t.updated_at).toISOString();
+        newest.set(t.key, at);
+        kept?.set(workspaceId, t.key, at, stamp);
+      }
+    }
     // (A folder emptied since the walk has no time left: it is no longer there.)
     const folders = keys.flatMap((key) => {
       const at = newest.get(key);
-      return at ? [{ name: key.slice(folder.length, -1), updated_at: new Date(at).toISOString() }] : [];
+      return at ? [{ name: key.slice(folder.length, -1), updated_at: at }] : [];
     });
     return { objects, folders };
   }

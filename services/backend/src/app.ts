@@ -26,7 +26,7 @@ import { DEFAULT_LOGIN_THROTTLE, LoginThrottle, type LoginThrottlePolicy } from 
 export interface BackendAppOptions {
   db: Kysely<DB>;
   jwtSecret: string;
-  /** LISTEN for user changes (Database.listen): token checks are then cached (decision 0082). */
+  /** LISTEN for user changes (Database.listen): token checks are then cached (decision 0082), and folder times of WebDAV listings (decision 0237). */
   listen?: Database['listen'] | undefined;
   jwtTtlSeconds: number;
   storageProbe: Probe;
@@ -93,6 +93,11 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
   await app.register(routeAccess, { db: opts.db, prefix: PUBLIC_PREFIX });
 
   const files = new WorkspaceFiles(opts.db, opts.store, app.log, { quotaBytes: opts.workspaceQuotaBytes });
+  if (opts.listen) {
+    // Folder times of the WebDAV listings are kept while the changes of files are followed (decision 0237).
+    const following = files.followChanges(opts.listen);
+    app.addHook('onClose', () => following.close());
+  }
   const throttle = new LoginThrottle(opts.db, { ...DEFAULT_LOGIN_THROTTLE, ...opts.loginThrottle });
   const readRunLog = async (key: string) => (await opts.store.get('run_log', key))?.body;
 
