@@ -7,6 +7,7 @@ import {
   platformConnection,
   waitForDatabase,
   withScriptSession,
+  withSessionSettings,
   type Connection,
   type DatabaseClient,
   type ScriptSession,
@@ -53,7 +54,7 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
   const connection = options.connection ?? options.databaseUrl;
   if (connection === undefined) throw new Error('openDatabase needs a connection (a postgres:// URL or socket fields)');
   const clientConfig = clientConfigOf(connection, options.applicationName ?? 'codeagent');
-  const pool = new pg.Pool({ ...clientConfig, max: options.poolSize ?? 10 });
+  const pool = withSessionSettings(new pg.Pool({ ...clientConfig, max: options.poolSize ?? 10 }));
   // An idle client losing its connection (server restarted) must not crash the process; the pool replaces it.
   pool.on('error', () => undefined);
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
