@@ -730,8 +730,10 @@ export class WorkspaceFiles {
     let kept: string | undefined;
     try {
       const result = await withRetry(async () => {
-        // (Only when there is something to move: a rename that will be 404 copies nothing.)
-        const ahead = (await this.currentRow(this.db, workspaceId, from)) ? await this.keepAhead(workspaceId, to, copied) : undefined;
+        // Only onto a file, and only when there is something to move (a rename that will be 404
+        // copies nothing); a move onto a free name, most of a folder's, probes once.
+        const onto = (await this.currentRow(this.db, workspaceId, to)) !== undefined && (await this.currentRow(this.db, workspaceId, from)) !== undefined;
+        const ahead = onto ? await this.keepAhead(workspaceId, to, copied) : undefined;
         return this.db.transaction().execute(async (trx) => {
           replaced = undefined;
           await this.claimPlace(trx, workspaceId, to);
