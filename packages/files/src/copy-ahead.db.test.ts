@@ -172,6 +172,19 @@ describe(`copies between the storage areas happen outside transactions (${proces
     expect(await versionTexts('race.txt')).toEqual(['slow', 'fast', 'v0']);
   });
 
+  it('a delete whose object changed during its copy to the trash keeps the new content, under a key of its own', async () => {
+    await files.put(ws, 'del.txt', body('old'), { actor: null });
+    // Right after the old content is copied to the trash, a save replaces it.
+    store.afterNext(async () => void (await files.put(ws, 'del.txt', body('new'), { actor: null })));
+    await files.remove(ws, 'del.txt', null);
+    const item = (await files.trash(ws, 100, undefined)).items.find((i) => i.path === 'del.txt')!;
+    await files.restoreTrash(ws, item.id, null);
+    expect(await text('del.txt')).toBe('new');
+    // Nothing left in the trash area but the items' own content.
+    const items = (await files.trash(ws, 100, undefined)).items.map((i) => `${ws}/${i.id}`).sort();
+    expect((await store.list('trash', `${ws}/`, { limit: 1000 })).items.map((o) => o.key).sort()).toEqual(items);
+  });
+
   it('a copy removed after it was made (a failed write cleaning up) is made again under the lock', async () => {
     await files.put(ws, 'gone.txt', body('first'), { actor: null });
     const first = (await files.stat(ws, 'gone.txt')).version_id;

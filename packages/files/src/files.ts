@@ -785,20 +785,27 @@ export class WorkspaceFiles {
   /** Moves the object to the trash (content to the trash area, row to trash_items). */
   async remove(workspaceId: string, path: string, actor: string | null): Promise<void> {
     validateObjectPath(path);
-    const trashId = randomUUID();
+    // The trash key copied to ahead, and the one the trash item gets: another, fresh, when the
+    // object changed meanwhile, so that a late copy of the old content (S3 carrying out a request
+    // its client saw fail) can never land on the key of the item committed.
+    const aheadId = randomUUID();
+    let trashId = aheadId;
     let removed: ObjectRow | undefined;
     try {
       // The content goes to the trash before the transaction (decision 0235), which copies again
       // only if the object changed meanwhile.
       const seen = await this.currentRow(this.db, workspaceId, path);
       if (!seen) throw new NotFoundError(`no object at ${path}`);
-      const ahead = (await this.copyAhead('workspace', blobKey(workspaceId, seen.version_id), 'trash', blobKey(workspaceId, trashId)))
+      const ahead = (await this.copyAhead('workspace', blobKey(workspaceId, seen.version_id), 'trash', blobKey(workspaceId, aheadId)))
         ? seen.version_id
         : undefined;
       await this.db.transaction().execute(async (trx) => {
         const row = await this.currentRow(trx, workspaceId, path, true);
         if (!row) throw new NotFoundError(`no object at ${path}`);
-        if (row.version_id !== ahead) await this.store.copy('workspace', blobKey(workspaceId, row.version_id), 'trash', blobKey(workspaceId, trashId));
+        if (row.version_id !== ahead) {
+          trashId = randomUUID();
+          await this.store.copy('workspace', blobKey(workspaceId, row.version_id), 'trash', blobKey(workspaceId, trashId));
+        }
         await trx
           .insertInto('trash_items')
           .values({
@@ -819,8 +826,10 @@ export class WorkspaceFiles {
       });
     } catch (err) {
       await this.discard('trash', blobKey(workspaceId, trashId));
+      if (trashId !== aheadId) await this.discard('trash', blobKey(workspaceId, aheadId));
       throw err;
     }
+    if (trashId !== aheadId) await this.discard('trash', blobKey(workspaceId, aheadId));
     if (removed) await this.discard('workspace', blobKey(workspaceId, removed.version_id));
   }
 
@@ -902,7 +911,7 @@ export class WorkspaceFiles {
           .where('id', '=', versionId)
           .where('workspace_id', '=', workspaceId)
           .where('path', '=', path)
-          .forShare() // retention waits until the content is copied
+          .forShare() // retention waits until this transaction ends: the row restored from stays until then
           .executeTakeFirst();
         if (version) await this.admit(trx, workspaceId, Number(version.size));
         const current = await this.currentRow(trx, workspaceId, path, true);
