@@ -68,21 +68,6 @@ export function clientConfig(connection: Connection, applicationName: string): p
   return { ...(typeof connection === 'string' ? { connectionString: connection } : connection), application_name: applicationName };
 }
 
-/**
- * What every connection of a platform pool sets first (decision 0238): no JIT compilation. The
- * planner's estimates for the platform's walks (recursive folder listings, the fair claim) pass
- * `jit_above_cost` on large tables although they read a few rows, and compiling one took 20 ms of
- * a query that runs in under one. A statement, not the startup `options` (which PgBouncer and
- * other poolers refuse); a server without the setting ignores it. (The embedded server runs
- * with `jit=off` anyway.)
- */
-export function withSessionSettings(pool: pg.Pool): pg.Pool {
-  pool.on('connect', (client) => {
-    client.query('SET jit = off').catch(() => undefined);
-  });
-  return pool;
-}
-
 /** Runs `work` on one connection of `pool`, held exclusively until it is done. */
 export async function withScriptSession<T>(pool: pg.Pool, work: (session: ScriptSession) => Promise<T>): Promise<T> {
   const client = await pool.connect();

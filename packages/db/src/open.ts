@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, type DatabaseConnection } from 'kysely';
 import pg from 'pg';
 import type { Config } from '@codeagent/config';
 import {
@@ -7,7 +7,6 @@ import {
   platformConnection,
   waitForDatabase,
   withScriptSession,
-  withSessionSettings,
   type Connection,
   type DatabaseClient,
   type ScriptSession,
@@ -49,15 +48,28 @@ export interface OpenOptions {
 // pg returns int8 as strings by default; counts and sizes in this schema fit in a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v: string) => Number(v));
 
+/**
+ * What every connection of the platform's Kysely sets first (decision 0238): no JIT compilation.
+ * The planner's estimates for the platform's walks (recursive folder listings, the fair claim)
+ * pass `jit_above_cost` on large tables although they read a few rows, and compiling one took
+ * 20 ms of a query that runs in under one. A statement (Kysely's `onCreateConnection`, awaited
+ * before the connection's first query), not the startup `options` (which PgBouncer and other
+ * poolers refuse); a server without the setting answers an error, ignored. (The embedded server
+ * runs with `jit=off` anyway.)
+ */
+async function applySessionSettings(connection: DatabaseConnection): Promise<void> {
+  await connection.executeQuery(CompiledQuery.raw('SET jit = off')).catch(() => undefined);
+}
+
 // eslint-disable-next-line @typescript-eslint/require-await -- async so that a missing connection is a rejection, as callers expect
 export async function openDatabase(options: OpenOptions): Promise<Database> {
   const connection = options.connection ?? options.databaseUrl;
   if (connection === undefined) throw new Error('openDatabase needs a connection (a postgres:// URL or socket fields)');
   const clientConfig = clientConfigOf(connection, options.applicationName ?? 'codeagent');
-  const pool = withSessionSettings(new pg.Pool({ ...clientConfig, max: options.poolSize ?? 10 }));
+  const pool = new pg.Pool({ ...clientConfig, max: options.poolSize ?? 10 });
   // An idle client losing its connection (server restarted) must not crash the process; the pool replaces it.
   pool.on('error', () => undefined);
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool, onCreateConnection: applySessionSettings }) });
   return {
     db,
     pool,

@@ -16,13 +16,18 @@ describe(`session settings of the platform's connections (${process.env.CODEAGEN
     await t.drop();
   });
 
-  it('runs every pooled connection without JIT, through the pool and through Kysely', async () => {
-    const clients = await Promise.all(Array.from({ length: 3 }, () => t.database.pool.connect()));
-    try {
-      for (const c of clients) expect((await c.query<{ jit: string }>('SHOW jit')).rows[0]?.jit).toBe('off');
-    } finally {
-      for (const c of clients) c.release();
-    }
-    expect((await sql<{ jit: string }>`SHOW jit`.execute(t.database.db)).rows[0]?.jit).toBe('off');
+  it('runs every connection of the pool without JIT', async () => {
+    // Three transactions at once: three connections of the pool, each asked once it is in use.
+    const answers = await Promise.all(
+      Array.from({ length: 3 }, () =>
+        t.database.db.transaction().execute(async (trx) => {
+          const { rows } = await sql<{ jit: string; pid: number }>`SELECT current_setting('jit') AS jit, pg_backend_pid() AS pid`.execute(trx);
+          await sql`SELECT pg_sleep(0.1)`.execute(trx);
+          return rows[0]!;
+        }),
+      ),
+    );
+    expect(new Set(answers.map((a) => a.pid)).size).toBe(3);
+    expect(answers.map((a) => a.jit)).toEqual(['off', 'off', 'off']);
   });
 });
