@@ -185,6 +185,40 @@ describe(`copies between the storage areas happen outside transactions (${proces
     expect((await store.list('trash', `${ws}/`, { limit: 1000 })).items.map((o) => o.key).sort()).toEqual(items);
   });
 
+  it('a write whose commit succeeded but whose answer was lost keeps its content (the file is that content now)', async () => {
+    // The database as a dropped connection leaves it: the transaction commits, the caller gets an error.
+    const db = t.database.db;
+    const lost = new Proxy(db, {
+      get(target, prop) {
+        if (prop !== 'transaction') {
+          // (Bound to the real instance: Kysely keeps its state in private fields.)
+          const value = Reflect.get(target, prop, target) as unknown;
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        }
+        return () => ({
+          execute: async <T>(work: Parameters<ReturnType<typeof db.transaction>['execute']>[0]) => {
+            await db.transaction().execute(work);
+            throw new Error('Connection terminated unexpectedly');
+            return undefined as T;
+          },
+        });
+      },
+    });
+    const flaky = new WorkspaceFiles(lost, store);
+    await expect(flaky.put(ws, 'lost.txt', body('saved'), { actor: null })).rejects.toThrow(/Connection terminated/);
+    expect(await text('lost.txt')).toBe('saved');
+    await expect(flaky.put(ws, 'lost.txt', body('again'), { actor: null })).rejects.toThrow(/Connection terminated/);
+    expect(await text('lost.txt')).toBe('again');
+    expect(await versionTexts('lost.txt')).toEqual(['again', 'saved']);
+    await expect(flaky.remove(ws, 'lost.txt', null)).rejects.toThrow(/Connection terminated/);
+    const item = (await files.trash(ws, 100, undefined)).items.find((i) => i.path === 'lost.txt')!;
+    await expect(flaky.restoreTrash(ws, item.id, null)).rejects.toThrow(/Connection terminated/);
+    expect(await text('lost.txt')).toBe('again');
+    const saved = (await files.versions(ws, 'lost.txt', 100)).items.at(-1)!;
+    await expect(flaky.restoreVersion(ws, 'lost.txt', saved.version_id, null)).rejects.toThrow(/Connection terminated/);
+    expect(await text('lost.txt')).toBe('saved');
+  });
+
   it('a copy removed after it was made (a failed write cleaning up) is made again under the lock', async () => {
     await files.put(ws, 'gone.txt', body('first'), { actor: null });
     const first = (await files.stat(ws, 'gone.txt')).version_id;

@@ -357,6 +357,28 @@ export class WorkspaceFiles {
     await this.store.delete(area, key).catch((err: unknown) => this.log.warn({ err, area, key }, 'could not remove unreferenced content'));
   }
 
+  /**
+   * After a failed write: removes the content it stored under `id` (a new version, or a trash
+   * item), unless a committed row points to it. A commit can succeed and its answer be lost with
+   * the connection; the content of such a write is the file's now. When that cannot be asked
+   * (the database gone), the content stays: garbage, never damage.
+   */
+  private async discardNew(workspaceId: string, area: 'workspace' | 'trash', id: string): Promise<void> {
+    let recorded: boolean;
+    try {
+      if (area === 'trash') recorded = (await this.db.selectFrom('trash_items').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
+      else {
+        const { rows } = await sql<{ recorded: boolean }>`SELECT EXISTS (SELECT 1 FROM objects WHERE version_id = ${id})
+          OR EXISTS (SELECT 1 FROM object_versions WHERE id = ${id}) AS recorded`.execute(this.db);
+        recorded = rows[0]?.recorded === true;
+      }
+    } catch (err) {
+      this.log.warn({ err, area, key: blobKey(workspaceId, id) }, 'a write failed and whether it was recorded is unknown: its content stays');
+      return;
+    }
+    if (!recorded) await this.discard(area, blobKey(workspaceId, id));
+  }
+
   private async currentRow(trx: Kysely<DB> | Transaction<DB>, workspaceId: string, path: string, lock = false) {
     let q = trx.selectFrom('objects').selectAll().where('workspace_id', '=', workspaceId).where('path', '=', path);
     if (lock) q = q.forUpdate();
@@ -541,7 +563,7 @@ export class WorkspaceFiles {
       if (replaced) await this.discard('workspace', blobKey(workspaceId, replaced.version_id));
       return { object: toObjectDto(result.row), created: result.created };
     } catch (err) {
-      await this.discard('workspace', key);
+      await this.discardNew(workspaceId, 'workspace', versionId);
       throw err;
     } finally {
       await this.dropUnkept(workspaceId, copied, kept);
@@ -825,7 +847,7 @@ export class WorkspaceFiles {
         removed = row;
       });
     } catch (err) {
-      await this.discard('trash', blobKey(workspaceId, trashId));
+      await this.discardNew(workspaceId, 'trash', trashId);
       if (trashId !== aheadId) await this.discard('trash', blobKey(workspaceId, aheadId));
       throw err;
     }
@@ -946,7 +968,7 @@ export class WorkspaceFiles {
       if (replaced) await this.discard('workspace', blobKey(workspaceId, replaced.version_id));
       return toObjectDto(row);
     } catch (err) {
-      await this.discard('workspace', blobKey(workspaceId, newVersionId));
+      await this.discardNew(workspaceId, 'workspace', newVersionId);
       throw err;
     } finally {
       await this.dropUnkept(workspaceId, copied, kept);
@@ -1032,7 +1054,7 @@ export class WorkspaceFiles {
       if (restoredFrom) await this.discard('trash', blobKey(workspaceId, restoredFrom));
       return toObjectDto(row);
     } catch (err) {
-      await this.discard('workspace', blobKey(workspaceId, newVersionId));
+      await this.discardNew(workspaceId, 'workspace', newVersionId);
       throw err;
     }
   }
