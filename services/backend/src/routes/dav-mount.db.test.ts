@@ -124,21 +124,26 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
     expect((await readdir(mountpoint)).sort()).toEqual(['data', 'out.csv']);
   });
 
+  /** A second mount of the workspace at `mountpoint` whose listings are believed for an hour: nothing but a refresh lists again. */
+  const hourCacheMount = (mountpoint: string) =>
+    mountWorkspace({
+      davUrl: `${base}/api/v1/dav/${ws}/`,
+      token: editor.token,
+      mountpoint,
+      cacheDir: `${mountpoint}-cache`,
+      remoteControl: true,
+      dirCacheSeconds: 3600,
+    });
+  /** Stores `body` at `path` through the API. */
+  const put = (path: string, body: string) =>
+    fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'text/plain' }, body });
+
   // Decision 0221: rclone answers a lookup of a file it wrote from its own memory until the
   // folder is listed again, whatever the platform stored since; the runtime lists changed folders
   // again (`refreshFolder`). Here with a directory cache of an hour, so nothing else refreshes.
   it('lists a folder again on demand: a file it wrote and the API replaced, and a folder new to it two levels down', async () => {
     const long = join(home, 'long');
-    const other = await mountWorkspace({
-      davUrl: `${base}/api/v1/dav/${ws}/`,
-      token: editor.token,
-      mountpoint: long,
-      cacheDir: join(home, 'cache-long'),
-      remoteControl: true,
-      dirCacheSeconds: 3600,
-    });
-    const put = (path: string, body: string) =>
-      fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'text/plain' }, body });
+    const other = await hourCacheMount(long);
     try {
       const since = new Date();
       await writeFile(join(long, 'mine.txt'), 'mine');
@@ -164,16 +169,7 @@ describe.skipIf(!fuse)(`rclone mount of a workspace (${process.env.CODEAGENT_TES
   // by listing every folder again.
   it('lists every folder again: files it wrote and the API replaced in several folders, and a folder new to it', async () => {
     const tree = join(home, 'tree');
-    const other = await mountWorkspace({
-      davUrl: `${base}/api/v1/dav/${ws}/`,
-      token: editor.token,
-      mountpoint: tree,
-      cacheDir: join(home, 'cache-tree'),
-      remoteControl: true,
-      dirCacheSeconds: 3600,
-    });
-    const put = (path: string, body: string) =>
-      fetch(`${base}/api/v1/data-resources/${ws}/objects/${path}`, { method: 'PUT', headers: { ...bearer(editor.token), 'content-type': 'text/plain' }, body });
+    const other = await hourCacheMount(tree);
     try {
       const since = new Date();
       await mkdir(join(tree, 'one', 'two'), { recursive: true });
