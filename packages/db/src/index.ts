@@ -7,7 +7,7 @@ export {
   DatabaseUnavailableError,
   DATABASE_POOL_SIZES,
 } from './open.js';
-export { listenOn } from './notify.js';
+export { listenOn, WORKSPACE_FILES_CHANNEL, workspaceFilesChange } from './notify.js';
 export type { ListenHandlers, Listener } from './notify.js';
 export type { Database, OpenOptions, Connection, ScriptSession, DatabaseClient } from './open.js';
 export { migrate, listMigrations } from './migrate.js';

@@ -22,6 +22,19 @@ export interface Listener {
   close(): Promise<void>;
 }
 
+/**
+ * The channel the objects' triggers notify at each commit that changes workspace files
+ * (migration 016, decision 0221): one payload `"<workspace id> <folder>"` per changed folder
+ * (`''` the top, else `a/b`).
+ */
+export const WORKSPACE_FILES_CHANNEL = 'workspace_files';
+
+/** A `workspace_files` payload read; undefined for one not of that form. */
+export function workspaceFilesChange(payload: string): { workspaceId: string; folder: string } | undefined {
+  const space = payload.indexOf(' ');
+  return space > 0 ? { workspaceId: payload.slice(0, space), folder: payload.slice(space + 1) } : undefined;
+}
+
 /** Channel names are fixed identifiers of the platform, never user input. */
 const CHANNEL = /^[a-z_][a-z0-9_]{0,62}$/;
 

@@ -401,15 +401,14 @@ export class WorkspaceFiles {
   }
 
   /**
-   * Before a transaction that may replace the object at `path`: copies its current content to
-   * the version area (unlocked; the transaction checks it is still the one it replaces). Returns
+   * Before a transaction that may replace the object `current` (read unlocked; the transaction
+   * checks it is still the one it replaces): copies its content to the version area. Returns
    * the version copied, which the caller passes to keepAsVersion; `copied` collects every one
    * (a transaction run again copies again), which the caller passes to dropUnkept at the end.
    */
-  private async keepAhead(workspaceId: string, path: string, copied: Set<string>): Promise<string | undefined> {
-    const current = await this.currentRow(this.db, workspaceId, path);
+  private async keepAhead(current: ObjectRow | undefined, copied: Set<string>): Promise<string | undefined> {
     if (!current) return undefined;
-    const key = blobKey(workspaceId, current.version_id);
+    const key = blobKey(current.workspace_id, current.version_id);
     if (!(await this.copyAhead('workspace', key, 'version', key))) return undefined;
     copied.add(current.version_id);
     return current.version_id;
@@ -532,7 +531,7 @@ export class WorkspaceFiles {
     let kept: string | undefined;
     try {
       const result = await withRetry(async () => {
-        const ahead = await this.keepAhead(workspaceId, path, copied);
+        const ahead = await this.keepAhead(await this.currentRow(this.db, workspaceId, path), copied);
         return this.db.transaction().execute(async (trx) => {
           replaced = undefined;
           await this.claimPlace(trx, workspaceId, path);
@@ -754,8 +753,8 @@ export class WorkspaceFiles {
       const result = await withRetry(async () => {
         // Only onto a file, and only when there is something to move (a rename that will be 404
         // copies nothing); a move onto a free name, most of a folder's, probes once.
-        const onto = (await this.currentRow(this.db, workspaceId, to)) !== undefined && (await this.currentRow(this.db, workspaceId, from)) !== undefined;
-        const ahead = onto ? await this.keepAhead(workspaceId, to, copied) : undefined;
+        const onto = await this.currentRow(this.db, workspaceId, to);
+        const ahead = onto && (await this.currentRow(this.db, workspaceId, from)) ? await this.keepAhead(onto, copied) : undefined;
         return this.db.transaction().execute(async (trx) => {
           replaced = undefined;
           await this.claimPlace(trx, workspaceId, to);
@@ -923,7 +922,7 @@ export class WorkspaceFiles {
       const room = seen === undefined ? undefined : await this.room(workspaceId);
       const worth = seen !== undefined && (room === undefined || Number(seen.size) <= room);
       const copiedVersion = worth && (await this.copyAhead('version', blobKey(workspaceId, versionId), 'workspace', blobKey(workspaceId, newVersionId)));
-      const ahead = worth ? await this.keepAhead(workspaceId, path, copied) : undefined;
+      const ahead = worth ? await this.keepAhead(await this.currentRow(this.db, workspaceId, path), copied) : undefined;
       const row = await this.db.transaction().execute(async (trx) => {
         await this.claimPlace(trx, workspaceId, path);
         // Version rows never change (retention only deletes them): read before the quota lock.

@@ -1,7 +1,5 @@
-import type { Database, Listener } from '@codeagent/db';
-
-/** The channel of the objects' triggers (migration 016): `"<workspace id> <folder>"` per changed folder, at commit. */
-export const WORKSPACE_FILES_CHANNEL = 'workspace_files';
+import { WORKSPACE_FILES_CHANNEL, workspaceFilesChange, type Database, type Listener } from '@codeagent/db';
+import { HeardCache } from '@codeagent/service-kit';
 
 /** Folder times kept at most (the oldest go first). */
 const MAX_ENTRIES = 10_000;
@@ -17,59 +15,41 @@ const TTL_MS = 60_000;
  * connection drops everything and keeps nothing until it is back.
  */
 export class FolderTimes {
-  private readonly entries = new Map<string, { at: string; until: number }>();
-  /** Bumped by every drop: a time read before a change was announced is not stored after it. */
-  private generation = 0;
   private listener: Listener | undefined;
+  private readonly times = new HeardCache<string>(() => this.listener?.connected === true, TTL_MS, MAX_ENTRIES);
 
   /** Follows `workspace_files` on its own connection until the listener is closed. */
   follow(listen: Database['listen']): Listener {
     this.listener = listen(WORKSPACE_FILES_CHANNEL, {
       onNotify: (payload) => {
-        const space = payload.indexOf(' ');
-        if (space > 0) this.changed(payload.slice(0, space), payload.slice(space + 1));
+        const change = workspaceFilesChange(payload);
+        if (change) this.changed(change.workspaceId, change.folder);
       },
       // Changes announced while the connection was down were missed: start over.
-      onConnect: () => this.clear(),
-      onDisconnect: () => this.clear(),
+      onConnect: () => this.times.drop(),
+      onDisconnect: () => this.times.drop(),
     });
     return this.listener;
   }
 
   /** The time of the folder `key` (a prefix ending in `/`) of the workspace, if kept. */
   get(workspaceId: string, key: string): string | undefined {
-    if (this.listener?.connected !== true) return undefined;
-    const id = entryKey(workspaceId, key);
-    const e = this.entries.get(id);
-    if (!e) return undefined;
-    if (e.until <= Date.now()) {
-      this.entries.delete(id);
-      return undefined;
-    }
-    return e.at;
+    return this.times.get(entryKey(workspaceId, key));
   }
 
   /** Take before reading the database; `set` keeps the time only if nothing was dropped since. */
   stamp(): number {
-    return this.generation;
+    return this.times.stamp();
   }
 
   set(workspaceId: string, key: string, at: string, stamp: number): void {
-    if (this.listener?.connected !== true || stamp !== this.generation) return;
-    if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(entryKey(workspaceId, key), { at, until: Date.now() + TTL_MS });
+    this.times.set(entryKey(workspaceId, key), at, stamp);
   }
 
   /** Something in `folder` (`''` the top, else `a/b`) changed: the times of it and of every folder above it go. */
-  changed(workspaceId: string, folder: string): void {
-    this.generation++;
+  private changed(workspaceId: string, folder: string): void {
     const parts = folder === '' ? [] : folder.split('/');
-    for (let i = 1; i <= parts.length; i++) this.entries.delete(entryKey(workspaceId.toLowerCase(), `${parts.slice(0, i).join('/')}/`));
-  }
-
-  clear(): void {
-    this.generation++;
-    this.entries.clear();
+    this.times.dropKeys(parts.map((_, i) => entryKey(workspaceId, `${parts.slice(0, i + 1).join('/')}/`)));
   }
 }
 

@@ -6,6 +6,7 @@ export { encodeCursor, decodeCursor, keysetPage, isUuid, ListQuery, listResponse
 export type { ListQueryType, ListPage, CursorField, CursorKey } from './pagination.js';
 export { MAX_JSON_DEPTH, exceedsJsonDepth, ambiguousPathReason } from './request-guards.js';
 export { userAuth, type UserScopedCache } from './user-auth.js';
+export { HeardCache } from './heard-cache.js';
 export type { UserAuthOptions } from './user-auth.js';
 export { internalTokenHook, INTERNAL_TOKEN_HEADER } from './internal-token.js';
 export type { InternalTokenOptions } from './internal-token.js';

@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely';
 import { USERS_CHANNEL, announcedUserId, findActiveTokenUser, isSystemAdmin, type DB, type Database, type Listener, type UserRow } from '@codeagent/db';
 import { isMountToken, refusedCrossSite, requestCredential, verifyMountToken, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
 import { ForbiddenError, UnauthorizedError } from './errors.js';
+import { HeardCache } from './heard-cache.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -85,45 +86,27 @@ export interface UserScopedCache<V> {
 }
 
 class KeyedCache<V> implements UserScopedCache<V> {
-  private readonly entries = new Map<string, { userId: string; value: V; until: number }>();
-  /**
-   * Bumped by every forgetting: an answer read from the database before a change was announced
-   * must not be stored after it (it may have seen the rows as they were before the change).
-   */
-  private generation = 0;
+  private readonly cache: HeardCache<{ userId: string; value: V }>;
 
-  constructor(
-    private readonly feed: UserChangeFeed,
-    private readonly ttlMs: number,
-    private readonly max: number,
-  ) {}
+  constructor(feed: UserChangeFeed, ttlMs: number, max: number) {
+    this.cache = new HeardCache(() => feed.connected, ttlMs, max);
+  }
 
   get(key: string): V | undefined {
-    if (!this.feed.connected) return undefined;
-    const e = this.entries.get(key);
-    if (!e) return undefined;
-    if (e.until <= Date.now()) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return e.value;
+    return this.cache.get(key)?.value;
   }
 
   stamp(): number {
-    return this.generation;
+    return this.cache.stamp();
   }
 
   set(key: string, userId: string, value: V, stamp: number): void {
-    if (!this.feed.connected || stamp !== this.generation) return;
-    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { userId, value, until: Date.now() + this.ttlMs });
+    this.cache.set(key, { userId, value }, stamp);
   }
 
   /** Drops the user's entries (every user's for an empty id). */
   forget(userId: string): void {
-    this.generation++;
-    if (userId === '') this.entries.clear();
-    else for (const [key, e] of this.entries) if (e.userId === userId) this.entries.delete(key);
+    this.cache.drop(userId === '' ? undefined : (_key, e) => e.userId === userId);
   }
 }
 

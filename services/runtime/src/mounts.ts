@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { existsSync } from 'node:fs';
 import { MOUNT_TOKEN_MAX_SECONDS, issueMountToken, mountTokenKey } from '@codeagent/auth';
 import type { Config } from '@codeagent/config';
-import type { Database, Listener } from '@codeagent/db';
+import { WORKSPACE_FILES_CHANNEL, workspaceFilesChange, type Database, type Listener } from '@codeagent/db';
 import {
   INSTALL_MOUNT_HINT,
   RCLONE,
@@ -259,10 +259,10 @@ export class WorkspaceMounts {
    * then lists its folders again (none at the runtime's start).
    */
   follow(database: Pick<Database, 'listen'>): Listener {
-    return database.listen('workspace_files', {
+    return database.listen(WORKSPACE_FILES_CHANNEL, {
       onNotify: (payload) => {
-        const space = payload.indexOf(' ');
-        if (space > 0) this.changed(payload.slice(0, space), payload.slice(space + 1));
+        const change = workspaceFilesChange(payload);
+        if (change) this.changed(change.workspaceId, change.folder);
       },
       onConnect: () => this.resync(),
     });
