@@ -502,6 +502,53 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect(versions.items).toHaveLength(1);
   });
 
+  it('refuses a multipart upload over MAX_UPLOAD_BYTES with 413 before anything is stored, keeping the previous content', async () => {
+    await put('up/big.bin', 'small original');
+    const head = (name: string, file?: string) => `--x\r\nContent-Disposition: form-data; name="${name}"${file ? `; filename="${file}"` : ''}\r\n\r\n`;
+    const form = (size: number) =>
+      Buffer.concat([Buffer.from(`${head('path')}up/big.bin\r\n${head('file', 'big.bin')}`), Buffer.alloc(size, 7), Buffer.from('\r\n--x--\r\n')]);
+    // One byte over, with a Content-Length inside the form's margin: the parser stops the file at
+    // the limit as if it were whole; the cut-off file used to replace the old one, then 413.
+    const declared = await fetch(url('uploads'), {
+      method: 'POST',
+      body: form(MAX + 1),
+      headers: { ...bearer(editor.token), 'content-type': 'multipart/form-data; boundary=x' },
+    });
+    expect(declared.status).toBe(413);
+    expect(((await declared.json()) as { error: string }).error).toBe('payload_too_large');
+    // Chunked: no length to refuse the form by.
+    const chunked = await new Promise<number>((resolve, reject) => {
+      const u = new URL(url('uploads'));
+      const req = request(
+        {
+          host: u.hostname,
+          port: u.port,
+          path: u.pathname,
+          method: 'POST',
+          headers: { ...bearer(editor.token), 'content-type': 'multipart/form-data; boundary=x', 'transfer-encoding': 'chunked' },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(form(2 * MAX));
+    });
+    expect(chunked).toBe(413);
+    expect(await (await get('objects/up/big.bin')).text()).toBe('small original');
+    const versions = (await (await get('versions/up/big.bin')).json()) as { items: unknown[] };
+    expect(versions.items).toHaveLength(1);
+    // Exactly the limit is a whole file.
+    const atLimit = await fetch(url('uploads'), {
+      method: 'POST',
+      body: form(MAX),
+      headers: { ...bearer(editor.token), 'content-type': 'multipart/form-data; boundary=x' },
+    });
+    expect(atLimit.status).toBe(201);
+    expect(await atLimit.json()).toMatchObject({ path: 'up/big.bin', size: MAX });
+  });
+
   it('keeps the old content when an upload is cut off mid-stream, and leaves nothing partial', async () => {
     await put('cut.txt', 'the old content');
     const before = await b.t.database.db.selectFrom('objects').selectAll().where('path', '=', 'cut.txt').executeTakeFirstOrThrow();

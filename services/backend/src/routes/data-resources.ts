@@ -6,6 +6,7 @@ import multipart from '@fastify/multipart';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import {
+  AppError,
   BadRequestError,
   isOutOfSpace,
   ListQuery,
@@ -174,7 +175,10 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
 
   await app.register(async (instance) => {
     const form = instance.withTypeProvider<TypeBoxTypeProvider>();
-    await form.register(multipart, { limits: { fileSize: maxUploadBytes, files: 1, fields: 5 } });
+    // One byte over the limit reaches the store, whose count refuses it before anything is
+    // recorded: at `fileSize` itself busboy ends the file's stream as if it were whole (only
+    // `truncated` says otherwise), and the cut-off content would replace the file.
+    await form.register(multipart, { limits: { fileSize: maxUploadBytes + 1, files: 1, fields: 5 } });
     form.post(
       '/:ws/uploads',
       {
@@ -207,19 +211,18 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           if (path === undefined) throw new BadRequestError('the field `path` must come before the field `file`', { path: 'missing before file' });
           const target = pathOf({ '*': path });
           // The parser fails the file's stream when the form breaks off inside it (a last boundary
-          // missing): the client's fault, whatever the store makes of it.
+          // missing): the client's fault, whatever the store makes of it. A refusal of the files'
+          // own (too large, over the quota) fails that stream too, and is the answer.
           let broken: unknown;
           part.file.once('error', (err) => (broken = err));
           let stored: Awaited<ReturnType<WorkspaceFiles['put']>>;
           try {
             stored = await files.put(req.params.ws, target, part.file, { contentType: part.mimetype, actor: req.user.id, maxBytes: maxUploadBytes });
           } catch (err) {
-            if (broken === undefined) throw err;
+            if (broken === undefined || err instanceof AppError) throw err;
             malformedForm(broken);
           }
-          const { object } = stored;
-          if (part.file.truncated) throw new PayloadTooLargeError(`the upload is larger than MAX_UPLOAD_BYTES (${maxUploadBytes} bytes)`);
-          return reply.code(201).send(object);
+          return reply.code(201).send(stored.object);
         }
         throw new BadRequestError('no field `file` in the form', { file: 'missing' });
       },

@@ -107,6 +107,13 @@ describe(`workspace storage quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     form.append('file', new Blob([bytes(600)]), 'big.bin');
     await expect507(await fetch(`${base}/api/v1/data-resources/${ws}/uploads`, { method: 'POST', body: form, headers: bearer(editor.token) }));
     expect((await get(ws, 'up/big.bin')).status).toBe(404);
+    // A file that arrives in many chunks: the quota's refusal fails the form's stream while it
+    // is read, and is still the answer (it was a 400 "not a whole form").
+    const large = new FormData();
+    large.append('path', 'up/big.bin');
+    large.append('file', new Blob([bytes(256 * 1024)]), 'big.bin');
+    await expect507(await fetch(`${base}/api/v1/data-resources/${ws}/uploads`, { method: 'POST', body: large, headers: bearer(editor.token) }));
+    expect((await get(ws, 'up/big.bin')).status).toBe(404);
   });
 
   it('admits parallel uploads one by one: they cannot squeeze past the quota together', async () => {
