@@ -10,7 +10,7 @@ export {
   completeRun,
   cancelRun,
   cancelQueuedRunsOfSchedule,
-  recordCancelledRunLog,
+  recordEndedRunResults,
   failExpiredRuns,
   QueueFullError,
   RUNS_CHANNEL,

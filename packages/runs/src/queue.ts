@@ -378,15 +378,27 @@ export async function cancelQueuedRunsOfSchedule(db: Kysely<DB>, scheduleId: str
   return Number(res.numUpdatedRows);
 }
 
-/** The log of a run cancelled while this worker ran it: recorded, since nobody else will. */
-export async function recordCancelledRunLog(db: Kysely<DB>, runId: string, workerId: string, logKey: string): Promise<boolean> {
+/**
+ * A run this worker held that ended meanwhile without it (cancelled by a user, or failed when its
+ * lease expired) keeps that end, and gets the log and executed notebook the worker stored after
+ * all: `GET …/log` finds the log, and retention removes both with the run. Only what is not yet
+ * recorded is filled in. Returns whether the run was such a run.
+ */
+export async function recordEndedRunResults(
+  db: Kysely<DB>,
+  runId: string,
+  workerId: string,
+  results: { logKey: string | null; outputPath: string | null },
+): Promise<boolean> {
   const res = await db
     .updateTable('runs')
-    .set({ log_key: logKey })
+    .set({
+      log_key: sql<string | null>`coalesce(log_key, ${results.logKey})`,
+      output_path: sql<string | null>`coalesce(output_path, ${results.outputPath})`,
+    })
     .where('id', '=', runId)
     .where('worker_id', '=', workerId)
-    .where('status', '=', 'cancelled')
-    .where('log_key', 'is', null)
+    .where('status', 'in', ['cancelled', 'failed'])
     .executeTakeFirst();
   return Number(res.numUpdatedRows) === 1;
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { openDatabase, createTestDatabase, type Database, type TestDatabase } from '@codeagent/db';
-import { claimRuns, enqueueRun } from '@codeagent/runs';
+import { cancelRun, claimRuns, enqueueRun } from '@codeagent/runs';
 import { ScheduleWorker, type NotebookRunner, type RunContext, type RunIO } from './worker.js';
 import type { Notebook } from './notebook.js';
 
@@ -163,6 +163,114 @@ describe(`schedule worker (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     expect(dead!.error).toMatch(/lease of dead-worker expired/);
     const [next] = await runsById([fresh.id]);
     expect(next!.status).toBe('succeeded');
+  });
+
+  /** MemoryIO whose run-log write waits until let go: the run is then finishing (its lease no longer renewed). */
+  class HeldLogIO extends MemoryIO {
+    private letGoLog!: () => void;
+    readonly logHeld = new Promise<void>((r) => (this.letGoLog = r));
+    logWaiting = false;
+    override async writeRunLog(workspaceId: string, runId: string, content: Buffer) {
+      this.logWaiting = true;
+      await this.logHeld;
+      return super.writeRunLog(workspaceId, runId, content);
+    }
+    letGo(): void {
+      this.letGoLog();
+    }
+  }
+  const waitFor = async (what: () => boolean | Promise<boolean>) => {
+    const deadline = Date.now() + 30_000;
+    while (!(await what())) {
+      if (Date.now() > deadline) throw new Error('timed out');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+
+  it('a run cancelled while it finishes stays cancelled and keeps its log and executed notebook', async () => {
+    const io = new HeldLogIO();
+    const run = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    const w = new ScheduleWorker({ db: t.database.db, io, runtime: new CountingRuntime(), log, concurrency: 1 });
+    await w.tick();
+    await waitFor(() => io.logWaiting);
+    expect(await cancelRun(t.database.db, workspaceId, run.id)).toBeDefined();
+    io.letGo();
+    await w.drain();
+    const [row] = await runsById([run.id]);
+    // The log used to be stored but not recorded (GET …/log 404), the notebook not at all (never purged).
+    expect(row).toMatchObject({ status: 'cancelled', log_key: `${workspaceId}/${run.id}.log`, output_path: `nb.runs/${run.id}.ipynb` });
+    expect(io.logs.get(`${workspaceId}/${run.id}.log`)).toContain('"finished"');
+  });
+
+  it('a run whose lease expired while it finished stays failed and keeps its log and executed notebook', async () => {
+    const io = new HeldLogIO();
+    const run = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    const w = new ScheduleWorker({ db: t.database.db, io, runtime: new CountingRuntime(), log, concurrency: 1, workerId: 'slow-finisher' });
+    await w.tick();
+    await waitFor(() => io.logWaiting);
+    await t.database.db
+      .updateTable('runs')
+      .set({ status: 'failed', error: 'the worker running it stopped responding (lease of slow-finisher expired)', finished_at: new Date() })
+      .where('id', '=', run.id)
+      .execute();
+    io.letGo();
+    await w.drain();
+    const [row] = await runsById([run.id]);
+    expect(row).toMatchObject({ status: 'failed', log_key: `${workspaceId}/${run.id}.log`, output_path: `nb.runs/${run.id}.ipynb` });
+    expect(row!.error).toMatch(/lease of slow-finisher expired/);
+  });
+
+  /** The worker's database, whose next `failures` updates fail as a dropped connection does. */
+  function flakyDb(failures: { left: number }) {
+    const db = t.database.db;
+    return new Proxy(db, {
+      get(target, prop) {
+        if (prop === 'updateTable' && failures.left > 0) {
+          failures.left--;
+          return () => {
+            throw new Error('Connection terminated unexpectedly');
+          };
+        }
+        const value = Reflect.get(target, prop) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  }
+
+  it('records a run’s end through a database that fails for a moment', async () => {
+    const io = new HeldLogIO();
+    const failures = { left: 0 };
+    const run = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    const w = new ScheduleWorker({ db: flakyDb(failures), io, runtime: new CountingRuntime(), log, concurrency: 1 });
+    await w.tick();
+    await waitFor(() => io.logWaiting);
+    failures.left = 2;
+    io.letGo();
+    await w.drain();
+    expect(failures.left).toBe(0);
+    const [row] = await runsById([run.id]);
+    expect(row).toMatchObject({ status: 'succeeded', log_key: `${workspaceId}/${run.id}.log` });
+  });
+
+  it('a database that keeps failing while a run ends does not end the worker: its slot frees and the next run goes through', async () => {
+    const io = new HeldLogIO();
+    const failures = { left: 0 };
+    const lost = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    const w = new ScheduleWorker({ db: flakyDb(failures), io, runtime: new CountingRuntime(), log, concurrency: 1 });
+    await w.tick();
+    await waitFor(() => io.logWaiting);
+    // Every try fails (the rejection used to go unhandled: the process ended, every run in it lost).
+    failures.left = 1000;
+    io.letGo();
+    await w.drain();
+    expect(w.running).toBe(0);
+    expect((await runsById([lost.id]))[0]!.status).toBe('running'); // until its lease expires
+    failures.left = 0;
+    await t.database.db.updateTable('runs').set({ status: 'failed', finished_at: new Date() }).where('id', '=', lost.id).execute();
+    const next = await enqueueRun(t.database.db, { workspaceId, notebookPath: 'nb.ipynb' });
+    await w.tick();
+    await w.drain();
+    expect((await runsById([next.id]))[0]!.status).toBe('succeeded');
   });
 
   it('turns a schedule that missed many ticks into one catch-up run', async () => {

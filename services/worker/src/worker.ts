@@ -10,7 +10,7 @@ import {
   enqueueDueSchedules,
   failExpiredRuns,
   nextDeadlines,
-  recordCancelledRunLog,
+  recordEndedRunResults,
   renewLease,
   schedulesDueSoon,
 } from '@codeagent/runs';
@@ -244,12 +244,14 @@ export class ScheduleWorker {
     const cap = this.opts.maxRunningPerWorkspace;
     for (const run of await claimRuns(db, this.workerId, free, this.leaseSeconds, cap === undefined ? {} : { maxRunningPerWorkspace: cap })) {
       const abort = new AbortController();
-      const done = this.execute(run, abort.signal).finally(() => {
-        this.inFlight.delete(run.id);
-        this.finishing.delete(run.id);
-        // A slot is free: the next queued run need not wait for the poll.
-        this.wake();
-      });
+      const done = this.execute(run, abort.signal)
+        .catch((err: unknown) => this.opts.log.error({ err, run_id: run.id }, 'a run ended with an error of the worker'))
+        .finally(() => {
+          this.inFlight.delete(run.id);
+          this.finishing.delete(run.id);
+          // A slot is free: the next queued run need not wait for the poll.
+          this.wake();
+        });
       this.inFlight.set(run.id, { done, abort });
     }
   }
@@ -440,13 +442,38 @@ export class ScheduleWorker {
       log.error({ err, run_id: run.id }, 'could not store the run log');
     }
     this.opts.onFinished?.(reason ?? status);
-    if (reason === 'cancelled') {
-      if (logKey) await recordCancelledRunLog(db, run.id, this.workerId, logKey);
-      log.info({ run_id: run.id }, 'run cancelled; its kernel was stopped');
-      return;
+    const results = { logKey: logKey ?? null, outputPath: outputPath ?? null };
+    // A database that does not answer for a moment loses no result: a few tries, then the log
+    // says so (the run ends `failed` when its lease expires). Never a rejection: nothing awaits
+    // this but the worker's drain, and an unhandled one would end the worker and every run in it.
+    const recorded = await recordWithRetries(log, run.id, async () => {
+      if (!reason && (await completeRun(db, run.id, this.workerId, { status, error: error ?? null, ...results }))) return 'finished';
+      // Cancelled, or failed when its lease expired, while it was finishing here: it keeps that
+      // end, and gets the log and notebook stored meanwhile.
+      await recordEndedRunResults(db, run.id, this.workerId, results);
+      return 'ended meanwhile';
+    });
+    if (recorded === 'finished') log.info({ run_id: run.id, status }, 'run finished');
+    else if (reason === 'cancelled') log.info({ run_id: run.id }, 'run cancelled; its kernel was stopped');
+    else if (recorded === 'ended meanwhile')
+      log.warn({ run_id: run.id }, 'run ended (cancelled, or its lease expired) while it was finishing; its log and notebook were kept');
+  }
+}
+
+const RECORD_TRIES = 4;
+
+/** Runs `record` up to RECORD_TRIES times, 0.5, 1, 2 s apart; undefined (logged) when every try failed. */
+async function recordWithRetries<T>(log: Logger, runId: string, record: () => Promise<T>): Promise<T | undefined> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await record();
+    } catch (err) {
+      if (attempt === RECORD_TRIES) {
+        log.error({ err, run_id: runId }, 'could not record the end of a run; it ends failed when its lease expires');
+        return undefined;
+      }
+      log.warn({ err, run_id: runId, attempt }, 'recording the end of a run failed; trying again');
+      await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
     }
-    const recorded = await completeRun(db, run.id, this.workerId, { status, error: error ?? null, logKey: logKey ?? null, outputPath: outputPath ?? null });
-    if (!recorded) log.warn({ run_id: run.id }, 'run finished after its lease expired or it was cancelled; its result was not recorded');
-    else log.info({ run_id: run.id, status }, 'run finished');
   }
 }
