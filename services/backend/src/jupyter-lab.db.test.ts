@@ -40,6 +40,33 @@ function upgrade(base: string, path: string, headers: Record<string, string>): P
 
 const PAGE = { accept: 'text/html,application/xhtml+xml' };
 
+/** Opens a websocket and keeps it; `closed` settles when the server side ends it. */
+function openSocket(base: string, path: string, headers: Record<string, string>): Promise<{ closed: Promise<void>; isOpen: () => boolean; end: () => void }> {
+  const url = new URL(path, base);
+  return new Promise((resolve, reject) => {
+    const req = request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname + url.search,
+      agent: false,
+      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+    });
+    req.on('upgrade', (_res, socket) => {
+      let open = true;
+      socket.on('error', () => undefined);
+      socket.resume();
+      const closed = new Promise<void>((r) => socket.once('close', () => ((open = false), r())));
+      resolve({ closed, isOpen: () => open, end: () => socket.destroy() });
+    });
+    req.on('response', (res) => reject(new Error(`websocket refused: ${res.statusCode}`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const within = <T>(ms: number, what: string, p: Promise<T>) =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
+
 describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   let kernels: Kernels;
@@ -64,7 +91,7 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     runtimeBase = await runtime.listen({ host: '127.0.0.1', port: 0 });
     gateway = await buildGatewayApp({
       upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
-      jupyter: { url: runtimeBase, token: LAB_TOKEN, perWorkspace: true },
+      jupyter: { url: runtimeBase, token: LAB_TOKEN, perWorkspace: true, recheckMs: 200 },
     });
     base = await gateway.listen({ host: '127.0.0.1', port: 0 });
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'lab' } })).json<{
@@ -226,6 +253,66 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     expect(anonymous.status).toBe(302);
     expect(anonymous.headers.get('location')).toMatch(/^\/login\?next=/);
   });
+
+  it('open kernel websockets end once their access is gone: a removed member, a demoted one, a logout; a member who keeps access keeps hers', async () => {
+    const members = b.app;
+    const add = async (email: string, role: string) => {
+      const user = await createAndLogin(b, email);
+      const res = await members.inject({
+        method: 'POST',
+        url: `/api/v1/platform/workspaces/${ws}/members`,
+        headers: bearer(b.adminToken),
+        payload: { user_id: user.id, role },
+      });
+      expect(res.statusCode).toBe(201);
+      return user;
+    };
+    const removed = await add('lab-removed@example.com', 'editor');
+    const demoted = await add('lab-demoted@example.com', 'editor');
+    const kernel = await fetch(lab('api/kernels'), {
+      method: 'POST',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: '{"name":"python3"}',
+    });
+    expect(kernel.status).toBe(201);
+    const { id } = (await kernel.json()) as { id: string };
+    const channels = `/jupyter/${ws}/api/kernels/${id}/channels`;
+    const login = await fetch(`${base}/api/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'lab-editor@example.com', password: 'password-123' }),
+    });
+    const cookie = /codeagent_session=[^;]+/.exec(login.headers.get('set-cookie') ?? '')![0];
+    const [kept, ofRemoved, ofDemoted, ofLoggedOut] = await Promise.all([
+      openSocket(base, channels, bearer(editor.token)),
+      openSocket(base, channels, bearer(removed.token)),
+      openSocket(base, channels, bearer(demoted.token)),
+      openSocket(base, channels, { cookie, origin: base }),
+    ]);
+    try {
+      // Before: websockets were checked only at their upgrade, and each of these stayed open.
+      expect(
+        (await members.inject({ method: 'DELETE', url: `/api/v1/platform/workspaces/${ws}/members/${removed.id}`, headers: bearer(b.adminToken) })).statusCode,
+      ).toBe(204);
+      await within(10_000, 'the removed member’s websocket closes', ofRemoved.closed);
+      const demote = await members.inject({
+        method: 'PATCH',
+        url: `/api/v1/platform/workspaces/${ws}/members/${demoted.id}`,
+        headers: bearer(b.adminToken),
+        payload: { role: 'viewer' },
+      });
+      expect(demote.statusCode).toBe(200);
+      await within(10_000, 'the demoted member’s websocket closes', ofDemoted.closed);
+      expect((await fetch(`${base}/api/v1/auth/logout`, { method: 'POST', headers: { cookie, origin: base } })).status).toBe(204);
+      await within(10_000, 'the logged-out session’s websocket closes', ofLoggedOut.closed);
+      // Many sweeps later, the editor's own token still holds hers.
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(kept.isOpen()).toBe(true);
+    } finally {
+      for (const s of [kept, ofRemoved, ofDemoted, ofLoggedOut]) s.end();
+      await fetch(lab(`api/kernels/${id}`), { method: 'DELETE', headers: bearer(editor.token) });
+    }
+  }, 60_000);
 
   it('an idle server stops (once its kernels are gone) and the next visit starts it again', async () => {
     const pool = kernels.pool as SandboxedServers;

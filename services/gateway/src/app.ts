@@ -26,6 +26,7 @@ import {
 } from './jupyter-auth.js';
 import { ROUTES, UPSTREAMS, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
+import { OpenSockets } from './open-sockets.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { applySecurityHeaders, asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
 import { accessLogLine, fastPath, GatewayResponse, type FastPathControl, type InProcessHandlers } from './fast-path.js';
@@ -54,6 +55,8 @@ export interface JupyterUpstream {
    * shared developer server of `codeagent jupyterlab`, for system administrators only.
    */
   perWorkspace?: boolean;
+  /** How often open kernel and terminal websockets have their access asked again (SOCKET_RECHECK_MS; shorter in tests). */
+  recheckMs?: number;
 }
 
 /** Room for multipart framing around a file of MAX_UPLOAD_BYTES (the backend allows as much). */
@@ -312,6 +315,14 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   };
   /** The user a checked request belongs to: one user stays on one Jupyter instance. */
   const checkedUser = new WeakMap<IncomingMessage, string>();
+  const labAccess = (method: string, url: string, headers: IncomingHttpHeaders, host: string, requestId: string) =>
+    perWorkspace ? checkWorkspaceLabAccess(method, url, headers, host, requestId, sessions) : checkJupyterAccess(method, headers, host, requestId, sessions);
+  // Open kernel and terminal websockets lose their connection once their access is refused.
+  const openSockets = new OpenSockets((a, requestId) => labAccess(a.method, a.url, a.headers, a.host, requestId), opts.jupyter?.recheckMs);
+  app.addHook('onClose', (_instance, done) => {
+    openSockets.close();
+    done();
+  });
 
   for (const route of ROUTES) {
     if (route.kind === 'deny') {
@@ -355,9 +366,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
             // Every HTTP request and every websocket upgrade (both pass through here).
             // eslint-disable-next-line @typescript-eslint/no-misused-promises -- @fastify/reply-from awaits an async preHandler (Fastify hook runner)
             preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
-              const access = perWorkspace
-                ? await checkWorkspaceLabAccess(req.method, req.url, req.headers, req.host, req.id, sessions)
-                : await checkJupyterAccess(req.method, req.headers, req.host, req.id, sessions);
+              const access = await labAccess(req.method, req.url, req.headers, req.host, req.id);
               if (!access.ok) {
                 // A browser without a valid session goes to the login page and comes back.
                 if (perWorkspace && access.status === 401 && isPageRequest(req.method, req.headers)) {
@@ -366,6 +375,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
                 return reply.code(access.status).send({ error: access.error, message: access.message });
               }
               checkedUser.set(req.raw, access.userId);
+              if (req.headers.upgrade !== undefined)
+                openSockets.add(req.raw.socket, { method: req.method, url: req.url, headers: req.headers, host: req.host });
             },
           }
         : {}),
