@@ -156,6 +156,79 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     expect(wrong.status).toBe(403);
   });
 
+  it('a path with a dot segment is refused by the runtime itself: an ingress that resolves it (nginx checks $uri) checked another workspace', async () => {
+    const other = '00000000-0000-4000-8000-000000000000';
+    const token = { authorization: `token ${LAB_TOKEN}` };
+    const { hostname, port } = new URL(runtimeBase);
+    // As sent (fetch and new URL would resolve the dot segments first).
+    const raw = (path: string, headers: Record<string, string> = {}) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request({ host: hostname, port, path, agent: false, headers: { ...token, ...headers } });
+        req.on('upgrade', (res, socket) => {
+          socket.destroy();
+          resolve({ status: res.statusCode ?? 0, body: '' });
+        });
+        req.on('response', (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    const websocket = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+    for (const path of [`/jupyter/${ws}/lab/api/workspaces/x/../../../../${other}/y`, `/jupyter/${ws}/%2e%2e/${other}/api/contents`]) {
+      const res = await raw(path);
+      expect(res.status, path).toBe(400);
+      expect(JSON.parse(res.body)).toMatchObject({ error: 'invalid_request', message: expect.stringMatching(/segment/) as unknown });
+      expect((await raw(path, websocket)).status, path).toBe(400);
+    }
+    expect(kernels.pool.status(other).state).toBe('stopped');
+  });
+
+  it('a notebook saved with script in its outputs is never trusted when opened, trusting is refused, and an nbconvert export runs no script', async () => {
+    const evil = {
+      type: 'notebook',
+      content: {
+        nbformat: 4,
+        nbformat_minor: 5,
+        metadata: {},
+        cells: [
+          {
+            cell_type: 'code',
+            id: 'c1',
+            execution_count: 1,
+            source: 'display(HTML(...))',
+            // As JupyterLab saves an output of the saver's own session: trusted.
+            metadata: { trusted: true },
+            outputs: [{ output_type: 'display_data', metadata: {}, data: { 'text/html': '<script>fetch("/api/v1/auth/me")</script>' } }],
+          },
+        ],
+      },
+    };
+    const put = await fetch(lab('api/contents/evil.ipynb'), {
+      method: 'PUT',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: JSON.stringify(evil),
+    });
+    expect(put.status).toBe(201);
+    // Jupyter signed it on save, and the signature made it trusted for every member who opened it.
+    const opened = (await (await fetch(lab('api/contents/evil.ipynb'), { headers: bearer(viewer.token) })).json()) as {
+      content: { cells: { metadata: { trusted?: boolean } }[]; metadata: Record<string, unknown> };
+    };
+    expect(opened.content.cells[0]!.metadata.trusted).toBe(false);
+    const trust = await fetch(lab('api/contents/evil.ipynb/trust'), { method: 'POST', headers: bearer(editor.token) });
+    expect(trust.status).toBe(403);
+    const export_ = await fetch(lab('nbconvert/html/evil.ipynb'), { headers: bearer(viewer.token) });
+    expect(export_.status).toBe(200);
+    expect(await export_.text()).toContain('fetch(');
+    expect(export_.headers.get('content-security-policy')).toMatch(/(^|;)\s*sandbox(;|$)/);
+    // JupyterLab's own page keeps what it needs.
+    const page = await fetch(lab('lab'), { headers: { ...bearer(viewer.token), ...PAGE } });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy') ?? '').not.toMatch(/sandbox/);
+  }, 60_000);
+
   it('a non-member and an unknown workspace get 404 on HTTP and websockets; a path without a workspace too', async () => {
     for (const target of [ws, '00000000-0000-4000-8000-000000000000']) {
       const res = await fetch(`${base}/jupyter/${target}/api/contents`, { headers: bearer(outsider.token) });

@@ -77,6 +77,32 @@ class OneWriteFileManager(LargeFileManager):
         self._uploads = {}
         self._sweep_timer = None
 
+    # --- notebook trust: none (docs/decisions/0242-no-trusted-notebooks-in-shared-labs.md) -------
+    #
+    # Jupyter signs a notebook on save when its outputs came from the saver's own kernel, and a
+    # signed notebook's HTML and JavaScript outputs run when it is opened again. A workspace's
+    # server is shared by all its members and serves them in the platform's origin: a signature
+    # made for one member's save would run that member's script in every other member's browser,
+    # with their session. So nothing is signed, every opened notebook is untrusted (its HTML
+    # outputs sanitised, its JavaScript not run), and "Trust notebook" is refused. Outputs of a
+    # member's own live session still render as usual.
+
+    def check_and_sign(self, nb, path=""):
+        """Never signs (see above)."""
+
+    def mark_trusted_cells(self, nb, path=""):
+        """Every notebook opened from a file is untrusted (see above)."""
+        self.notary.mark_cells(nb, False)
+
+    def trust_notebook(self, path):
+        """Refused (see above)."""
+        raise web.HTTPError(
+            403,
+            f"{path} cannot be trusted: this JupyterLab is shared by the workspace's members, so a "
+            "notebook's saved HTML and JavaScript outputs never run when it is opened; run its cells "
+            "again to see them",
+        )
+
     # --- the upload of one file, by its path on disk -------------------------------------------
 
     def _close_upload(self, os_path):

@@ -1,7 +1,7 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
-import { isUuid } from '@codeagent/service-kit';
+import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
 
@@ -48,6 +48,23 @@ export function progressPage(state: 'starting' | 'failed', detail: string): stri
       ? 'This page reloads by itself and opens JupyterLab as soon as it is ready.'
       : 'Reload this page to try again; if it keeps failing, tell your platform administrator the message above.';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8">${refresh}<title>${title}</title></head><body><main><h1>${title}</h1><p role="status">${escapeHtml(detail)}</p><p>${hint}</p></main></body></html>`;
+}
+
+/**
+ * The answer of a workspace's Jupyter server, as the browser gets it. Outside JupyterLab's own
+ * pages and assets (`/lab…`, `/static/…`) a document runs no script: the server is shared by the
+ * workspace's members and answers in the platform's origin, and an nbconvert export
+ * (`/nbconvert/html/…`) carries a notebook's outputs as they are, so one member's notebook would
+ * run script with another's session (decision 0242). Jupyter's own `sandbox allow-scripts` on
+ * `/files/` (a unique origin) is kept.
+ */
+export function confinedHeaders(rest: string, headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const path = rest.split('?')[0]!;
+  if (/^\/(?:lab|static)(?:\/|$)/.test(path)) return headers;
+  const csp = headers['content-security-policy'];
+  const value = Array.isArray(csp) ? csp.join(', ') : csp;
+  if (value !== undefined && /(?:^|;)\s*sandbox(?:\s|;|$)/i.test(value)) return headers;
+  return { ...headers, 'content-security-policy': value ? `${value}; sandbox` : 'sandbox' };
 }
 
 /** A browser opening a page (not JupyterLab's own API calls): it gets the progress page while the server starts. */
@@ -115,6 +132,10 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
 
     request(req, res) {
       if (!authorized(req)) return json(res, 403, { error: 'forbidden', message: 'open JupyterLab through the platform gateway: /jupyter/<workspace id>/' });
+      // A dot segment would be resolved by an ingress in front (nginx checks `$uri`) but not here:
+      // the request would reach another workspace than the one checked.
+      const ambiguous = ambiguousPathReason(req.url ?? '');
+      if (ambiguous) return json(res, 400, { error: 'invalid_request', message: `the path ${ambiguous}` });
       const target = parse(req.url ?? '');
       if (!target) return json(res, 404, { error: 'not_found', message: 'open /jupyter/<workspace id>/ (the id of a workspace you are a member of)' });
       if (target.rest === '') {
@@ -153,6 +174,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
               json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
             },
             server.files ? saveCheck(server.files, req.method, target.rest, since) : undefined,
+            (headers) => confinedHeaders(target.rest, headers),
           ),
         (err: unknown) => json(res, 503, { error: 'kernel_unavailable', message: (err as Error).message }),
       );
@@ -169,6 +191,10 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       socket.once('close', () => upgraded.delete(socket));
       if (!authorized(req)) {
         socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
+      if (ambiguousPathReason(req.url ?? '')) {
+        socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
         return;
       }
       const target = parse(req.url ?? '');

@@ -37,13 +37,21 @@ export type AnswerCheck = (status: number, body: Buffer) => Promise<{ status: nu
 /**
  * An HTTP request relayed to a Jupyter server on its Unix socket with the server's own token
  * (the caller checked the caller's); `failed` answers when the server does not. With `check`,
- * a successful answer is held (it is small: a contents model) until the check has decided.
+ * a successful answer is held (it is small: a contents model) until the check has decided;
+ * `answerHeaders` may change the head of the server's answer before the client gets it.
  */
-export function relayRequest(req: IncomingMessage, res: ServerResponse, server: SocketServer, failed: (err: Error) => void, check?: AnswerCheck): void {
+export function relayRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  server: SocketServer,
+  failed: (err: Error) => void,
+  check?: AnswerCheck,
+  answerHeaders: (headers: IncomingHttpHeaders) => IncomingHttpHeaders = (h) => h,
+): void {
   const upstream = request({ socketPath: server.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) }, (up) => {
     const status = up.statusCode ?? 502;
     if (check === undefined || status < 200 || status >= 300) {
-      res.writeHead(status, up.headers);
+      res.writeHead(status, answerHeaders(up.headers));
       up.pipe(res);
       return;
     }
@@ -52,7 +60,7 @@ export function relayRequest(req: IncomingMessage, res: ServerResponse, server: 
     up.on('error', () => res.destroy());
     up.on('end', () => {
       const body = Buffer.concat(chunks);
-      const original = () => res.writeHead(status, up.headers).end(body);
+      const original = () => res.writeHead(status, answerHeaders(up.headers)).end(body);
       check(status, body).then((instead) => {
         if (instead === undefined) return original();
         res.writeHead(instead.status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(JSON.stringify(instead.body));
