@@ -43,7 +43,8 @@ export function parseDavPath(urlPath: string): DavTarget | undefined {
   if (problem !== undefined) throw new InvalidPathError(urlPath, problem);
   let rest = urlPath.slice(base.length);
   const slash = rest.indexOf('/');
-  const workspace = decodeSegment(slash === -1 ? rest : rest.slice(0, slash), urlPath);
+  // (Lower case, as everywhere: storage and lock keys are made of the id.)
+  const workspace = decodeSegment(slash === -1 ? rest : rest.slice(0, slash), urlPath).toLowerCase();
   rest = slash === -1 ? '' : rest.slice(slash + 1);
   if (rest.endsWith('/')) rest = rest.slice(0, -1);
   if (rest === '') return { workspace, path: '' };

@@ -119,6 +119,9 @@ export const routeAccess = fp<RouteAccessOptions>(
       const { ws } = req.params as { ws?: string };
       if (ws === undefined) throw new Error(`route ${req.routeOptions.url ?? req.url} declares ${access} but has no :ws parameter`);
       await app.requireWorkspaceAccess(req.user.id, ws, access === 'workspace-editor' ? 'write' : 'read');
+      // One spelling from here on: storage keys and lock keys are made of it, and PostgreSQL's
+      // text of a uuid is lower case (an upper-case id stored content no other spelling found).
+      (req.params as { ws: string }).ws = ws.toLowerCase();
     });
   },
   { name: 'route-access', dependencies: ['user-auth'] },

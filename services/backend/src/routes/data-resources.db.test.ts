@@ -502,6 +502,18 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect(versions.items).toHaveLength(1);
   });
 
+  it('a workspace id in upper case names the same files (one spelling of storage keys and locks)', async () => {
+    const upper = (path: string) => url(path).replace(ws, ws.toUpperCase());
+    const res = await fetch(upper('objects/case/one.txt'), { method: 'PUT', body: 'written with the upper-case id', headers: bearer(editor.token) });
+    expect(res.status).toBe(201);
+    expect(await (await get('objects/case/one.txt')).text()).toBe('written with the upper-case id');
+    expect((await fetch(upper('objects/case/one.txt'), { method: 'PUT', body: 'again', headers: bearer(editor.token) })).status).toBe(200);
+    expect(await (await get('objects/case/one.txt')).text()).toBe('again');
+    const versions = (await (await get('versions/case/one.txt')).json()) as { items: { version_id: string; current: boolean }[] };
+    const old = versions.items.find((v) => !v.current)!;
+    expect(await (await get(`versions/case/one.txt?version_id=${old.version_id}`)).text()).toBe('written with the upper-case id');
+  });
+
   it('refuses a multipart upload over MAX_UPLOAD_BYTES with 413 before anything is stored, keeping the previous content', async () => {
     await put('up/big.bin', 'small original');
     const head = (name: string, file?: string) => `--x\r\nContent-Disposition: form-data; name="${name}"${file ? `; filename="${file}"` : ''}\r\n\r\n`;

@@ -121,6 +121,15 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(await (await api('objects/notes/a.txt')).text()).toBe('second!');
   });
 
+  it('a workspace id in upper case names the same files as through the API', async () => {
+    const res = await dav('case/upper.txt', { method: 'PUT', body: 'through an upper-case id', workspace: ws.toUpperCase() });
+    expect(res.status).toBe(201);
+    expect(await (await api('objects/case/upper.txt')).text()).toBe('through an upper-case id');
+    expect(await (await dav('case/upper.txt', { method: 'GET', workspace: ws.toUpperCase() })).text()).toBe('through an upper-case id');
+    expect((await dav('case', { method: 'DELETE', workspace: ws.toUpperCase() })).status).toBe(204);
+    expect((await api('objects/case/upper.txt')).status).toBe(404);
+  });
+
   // Decision 0220: a mount client's own time of a file is what the tree reports for it, so the
   // time a mount shows does not jump when the upload ends; the API's times stay the platform's.
   it('keeps the time a client gives with X-OC-Mtime and reports it; a future time is now; none or garbage is the upload time', async () => {
