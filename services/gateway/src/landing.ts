@@ -48,9 +48,15 @@ export const loginPage = `<!doctype html>
 </html>
 `;
 
-/** Where to go after the login: `next` when it is a path of this site, else the start page. */
+/**
+ * Where to go after the login: `next` when it is a path of this site, else the start page. No
+ * control character or backslash anywhere: browsers drop tabs and newlines and read `\` as `/`,
+ * so `/<TAB>/evil.example` would lead to another site. (Self-contained: it is also the login
+ * script's, through `toString`.)
+ */
 export function safeNext(next: string | null | undefined): string {
-  return typeof next === 'string' && /^\/(?![/\\])/.test(next) ? next : '/';
+  // eslint-disable-next-line no-control-regex
+  return typeof next === 'string' && /^\/(?![/\\])[^\u0000-\u001f\u007f\\]*$/.test(next) ? next : '/';
 }
 
 /** The login page's script (served as a file: the page CSP allows scripts from this origin only). */

@@ -25,7 +25,18 @@ describe('the minimal login page (/login?next=…, issue 15 item 6)', () => {
 
   it('returns only to a path of this site', () => {
     expect(safeNext('/jupyter/1/lab?x=1')).toBe('/jupyter/1/lab?x=1');
-    for (const bad of ['//evil.example/', '/\\evil.example', 'https://evil.example/', 'javascript:alert(1)', '', null, undefined])
+    for (const bad of [
+      '//evil.example/',
+      '/\\evil.example',
+      'https://evil.example/',
+      'javascript:alert(1)',
+      '',
+      null,
+      undefined,
+      '/\t/evil.example',
+      '/\n/evil.example',
+      '/a\\..\\\\evil.example',
+    ])
       expect(safeNext(bad)).toBe('/');
   });
 });
