@@ -37,19 +37,23 @@ export class FolderTimes {
     return this.times.get(entryKey(workspaceId, key));
   }
 
-  /** Take before reading the database; `set` keeps the time only if nothing was dropped since. */
+  /** Take before reading the database; `set` keeps the time only if nothing of its workspace was dropped since. */
   stamp(): number {
     return this.times.stamp();
   }
 
   set(workspaceId: string, key: string, at: string, stamp: number): void {
-    this.times.set(entryKey(workspaceId, key), at, stamp);
+    this.times.set(entryKey(workspaceId, key), at, stamp, workspaceId.toLowerCase());
   }
 
   /** Something in `folder` (`''` the top, else `a/b`) changed: the times of it and of every folder above it go. */
   private changed(workspaceId: string, folder: string): void {
     const parts = folder === '' ? [] : folder.split('/');
-    this.times.dropKeys(parts.map((_, i) => entryKey(workspaceId, `${parts.slice(0, i + 1).join('/')}/`)));
+    // (Scoped: a change in one workspace does not keep another's times from being kept.)
+    this.times.dropKeys(
+      parts.map((_, i) => entryKey(workspaceId, `${parts.slice(0, i + 1).join('/')}/`)),
+      workspaceId.toLowerCase(),
+    );
   }
 }
 

@@ -4,11 +4,19 @@
  * and only while `hearing()`. What an announcement names is dropped; an answer read from the
  * database before a drop is not stored after it (take `stamp()` before reading, pass it to `set`),
  * since it may have seen the rows as they were before the change.
+ *
+ * A drop may name its scope (a workspace, a user): then only answers of that scope read before
+ * it are refused, so that changes in one workspace, made in a loop, do not keep every other
+ * workspace's answers from being kept. A drop without a scope refuses every answer read before it.
  */
 export class HeardCache<V> {
   private readonly entries = new Map<string, { value: V; until: number }>();
   /** Bumped by every drop. */
   private generation = 0;
+  /** The generation of the last drop without a scope. */
+  private allDroppedAt = 0;
+  /** The generation of each scope's last drop (at most `max` scopes; beyond, as a drop of all). */
+  private readonly scopeDroppedAt = new Map<string, number>();
 
   constructor(
     private readonly hearing: () => boolean,
@@ -31,22 +39,40 @@ export class HeardCache<V> {
     return this.generation;
   }
 
-  set(key: string, value: V, stamp: number): void {
-    if (!this.hearing() || stamp !== this.generation) return;
+  /** Keeps `value`, read since `stamp`, unless a drop since then may have made it stale: any drop, or with `scope` a drop of that scope or of all. */
+  set(key: string, value: V, stamp: number, scope?: string): void {
+    if (!this.hearing() || this.allDroppedAt > stamp) return;
+    if (scope === undefined ? this.generation !== stamp : (this.scopeDroppedAt.get(scope) ?? 0) > stamp) return;
     if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(key, { value, until: Date.now() + this.ttlMs });
   }
 
-  /** Drops the entries `which` accepts (every entry without it). */
-  drop(which?: (key: string, value: V) => boolean): void {
-    this.generation++;
+  /** Drops the entries `which` accepts (every entry without it); `scope`: what the change concerns (everything without it). */
+  drop(which?: (key: string, value: V) => boolean, scope?: string): void {
+    this.dropped(scope);
     if (which === undefined) this.entries.clear();
     else for (const [key, e] of this.entries) if (which(key, e.value)) this.entries.delete(key);
   }
 
-  /** Drops the entries of these keys. */
-  dropKeys(keys: Iterable<string>): void {
-    this.generation++;
+  /** Drops the entries of these keys; `scope`: what the change concerns (everything without it). */
+  dropKeys(keys: Iterable<string>, scope?: string): void {
+    this.dropped(scope);
     for (const key of keys) this.entries.delete(key);
+  }
+
+  private dropped(scope: string | undefined): void {
+    this.generation++;
+    if (scope !== undefined && this.scopeDroppedAt.size < this.max) {
+      this.scopeDroppedAt.delete(scope);
+      this.scopeDroppedAt.set(scope, this.generation);
+      return;
+    }
+    if (scope !== undefined && this.scopeDroppedAt.has(scope)) {
+      this.scopeDroppedAt.set(scope, this.generation);
+      return;
+    }
+    // No scope, or more scopes than entries: everything read before is refused.
+    this.allDroppedAt = this.generation;
+    this.scopeDroppedAt.clear();
   }
 }

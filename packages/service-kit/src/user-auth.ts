@@ -80,7 +80,7 @@ const SETTLE_MS = 25;
  */
 export interface UserScopedCache<V> {
   get(key: string): V | undefined;
-  /** Take before reading the database; `set` stores the answer only if nothing was forgotten since. */
+  /** Take before reading the database; `set` stores the answer only if nothing of its user was forgotten since. */
   stamp(): number;
   set(key: string, userId: string, value: V, stamp: number): void;
 }
@@ -101,12 +101,13 @@ class KeyedCache<V> implements UserScopedCache<V> {
   }
 
   set(key: string, userId: string, value: V, stamp: number): void {
-    this.cache.set(key, { userId, value }, stamp);
+    this.cache.set(key, { userId, value }, stamp, userId);
   }
 
-  /** Drops the user's entries (every user's for an empty id). */
+  /** Drops the user's entries (every user's for an empty id); answers about other users read meanwhile stay good. */
   forget(userId: string): void {
-    this.cache.drop(userId === '' ? undefined : (_key, e) => e.userId === userId);
+    if (userId === '') this.cache.drop();
+    else this.cache.drop((_key, e) => e.userId === userId, userId);
   }
 }
 
