@@ -26,8 +26,25 @@ async function settle(probe: Probe, timeoutMs = 2000): Promise<boolean> {
   }
 }
 
+/**
+ * The probe shared by the requests that ask while it runs: `/api/v1/health` is public, and each
+ * probe costs the dependency a request (the runtime asks every Jupyter server for its kernels),
+ * so a loop of anonymous health requests makes one probe at a time, not one each.
+ */
+export function sharedProbe(probe: Probe): Probe {
+  let running: Promise<boolean> | undefined;
+  return (requestId) => {
+    running ??= probe(requestId)
+      .catch(() => false)
+      .finally(() => (running = undefined));
+    return running;
+  };
+}
+
 // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
 export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, opts) => {
+  const storageProbe = sharedProbe(opts.storageProbe);
+  const runtimeProbe = sharedProbe(opts.runtimeProbe);
   const Check = Type.Union([Type.Literal('ok'), Type.Literal('error')]);
   const Body = Type.Object({
     status: Type.Union([Type.Literal('ok'), Type.Literal('error')]),
@@ -46,8 +63,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
           await sql`SELECT 1`.execute(opts.db);
           return true;
         }),
-        settle(opts.storageProbe),
-        settle(() => opts.runtimeProbe(req.id)),
+        settle(storageProbe),
+        settle(() => runtimeProbe(req.id)),
       ]);
       const ok = database && storage;
       return reply.code(ok ? 200 : 503).send({
