@@ -1,5 +1,5 @@
 import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import {
   WEBDAV_EXTRA_METHODS,
@@ -170,22 +170,46 @@ export function fastPath(opts: FastPathOptions): FastPathControl {
         { method, path: upstreamPath, headers, body },
         relay(req, res, id, opts.log, fast.rewrite === undefined ? undefined : [fast.rewrite, prefix]),
       );
-    const length = Number(req.headers['content-length']);
+    const declared = req.headers['content-length'];
     if (!withBody) send(undefined);
-    else if (length <= SMALL_BODY_BYTES) {
+    else if (declared === undefined || Number(declared) <= SMALL_BODY_BYTES) {
       // A small body is read first, so that a request whose instance is gone can go to another
       // one (upstream-pool.ts sends only bodies in memory twice). A client that stops sending
-      // it gets no answer, as from the component.
+      // it gets no answer, as from the component. A body of unknown length (chunked) is read so
+      // far too: sent on at once, a trickle of one byte a minute held a connection of the
+      // component's pool (128) for as long, and a few clients, even logged out, held them all.
       const chunks: Buffer[] = [];
+      let size = 0;
       // A client that stops sending is cut off after the gateway's time limit, as the component would do.
       const timer = setTimeout(() => req.destroy(), opts.timeoutMs);
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.once('error', () => clearTimeout(timer));
-      req.once('close', () => clearTimeout(timer));
-      req.once('end', () => {
+      const onData = (c: Buffer) => {
+        chunks.push(c);
+        size += c.length;
+        if (size <= SMALL_BODY_BYTES) return;
+        // Larger than that (only a chunked body gets here): what was read, then the rest as it comes.
+        clearTimeout(timer);
+        req.off('data', onData);
+        req.off('end', onEnd);
+        req.pause();
+        const rest = requestBody(req);
+        send(
+          Readable.from(
+            (async function* () {
+              yield* chunks;
+              yield* rest as AsyncIterable<Buffer>;
+            })(),
+            { objectMode: false },
+          ),
+        );
+      };
+      const onEnd = () => {
         clearTimeout(timer);
         send(Buffer.concat(chunks));
-      });
+      };
+      req.on('data', onData);
+      req.once('error', () => clearTimeout(timer));
+      req.once('close', () => clearTimeout(timer));
+      req.once('end', onEnd);
     } else send(requestBody(req));
     return true;
   };
