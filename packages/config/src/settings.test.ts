@@ -173,6 +173,19 @@ describe('settings', () => {
     expect(c.bootstrapAdminPasswordGenerated).toBe(false);
   });
 
+  it('refuses user:password@ in CODEAGENT_BRIDGE_URL without echoing it, naming CODEAGENT_BRIDGE_USER/PASSWORD', () => {
+    for (const url of ['http://agent:s3cret-pw@127.0.0.1:4096', 'http://only-user@127.0.0.1:4096', 'https://:s3cret-pw@agent.internal']) {
+      const problems = problemsOf({ ...PROD_SECRETS, CODEAGENT_BRIDGE_URL: url });
+      expect(problems, url).toEqual([
+        expect.stringMatching(/^CODEAGENT_BRIDGE_URL must not contain user:password@.*CODEAGENT_BRIDGE_USER and CODEAGENT_BRIDGE_PASSWORD/),
+      ]);
+      expect(problems.join('\n')).not.toMatch(/s3cret-pw|only-user/);
+    }
+    expect(problemsOf({ ...PROD_SECRETS, CODEAGENT_BRIDGE_URL: 'ftp://agent:s3cret-pw@host' })).toEqual([expect.not.stringMatching(/s3cret-pw/) as unknown]);
+    expect(loadConfig({ env: { ...PROD_SECRETS, CODEAGENT_BRIDGE_URL: 'http://127.0.0.1:4096' }, cwd: tmp() }).bridge.url).toBe('http://127.0.0.1:4096');
+    expect(loadConfig({ env: { ...PROD_SECRETS }, cwd: tmp() }).bridge.url).toBeUndefined();
+  });
+
   it('never puts a secret into the error messages', () => {
     const problems = problemsOf({ ...PROD_SECRETS, SECRETS_KEY: 'dG9vLXNob3J0', JWT_SECRET: 'tiny-secret' });
     expect(problems.join('\n')).not.toMatch(/tiny-secret|dG9vLXNob3J0/);

@@ -304,6 +304,31 @@ export function loadConfig(options: LoadOptions = {}): Config {
     if (entries.length === 0) entries.push(def);
     return entries.map((entry) => url(name, def, entry));
   };
+  /**
+   * CODEAGENT_BRIDGE_URL (docs/contract/spec.md §9.1): an http(s) URL without `user:password@`.
+   * The bridge shows this URL to anyone (`GET /codeagent-bridge/health`) and in its 502 messages;
+   * the code agent's credentials have settings of their own. The value is never echoed: it may
+   * hold a password.
+   */
+  const bridgeAgentUrl = (): string | undefined => {
+    const raw = str('CODEAGENT_BRIDGE_URL');
+    if (raw === undefined) return undefined;
+    let u: URL;
+    try {
+      u = new URL(raw);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+    } catch {
+      problems.push('CODEAGENT_BRIDGE_URL is not an http(s) URL (the value is not shown: it may hold a password); set e.g. http://127.0.0.1:4096');
+      return undefined;
+    }
+    if (u.username !== '' || u.password !== '') {
+      problems.push(
+        'CODEAGENT_BRIDGE_URL must not contain user:password@ (it is shown by GET /codeagent-bridge/health and in error messages); put the URL without them and set CODEAGENT_BRIDGE_USER and CODEAGENT_BRIDGE_PASSWORD',
+      );
+      return undefined;
+    }
+    return raw;
+  };
   const optionalPort = (name: string): number | undefined => {
     const raw = str(name);
     if (raw === undefined) return undefined;
@@ -512,7 +537,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
       allowLoopback: bool('OUTBOUND_ALLOW_LOOPBACK', false),
     },
     bridge: {
-      url: str('CODEAGENT_BRIDGE_URL'),
+      url: bridgeAgentUrl(),
       user: str('CODEAGENT_BRIDGE_USER'),
       password: env.CODEAGENT_BRIDGE_PASSWORD === '' ? undefined : env.CODEAGENT_BRIDGE_PASSWORD,
       workdir: bridgeWorkdir,

@@ -40,6 +40,24 @@ function sameOrigin(a: URL, b: string): boolean {
   }
 }
 
+/**
+ * CODEAGENT_BRIDGE_URL without `user:password@`: the URL is shown to anyone (GET /health) and in
+ * error messages, so credentials go in CODEAGENT_BRIDGE_USER/CODEAGENT_BRIDGE_PASSWORD (the
+ * platform's settings refuse such a URL at start-up; this guards other callers of the bridge).
+ */
+export function assertNoUserInfo(url: string | undefined): void {
+  if (url === undefined) return;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return;
+  }
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new Error('CODEAGENT_BRIDGE_URL must not contain user:password@; set CODEAGENT_BRIDGE_USER and CODEAGENT_BRIDGE_PASSWORD instead');
+  }
+}
+
 const invalidUrl = (message: string, reason: string) => new BadRequestError(message, { 'settings.codeagentServerUrl': reason });
 
 /**

@@ -27,6 +27,8 @@ export interface PromptReply {
   text: string;
   providerID: string;
   modelID: string;
+  /** The reply holds tool calls (refused: tools are off, decision 0240). */
+  triedTools: boolean;
 }
 
 /** undici, imported on the first call to the code agent rather than by an idle bridge (decision 0085). */
@@ -34,6 +36,36 @@ let undici: Promise<typeof Undici> | undefined;
 const loadUndici = () => (undici ??= import('undici'));
 
 const SESSION_ID = /^ses[A-Za-z0-9_-]{1,200}$/;
+
+/**
+ * The tools of opencode 1.18 (`GET /experimental/tool/ids`), each turned off by name as well: for
+ * a compatible server that does not expand the wildcard (decision 0240).
+ */
+export const KNOWN_TOOLS = [
+  'bash',
+  'read',
+  'glob',
+  'grep',
+  'edit',
+  'write',
+  'apply_patch',
+  'task',
+  'webfetch',
+  'websearch',
+  'todowrite',
+  'question',
+  'skill',
+  'invalid',
+] as const;
+
+/**
+ * The `tools` field of every prompt (decision 0240): every tool off. opencode 1.18 turns it into
+ * the session's permission rules (`{"permission":"*","pattern":"*","action":"deny"}`, kept on the
+ * session), offers the model no tool at all, and refuses a tool call the model makes anyway. A
+ * prompt carries user text (a cell, an instruction): without this, anyone logged in could talk
+ * the agent into running commands, writing files or fetching URLs on the code agent's host.
+ */
+export const TOOLS_OFF: Readonly<Record<string, false>> = Object.freeze({ '*': false, ...Object.fromEntries(KNOWN_TOOLS.map((t) => [t, false] as const)) });
 
 /** A small typed client of the opencode server API (§9.4), over undici (imported on the first call). */
 export class OpencodeClient {
@@ -56,6 +88,8 @@ export class OpencodeClient {
     timeoutMs: number,
     signal?: AbortSignal,
   ): Promise<{ status: number; json: unknown }> {
+    // undici refuses a negative timeout (UND_ERR_INVALID_ARG, which is not a timeout) and takes 0 for none.
+    if (!(timeoutMs >= 1)) throw upstreamTimeout(this.settings.timeoutSeconds);
     const { request } = await loadUndici();
     let res: Dispatcher.ResponseData;
     try {
@@ -69,7 +103,7 @@ export class OpencodeClient {
       });
     } catch (err) {
       const code = (err as { code?: string }).code;
-      if (signal?.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') throw upstreamTimeout(Math.round(timeoutMs / 1000));
+      if (signal?.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') throw upstreamTimeout(this.settings.timeoutSeconds);
       throw upstreamUnreachable(this.settings.url);
     }
     const text = await res.body.text();
@@ -119,15 +153,21 @@ export class OpencodeClient {
     await this.call('POST', `/session/${id}/abort`, {}, 5000).catch(() => undefined);
   }
 
-  /** Sends one prompt and waits for the whole reply; a stored session that is gone throws SessionGoneError. */
+  /**
+   * Sends one prompt, with every tool off (TOOLS_OFF), and waits for the whole reply; a stored
+   * session that is gone throws SessionGoneError. No time left (`timeoutMs` < 1): 504
+   * upstream_timeout at once, nothing is sent.
+   */
   async prompt(id: string, text: string, providerID: string, modelID: string, timeoutMs: number): Promise<PromptReply> {
     if (!SESSION_ID.test(id)) throw new SessionGoneError(id);
+    if (!(timeoutMs >= 1)) throw upstreamTimeout(this.settings.timeoutSeconds);
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), timeoutMs);
     try {
       const body = {
         parts: [{ type: 'text', text }],
         ...(providerID && modelID ? { model: { providerID, modelID } } : {}),
+        tools: TOOLS_OFF,
       };
       const { status, json } = await this.call('POST', `/session/${id}/message`, body, timeoutMs, controller.signal);
       if (status === 404) throw new SessionGoneError(id);
@@ -139,14 +179,19 @@ export class OpencodeClient {
         throw upstreamError(status, `the code agent failed: ${e.data?.message ?? e.name ?? 'unknown error'}`);
       }
       const textParts = reply.parts.filter((p) => p.type === 'text' && typeof p.text === 'string').map((p) => p.text as string);
-      return { text: textParts.join('\n'), providerID: reply.info?.providerID ?? providerID, modelID: reply.info?.modelID ?? modelID };
+      return {
+        text: textParts.join('\n'),
+        providerID: reply.info?.providerID ?? providerID,
+        modelID: reply.info?.modelID ?? modelID,
+        triedTools: reply.parts.some((p) => p.type === 'tool'),
+      };
     } catch (err) {
       // Our timer or undici's own headers/body timeout (whichever fires first): either way the
       // generation goes on upstream unless it is stopped.
       if (controller.signal.aborted || (err instanceof AppError && err.code === 'upstream_timeout')) {
         // Stop the generation upstream too, not only our wait for it.
         await this.abort(id);
-        throw upstreamTimeout(Math.round(timeoutMs / 1000));
+        throw upstreamTimeout(this.settings.timeoutSeconds);
       }
       throw err;
     } finally {

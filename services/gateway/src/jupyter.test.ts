@@ -358,11 +358,14 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
     expect(await api.json()).toMatchObject({ error: 'unauthorized' });
   });
 
-  it("routes the bridge below a workspace's base URL to the bridge, as /codeagent-bridge/*", async () => {
+  it("routes the bridge below a workspace's base URL to the bridge, as /codeagent-bridge/workspaces/<ws>/* (the bridge checks membership, decision 0240)", async () => {
     const res = await fetch(`${base}/jupyter/${WS}/codeagent-bridge/providers?x=1`, { headers: { cookie: 'codeagent_session=editor-token' } });
     expect(res.status).toBe(200);
     const seen = bridgeSeen.at(-1)!;
-    expect(seen.url).toBe('/codeagent-bridge/providers?x=1');
+    expect(seen.url).toBe(`/codeagent-bridge/workspaces/${WS}/providers?x=1`);
     expect(seen.headers.cookie).toBe('codeagent_session=editor-token');
+    const bare = await fetch(`${base}/jupyter/${WS}/codeagent-bridge`, { headers: { cookie: 'codeagent_session=editor-token' } });
+    expect(bare.status).toBe(200);
+    expect(bridgeSeen.at(-1)!.url).toBe(`/codeagent-bridge/workspaces/${WS}`);
   });
 });

@@ -319,8 +319,8 @@ export function renderNginxConfig(opts: NginxOptions): string {
   if (bridgeRoute && opts.upstreams.bridge.length > 0) {
     // A workspace's JupyterLab reaches the bridge below its own base URL (the gateway's rewriteUrl).
     locations.push(
-      'location ~ "^/jupyter/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/codeagent-bridge(?<codeagent_bridge_rest>/.*)?$" {',
-      ...indent(['rewrite ^ /jupyter/codeagent-bridge$codeagent_bridge_rest last;']),
+      'location ~ "^/jupyter/(?<codeagent_bridge_ws>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})/codeagent-bridge(?<codeagent_bridge_rest>/.*)?$" {',
+      ...indent(['rewrite ^ /jupyter/codeagent-bridge/workspaces/$codeagent_bridge_ws$codeagent_bridge_rest last;']),
       '}',
     );
   }

@@ -89,14 +89,18 @@ export const ROUTES: readonly Route[] = [
 
 /**
  * The bridge as a workspace's JupyterLab addresses it (relative to its base URL,
- * `/jupyter/<workspace id>/codeagent-bridge/…`): the same route as `/jupyter/codeagent-bridge/…`.
+ * `/jupyter/<workspace id>/codeagent-bridge/…`): the route `/jupyter/codeagent-bridge/…`, with
+ * the workspace kept in the path (`…/workspaces/<workspace id>/…`), where the bridge checks the
+ * caller's membership and keeps the caller's sessions of that workspace (docs/contract/spec.md §9.3,
+ * decision 0240).
  */
-export const WORKSPACE_BRIDGE_PATH = /^\/jupyter\/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(\/codeagent-bridge(?:[/?].*)?)$/;
+export const WORKSPACE_BRIDGE_PATH =
+  /^\/jupyter\/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\/codeagent-bridge((?:[/?].*)?)$/;
 
-/** `/jupyter/<workspace id>/codeagent-bridge/x` → `/jupyter/codeagent-bridge/x`; other paths unchanged. */
+/** `/jupyter/<workspace id>/codeagent-bridge/x` → `/jupyter/codeagent-bridge/workspaces/<workspace id>/x`; other paths unchanged. */
 export function workspaceBridgeUrl(url: string): string {
   const m = WORKSPACE_BRIDGE_PATH.exec(url);
-  return m ? `/jupyter${m[1]}` : url;
+  return m ? `/jupyter/codeagent-bridge/workspaces/${m[1]}${m[2]}` : url;
 }
 
 /** Whether a request path falls under a route's prefix: the prefix itself, or below it at a `/`. */
