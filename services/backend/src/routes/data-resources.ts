@@ -9,9 +9,11 @@ import {
   AppError,
   BadRequestError,
   isOutOfSpace,
+  KeyedSlots,
   ListQuery,
   PayloadTooLargeError,
   RangeNotSatisfiableError,
+  TooManyRequestsError,
   UnsupportedMediaTypeError,
   listResponse,
   requestBody,
@@ -77,13 +79,31 @@ function noneMatchHits(header: string | undefined, sha256: string): boolean {
  * `If-None-Match` (304) before `Range` (206, or 416 when the range lies outside the object).
  * HEAD answers the whole object's headers (a `Range` is for the body).
  */
+/**
+ * Downloads of stored content that one user (or one workspace's mount) has under way at once.
+ * Each holds a connection from the gateway to the backend (and a store stream) for as long as
+ * its client reads: a viewer reading a hundred large files at a trickle held every connection of
+ * the gateway's pool, and everyone's API waited behind them.
+ */
+export const DOWNLOADS_PER_USER = 16;
+const downloads = new KeyedSlots(DOWNLOADS_PER_USER);
+
 export async function sendObject(req: FastifyRequest, reply: FastifyReply, files: WorkspaceFiles, workspace: string, path: string, object: ObjectDto) {
   objectHeaders(reply, object);
   if (noneMatchHits(req.headers['if-none-match'], object.sha256)) return reply.code(304).send();
   if (req.method === 'HEAD') return reply.header('content-length', object.size).send();
   const range = parseRange(req.headers.range, object.size);
   if (range === 'unsatisfiable') throw new RangeNotSatisfiableError(object.size);
-  const opened = await files.open(workspace, path, range);
+  const release = downloads.take(req.mountWorkspace !== undefined ? `mount:${req.mountWorkspace}` : `user:${req.user.id}`);
+  if (release === undefined) throw new TooManyRequestsError(`you have ${DOWNLOADS_PER_USER} downloads under way already: wait until one has ended`);
+  reply.raw.once('close', release);
+  let opened;
+  try {
+    opened = await files.open(workspace, path, range);
+  } catch (err) {
+    release();
+    throw err;
+  }
   if (range) {
     reply
       .code(206)
