@@ -15,6 +15,16 @@ import type { Dealer, Subscriber } from 'zeromq';
  * HMAC key and dropped when the signature is wrong, so a socket path the workspace redirects (a
  * symlink to another workspace's kernel) yields nothing of that kernel; messages are bounded in
  * size and in number queued.
+ *
+ * The kernel's own code holds its key, so it can sign anything: a flood of large messages for no
+ * request of the runtime's, or padded ones for its own, would keep the runtime (shared by every
+ * workspace) busy checking and parsing them until the execution's timeout. So a message is read
+ * only as far as it must be: its small frames (header, parent header, metadata) are refused unread
+ * beyond MAX_FRAME_BYTES, then the signature is checked, then only the parent header is parsed,
+ * and the rest only for a message of an execution under way, of a type it reads. Every byte
+ * received while an execution is under way is told to it, outputs with their size and the rest as
+ * stray bytes, for its caller to count against the cell's output limit (kernels.ts); bytes while
+ * none is under way close the channels beyond MAX_IDLE_STRAY_BYTES (the next execute opens them again).
  */
 
 /** The `zeromq` package, loaded on first use (a native addon: importing the runtime stays light). */
@@ -29,8 +39,27 @@ const DELIMITER = Buffer.from('<IDS|MSG>');
  * caller enforces by counting (as the Jupyter server's websocket allows 100 MiB).
  */
 const MAX_MESSAGE_BYTES = 128 * 1024 * 1024;
-/** Messages queued on the IOPub socket before the kernel's side drops them (bounds the memory a flood takes). */
-const IOPUB_QUEUE = 16;
+/** Messages queued on each socket before the kernel's side drops them (bounds the memory a flood takes). */
+const RECEIVE_QUEUE = 16;
+/**
+ * The header, parent header and metadata of a message at most: only its content may be large. A
+ * message with a larger one is refused before anything of it is read, its signature included.
+ */
+export const MAX_FRAME_BYTES = 64 * 1024;
+/**
+ * What a message's envelope may take on the wire (delimiter, signature, header, parent header,
+ * metadata: well under 1 KiB from ipykernel): a message of an execution's own counts only beyond it,
+ * so that its status, replies and progress messages (comm messages of widgets) cost nothing.
+ */
+export const ENVELOPE_BYTES = 4096;
+/**
+ * Stray bytes received while no execution is under way, over the channels' life (a thread of the
+ * kernel's still printing, a JupyterLab sharing the kernel, a flood of signed messages), after which
+ * the channels close; the next execute opens them again.
+ */
+const MAX_IDLE_STRAY_BYTES = 32 * 1024 * 1024;
+/** What an execution reads on IOPub (the rest of its own messages is dropped unparsed): its outputs, and what ends or numbers it. */
+const IOPUB_READ = new Set(['stream', 'display_data', 'execute_result', 'error', 'clear_output', 'status', 'execute_input']);
 /** How long to wait for the IOPub subscription to show the kernel's status (ZeroMQ's "slow joiner"). */
 const JOIN_TIMEOUT_MS = 10_000;
 
@@ -65,7 +94,10 @@ export async function readConnection(file: string, expectedIp: string): Promise<
 type Message = KernelMessage.IMessage;
 
 interface Pending {
-  onIOPub: (msg: KernelMessage.IIOPubMessage) => void;
+  onIOPub: (msg: KernelMessage.IIOPubMessage, bytes: number) => void;
+  onStray: (bytes: number) => void;
+  /** The kernel's echo of the request (its first `execute_input`: the runtime's own code) came. */
+  echoed: boolean;
   reply?: KernelMessage.IExecuteReplyMsg;
   idle: boolean;
   resolve: (reply: KernelMessage.IExecuteReplyMsg) => void;
@@ -83,6 +115,8 @@ export class KernelChannels {
   private readonly pending = new Map<string, Pending>();
   private readonly joins = new Map<string, () => void>();
   private closed = false;
+  /** Stray bytes received while no execution was under way (MAX_IDLE_STRAY_BYTES). */
+  private idleStray = 0;
 
   private constructor(
     private readonly key: Buffer,
@@ -99,8 +133,8 @@ export class KernelChannels {
    */
   static async open(info: ConnectionInfo, socketPrefix: string): Promise<KernelChannels> {
     const { Dealer, Subscriber } = await loadZmq();
-    const shell = new Dealer({ maxMessageSize: MAX_MESSAGE_BYTES, linger: 0 });
-    const iopub = new Subscriber({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: IOPUB_QUEUE, linger: 0 });
+    const shell = new Dealer({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: RECEIVE_QUEUE, linger: 0 });
+    const iopub = new Subscriber({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: RECEIVE_QUEUE, linger: 0 });
     shell.connect(`ipc://${socketPrefix}-${info.shell_port}`);
     iopub.connect(`ipc://${socketPrefix}-${info.iopub_port}`);
     iopub.subscribe();
@@ -138,12 +172,22 @@ export class KernelChannels {
     }
   }
 
-  /** Sends an `execute_request`; IOPub messages of it go to `onIOPub` until `done`. */
-  execute(content: KernelMessage.IExecuteRequestMsg['content'], onIOPub: (msg: KernelMessage.IIOPubMessage) => void): ChannelExecution {
+  /**
+   * Sends an `execute_request`. Until `done`, the IOPub messages of it that it reads (IOPUB_READ)
+   * go to `onIOPub` with their size on the wire (0 for the kernel's echo of the request's code),
+   * and the size of every other message received goes to `onStray`: messages for other requests
+   * or none and refused ones in full, its own other messages (its reply, comm messages) beyond
+   * ENVELOPE_BYTES. The caller counts both against what the execution may make the runtime read.
+   */
+  execute(
+    content: KernelMessage.IExecuteRequestMsg['content'],
+    onIOPub: (msg: KernelMessage.IIOPubMessage, bytes: number) => void,
+    onStray: (bytes: number) => void,
+  ): ChannelExecution {
     const header = this.header('execute_request');
     const id = header.msg_id;
     const done = new Promise<KernelMessage.IExecuteReplyMsg>((resolve, reject) => {
-      this.pending.set(id, { onIOPub, idle: false, resolve, reject });
+      this.pending.set(id, { onIOPub, onStray, echoed: false, idle: false, resolve, reject });
     });
     // ipykernel reads every field of the request: the protocol's defaults where the caller gave none.
     const full = { silent: false, store_history: true, user_expressions: {}, allow_stdin: false, stop_on_error: true, ...content };
@@ -194,47 +238,94 @@ export class KernelChannels {
     p.reject(err);
   }
 
-  /** A received multipart message, if it is well formed and signed with the kernel's key. */
-  private parse(frames: Buffer[], channel: 'shell' | 'iopub'): Message | undefined {
+  /**
+   * The signed frames of a received message (header, parent header, metadata, content), none of
+   * them parsed; undefined when it is malformed, has a small frame beyond MAX_FRAME_BYTES (refused
+   * before the signature is computed) or is not signed with the kernel's key.
+   */
+  private verify(frames: Buffer[]): [Buffer, Buffer, Buffer, Buffer] | undefined {
     const at = frames.findIndex((f) => f.equals(DELIMITER));
     if (at < 0 || frames.length < at + 6) return undefined;
     const [signature, ...parts] = frames.slice(at + 1, at + 6) as [Buffer, Buffer, Buffer, Buffer, Buffer];
+    if (parts[0].length > MAX_FRAME_BYTES || parts[1].length > MAX_FRAME_BYTES || parts[2].length > MAX_FRAME_BYTES) return undefined;
     const expected = this.sign(parts);
     if (signature.length !== expected.length || !timingSafeEqual(signature, expected)) return undefined;
-    try {
-      const [header, parent_header, metadata, content] = parts.map((p) => JSON.parse(p.toString('utf8')) as unknown);
-      return { header, parent_header, metadata, content, channel, buffers: [] } as unknown as Message;
-    } catch {
-      return undefined;
-    }
+    return parts;
   }
 
   private async receive(socket: Dealer | Subscriber, channel: 'shell' | 'iopub'): Promise<void> {
     try {
       for await (const frames of socket) {
-        const msg = this.parse(frames, channel);
-        if (msg) this.dispatch(msg);
+        if (this.closed) break;
+        this.take(frames, channel);
       }
     } catch {
       // closed
     }
   }
 
-  private dispatch(msg: Message): void {
-    const parent = (msg.parent_header as Partial<KernelMessage.IHeader>).msg_id;
-    if (parent === undefined) return;
-    if (msg.channel === 'iopub' && msg.header.msg_type === 'status') this.joins.get(parent)?.();
-    const p = this.pending.get(parent);
-    if (!p) return;
-    if (msg.channel === 'shell') {
-      if (msg.header.msg_type === 'execute_reply') p.reply = msg as KernelMessage.IExecuteReplyMsg;
+  /** Bytes of messages that are no execution's to read: told to each execution under way, or counted while none is. */
+  private stray(bytes: number): void {
+    if (this.pending.size > 0) {
+      for (const p of [...this.pending.values()]) p.onStray(bytes);
+      return;
+    }
+    this.idleStray += bytes;
+    if (this.idleStray > MAX_IDLE_STRAY_BYTES) this.close();
+  }
+
+  /** One received message, read only as far as it must be (see the top of this file). */
+  private take(frames: Buffer[], channel: 'shell' | 'iopub'): void {
+    let bytes = 0;
+    for (const f of frames) bytes += f.length;
+    const parts = this.verify(frames);
+    const parent_header = parts && parseJson<{ msg_id?: unknown }>(parts[1]);
+    const parentId = typeof parent_header?.msg_id === 'string' ? parent_header.msg_id : undefined;
+    const p = parentId === undefined ? undefined : this.pending.get(parentId);
+    if (!p || !parts || parentId === undefined) {
+      // The status a join waits for (its parent is a kernel_info_request, never an execution).
+      const join = parts && parentId !== undefined && channel === 'iopub' ? this.joins.get(parentId) : undefined;
+      if (join && parts && parseJson<Partial<KernelMessage.IHeader>>(parts[0])?.msg_type === 'status') join();
+      this.stray(bytes);
+      return;
+    }
+    const header = parseJson<KernelMessage.IHeader>(parts[0]);
+    const type = typeof header?.msg_type === 'string' ? header.msg_type : '';
+    const read = channel === 'iopub' ? IOPUB_READ.has(type) : type === 'execute_reply';
+    if (!read || channel === 'shell') {
+      // Its own messages it does not read, and its reply: beyond their envelope.
+      p.onStray(Math.max(0, bytes - ENVELOPE_BYTES));
+      if (!read || this.pending.get(parentId) !== p) return;
+    }
+    const metadata = parseJson<object>(parts[2]);
+    const content = parseJson<object>(parts[3]);
+    if (!header || !metadata || !content) {
+      if (channel === 'iopub') p.onStray(bytes); // a reply was counted above
+      return;
+    }
+    const msg = { header, parent_header, metadata, content, channel, buffers: [] } as unknown as Message;
+    if (channel === 'shell') {
+      p.reply = msg as KernelMessage.IExecuteReplyMsg;
     } else {
-      p.onIOPub(msg as KernelMessage.IIOPubMessage);
-      if (msg.header.msg_type === 'status' && (msg as KernelMessage.IStatusMsg).content.execution_state === 'idle') p.idle = true;
+      const echo = type === 'execute_input' && !p.echoed;
+      if (echo) p.echoed = true;
+      p.onIOPub(msg as KernelMessage.IIOPubMessage, echo ? 0 : bytes);
+      if (this.pending.get(parentId) !== p) return;
+      if (type === 'status' && (msg as KernelMessage.IStatusMsg).content.execution_state === 'idle') p.idle = true;
     }
     if (p.reply && p.idle) {
-      this.pending.delete(parent);
+      this.pending.delete(parentId);
       p.resolve(p.reply);
     }
+  }
+}
+
+/** A frame's JSON, or undefined when it is not JSON or not an object. */
+function parseJson<T>(frame: Buffer): T | undefined {
+  try {
+    const value = JSON.parse(frame.toString('utf8')) as unknown;
+    return typeof value === 'object' && value !== null ? (value as T) : undefined;
+  } catch {
+    return undefined;
   }
 }

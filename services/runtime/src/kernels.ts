@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
-import { KernelChannels, readConnection } from './kernel-channels.js';
+import { ENVELOPE_BYTES, KernelChannels, readConnection } from './kernel-channels.js';
 import { MountUnresponsiveError, type FailedTransfer } from './workspace-mount.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { WarmKernelPool, type WarmKernelSource, type WarmPoolOptions } from './warm-pool.js';
@@ -388,9 +388,20 @@ export class KernelService implements WarmKernelSource {
     return conn;
   }
 
-  /** Runs `code`; after `timeoutSeconds` the kernel is interrupted and the result says so. */
-  execute(kernelId: string, code: string, timeoutSeconds = 300, signal?: AbortSignal, outputLimit = MAX_OUTPUT_BYTES): Promise<ExecuteResult> {
-    return this.queues.run(kernelId, () => this.executeNow(kernelId, code, timeoutSeconds, signal, outputLimit));
+  /**
+   * Runs `code`; after `timeoutSeconds` the kernel is interrupted and the result says so.
+   * `onStray`: told the bytes of messages that were no output of it, counted against `outputLimit`
+   * with its output (a run counts them against its whole budget too).
+   */
+  execute(
+    kernelId: string,
+    code: string,
+    timeoutSeconds = 300,
+    signal?: AbortSignal,
+    outputLimit = MAX_OUTPUT_BYTES,
+    onStray?: (bytes: number) => void,
+  ): Promise<ExecuteResult> {
+    return this.queues.run(kernelId, () => this.executeNow(kernelId, code, timeoutSeconds, signal, outputLimit, onStray));
   }
 
   /** Calls `onStop` when the server stops; returns the function that cancels this. */
@@ -424,6 +435,7 @@ export class KernelService implements WarmKernelSource {
     timeoutSeconds: number,
     signal?: AbortSignal,
     outputLimit = MAX_OUTPUT_BYTES,
+    reportStray?: (bytes: number) => void,
   ): Promise<ExecuteResult> {
     const limit = Math.min(outputLimit, MAX_OUTPUT_BYTES);
     const server = this.owner(kernelId);
@@ -431,15 +443,32 @@ export class KernelService implements WarmKernelSource {
     const before = server.kernelEvents(kernelId);
     const outputs: Output[] = [];
     let executionCount: number | null = null;
+    // What the cell made the runtime read, against `limit`: its output by the size kept, and over
+    // ZeroMQ (kernel-channels.ts) every other byte the kernel sent meanwhile: messages for no
+    // request of this cell's (its own code holds the kernel's key: it can sign a flood of them),
+    // refused ones, and what its own messages carry beyond their output (padding no output needs).
     let outputBytes = 0;
+    /** Of outputBytes: the bytes of messages that were no output (named in the error). */
+    let strayBytes = 0;
     let flooded: (() => void) | undefined;
-    const onIOPub = (msg: KernelMessage.IIOPubMessage) => {
-      if (outputBytes > limit) return;
-      outputBytes += outputSize(msg);
+    /** Closes the cell's ZeroMQ channels when flooded: nothing more of what the kernel sends is read (the next execute opens them again). */
+    let closeChannels: (() => void) | undefined;
+    const charge = (output: number, stray: number): boolean => {
+      if (outputBytes > limit) return false;
+      outputBytes += output + stray;
+      strayBytes += stray;
+      if (stray > 0) reportStray?.(stray);
       if (outputBytes > limit) {
         flooded?.();
-        return;
+        closeChannels?.();
+        return false;
       }
+      return true;
+    };
+    const onIOPub = (msg: KernelMessage.IIOPubMessage, wireBytes = 0) => {
+      const size = outputSize(msg);
+      // No output takes more than 6 bytes a character on the wire (`\u0001`): beyond that and the envelope, padding.
+      if (!charge(size, Math.max(0, wireBytes - 6 * size - ENVELOPE_BYTES))) return;
       const count = collect(outputs, msg);
       if (count !== undefined) executionCount = count;
     };
@@ -454,10 +483,15 @@ export class KernelService implements WarmKernelSource {
     // until its timeout; through the websocket itself, a request waits for that anyway).
     if (channels) await whenConnected(conn, CONNECT_WAIT_MS);
     let future: { done: Promise<KernelMessage.IExecuteReplyMsg>; dispose(): void };
-    if (channels) future = channels.execute(content, onIOPub);
-    else {
+    if (channels) {
+      future = channels.execute(content, onIOPub, (bytes) => charge(0, bytes));
+      closeChannels = () => {
+        if (this.channels.get(kernelId)?.channels === channels) this.dropChannels(kernelId);
+        else channels.close();
+      };
+    } else {
       const viaServer = conn.requestExecute(content);
-      viaServer.onIOPub = onIOPub;
+      viaServer.onIOPub = (msg) => onIOPub(msg);
       future = viaServer;
     }
     let timer: NodeJS.Timeout | undefined;
@@ -511,13 +545,17 @@ export class KernelService implements WarmKernelSource {
           return { status: 'error', outputs, execution_count: executionCount };
         }
         if (first.kind === 'flooded') {
+          const stray =
+            strayBytes > 0
+              ? `; ${(strayBytes / 1024 / 1024).toFixed(1)} MiB of it were messages that were no output of this cell (signed by the kernel for no request of the runtime's, refused, or padding), which count as output`
+              : '';
           outputs.push({
             output_type: 'error',
             ename: 'OutputLimitError',
             evalue:
               limit < MAX_OUTPUT_BYTES
-                ? `the run's output exceeded ${MAX_RUN_OUTPUT_BYTES / 1024 / 1024} MiB over all its cells; this cell's rest was dropped and the cell interrupted (write large results to files instead)`
-                : `the cell's output exceeded ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB; the rest was dropped and the cell interrupted`,
+                ? `the run's output exceeded ${MAX_RUN_OUTPUT_BYTES / 1024 / 1024} MiB over all its cells; this cell's rest was dropped and the cell interrupted (write large results to files instead)${stray}`
+                : `the cell's output exceeded ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB; the rest was dropped and the cell interrupted${stray}`,
             traceback: [],
           });
           return { status: 'error', outputs, execution_count: executionCount };
@@ -875,7 +913,7 @@ export class KernelService implements WarmKernelSource {
     try {
       const kernelId = await this.kernelForRun(executed.metadata.kernelspec?.name ?? 'python3', opts.workspaceId, cwd, opts.signal);
       try {
-        /** Output the run's cells keep so far (MAX_RUN_OUTPUT_BYTES in all). */
+        /** Output the run's cells keep so far, and the bytes of messages that were no output of them (MAX_RUN_OUTPUT_BYTES in all). */
         let kept = 0;
         for (const cell of executed.cells) {
           if (cell.cell_type !== 'code') continue;
@@ -887,8 +925,9 @@ export class KernelService implements WarmKernelSource {
             status = 'error';
             break;
           }
-          const result = await this.execute(kernelId, source, remaining, opts.signal, Math.max(0, MAX_RUN_OUTPUT_BYTES - kept));
-          kept += sizeOf(result.outputs);
+          let stray = 0;
+          const result = await this.execute(kernelId, source, remaining, opts.signal, Math.max(0, MAX_RUN_OUTPUT_BYTES - kept), (bytes) => (stray += bytes));
+          kept += sizeOf(result.outputs) + stray;
           cell.outputs = result.outputs;
           cell.execution_count = result.execution_count;
           if (result.status === 'error') {

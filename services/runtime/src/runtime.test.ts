@@ -125,6 +125,44 @@ describe('runtime on a real Jupyter kernel', () => {
     expect(cells[3]?.outputs).toEqual([]);
   }, 120_000);
 
+  it('ends a cell that floods signed messages for no request, or its own padded ones, at the output limit (not at its timeout); a run fails there; the kernel stays usable', async () => {
+    // The kernel's own code holds its key: it can sign messages the runtime reads, for no request
+    // of the runtime's or for its own, as large as it likes. They count as the cell's output.
+    const flood = (send: string) =>
+      [
+        'import time',
+        'k = get_ipython().kernel',
+        'junk = "j" * (1 << 20)',
+        'started = time.time()',
+        'while time.time() - started < 20:',
+        `    ${send}`,
+        '    time.sleep(0.005)',
+        'print("not stopped")',
+      ].join('\n');
+    const foreign = flood('k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": junk}, parent={"header": {"msg_id": "junk"}})');
+    const padded = flood('k.session.send(k.iopub_socket, "comm_msg", {"comm_id": "c", "data": {"junk": junk}}, parent=k.get_parent())');
+    const limited = [
+      expect.objectContaining({ ename: 'OutputLimitError', evalue: expect.stringMatching(/exceeded 32 MiB.* no output of this cell/) as unknown }),
+    ];
+    for (const code of [foreign, padded]) {
+      const started = Date.now();
+      const res = await act({ action: 'execute', kernel_id: kernelId, code, timeout_seconds: 120 });
+      expect(Date.now() - started).toBeLessThan(15_000);
+      expect(res.json<ExecuteAnswer>()).toMatchObject({ status: 'error', outputs: limited });
+    }
+    const cell = (source: string) => ({ cell_type: 'code', source, metadata: {}, outputs: [], execution_count: null });
+    const notebook = { nbformat: 4, nbformat_minor: 5, metadata: { kernelspec: { name: 'python3' } }, cells: [cell(foreign), cell('print("never")')] };
+    const started = Date.now();
+    const run = await act({ action: 'run_notebook', notebook, timeout_seconds: 120 });
+    expect(Date.now() - started).toBeLessThan(20_000);
+    const answer = run.json<RunNotebookAnswer>();
+    expect(answer.status).toBe('error');
+    expect(answer.notebook.cells[0]?.outputs).toEqual(limited);
+    expect(answer.notebook.cells[1]?.outputs).toEqual([]);
+    const after = await act({ action: 'execute', kernel_id: kernelId, code: 'print(6 * 7)' });
+    expect(after.json<ExecuteAnswer>()).toMatchObject({ status: 'ok', outputs: [{ text: '42\n' }] });
+  }, 120_000);
+
   it('queues concurrent executes on one kernel in order', async () => {
     await act({ action: 'execute', kernel_id: kernelId, code: 'seen = []' });
     const results = await Promise.all(

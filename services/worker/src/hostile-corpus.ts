@@ -496,6 +496,22 @@ for i in range(100000):
         display({"text/plain": line}, raw=True)
 leak("printed 100 GB")`,
   },
+  {
+    name: 'signed-message-flood',
+    tries: "keep the runtime busy with large messages signed with the kernel's own key, for no request of the runtime's and padded ones for its own",
+    expect: 'stopped',
+    message: /OutputLimitError: the cell's output exceeded \d+ MiB.* no output of this cell/,
+    code: String.raw`import time
+k = get_ipython().kernel
+junk = "j" * (1 << 20)
+started, sent = time.time(), 0
+while time.time() - started < 60:
+    k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": junk}, parent={"header": {"msg_id": "junk"}})
+    k.session.send(k.iopub_socket, "comm_msg", {"comm_id": "c", "data": {"junk": junk}}, parent=k.get_parent())
+    sent += 2
+    time.sleep(0.01)
+leak(f"sent {sent} signed messages of 1 MiB for 60 s without being stopped")`,
+  },
   { name: 'fill-workspace', tries: 'fill the disk through the workspace directory', expect: 'blocked', ownWorkspace: true, code: fill('/workspace') },
   { name: 'fill-tmp', tries: 'fill the disk through /tmp', expect: 'blocked', ownWorkspace: true, code: fill('/tmp') },
   { name: 'fill-shm', tries: 'fill memory through /dev/shm', expect: 'blocked', ownWorkspace: true, code: fill('/dev/shm') },
