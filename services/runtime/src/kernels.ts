@@ -245,6 +245,9 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
   }
 }
 
+/** How long `list` waits for one server's kernels. */
+export const LIST_SERVER_MS = 3000;
+
 /**
  * Kernels of the sandboxed Jupyter servers, driven with @jupyterlab/services. A kernel belongs
  * to the server of its workspace (or the scratch sandbox). Executes on one kernel run strictly
@@ -653,19 +656,33 @@ export class KernelService implements WarmKernelSource {
     return info;
   }
 
+  /**
+   * The kernels of every running server, asked all at once, each within LIST_SERVER_MS: a server
+   * that does not answer (stopped by its own user code, whose uid it shares) lists none, and does
+   * not hold up the answer or the backend's public health check, which asks this.
+   */
   async list(): Promise<KernelInfo[]> {
-    const all: KernelInfo[] = [];
-    for (const server of this.pool.running()) {
-      try {
-        for (const model of await KernelAPI.listRunning(server.settings)) {
+    const perServer = await Promise.all(
+      this.pool.running().map(async (server) => {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          const models = await Promise.race([
+            KernelAPI.listRunning(server.settings),
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(() => reject(new Error('no answer')), LIST_SERVER_MS);
+            }),
+          ]);
           // Warm kernels are not listed: no caller can act on them (see owner()).
-          if (!this.warm?.holds(model.id)) all.push(this.withOwnState(toInfo(model, server.workspaceId)));
+          return models.filter((model) => !this.warm?.holds(model.id)).map((model) => this.withOwnState(toInfo(model, server.workspaceId)));
+        } catch {
+          // a server that stopped meanwhile, or does not answer, has no kernels to list
+          return [];
+        } finally {
+          clearTimeout(timer);
         }
-      } catch {
-        // a server that stopped meanwhile has no kernels
-      }
-    }
-    return all;
+      }),
+    );
+    return perServer.flat();
   }
 
   /**
