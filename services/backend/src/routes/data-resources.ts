@@ -86,6 +86,11 @@ function noneMatchHits(header: string | undefined, sha256: string): boolean {
  * the gateway's pool, and everyone's API waited behind them.
  */
 export const DOWNLOADS_PER_USER = 16;
+/**
+ * Only larger downloads count: a smaller answer fits in the sockets' buffers on its way, so it
+ * frees its connection at once whoever reads it, and parallel reads of small files stay free.
+ */
+export const COUNTED_DOWNLOAD_BYTES = 1024 * 1024;
 const downloads = new KeyedSlots(DOWNLOADS_PER_USER);
 
 export async function sendObject(req: FastifyRequest, reply: FastifyReply, files: WorkspaceFiles, workspace: string, path: string, object: ObjectDto) {
@@ -94,8 +99,12 @@ export async function sendObject(req: FastifyRequest, reply: FastifyReply, files
   if (req.method === 'HEAD') return reply.header('content-length', object.size).send();
   const range = parseRange(req.headers.range, object.size);
   if (range === 'unsatisfiable') throw new RangeNotSatisfiableError(object.size);
-  const release = downloads.take(req.mountWorkspace !== undefined ? `mount:${req.mountWorkspace}` : `user:${req.user.id}`);
-  if (release === undefined) throw new TooManyRequestsError(`you have ${DOWNLOADS_PER_USER} downloads under way already: wait until one has ended`);
+  const length = range ? range.end - range.start + 1 : object.size;
+  const release =
+    length > COUNTED_DOWNLOAD_BYTES
+      ? downloads.take(req.mountWorkspace !== undefined ? `mount:${req.mountWorkspace}` : `user:${req.user.id}`)
+      : () => undefined;
+  if (release === undefined) throw new TooManyRequestsError(`you have ${DOWNLOADS_PER_USER} large downloads under way already: wait until one has ended`);
   reply.raw.once('close', release);
   let opened;
   try {

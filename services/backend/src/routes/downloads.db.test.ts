@@ -64,20 +64,32 @@ describe(`downloads under way per user (${process.env.CODEAGENT_TEST_DB ?? 'post
       const more = await fetch(`${base}/api/v1/data-resources/${ws}/objects/big.bin`, { headers: bearer(slow.token) });
       expect(more.status).toBe(429);
       expect(await more.json()).toMatchObject({ error: 'too_many_requests', message: expect.stringMatching(/downloads under way/) as unknown });
+      // Small reads are never counted: they free their connection at once.
+      const small = await Promise.all(
+        Array.from({ length: 40 }, () =>
+          fetch(`${base}/api/v1/data-resources/${ws}/objects/big.bin`, { headers: { ...bearer(slow.token), range: 'bytes=0-1023' } }),
+        ),
+      );
+      expect(small.map((r) => r.status)).toEqual(Array(40).fill(206));
+      await Promise.all(small.map((r) => r.arrayBuffer()));
       // HEAD and a conditional GET that hits send nothing: not counted.
       expect((await fetch(`${base}/api/v1/data-resources/${ws}/objects/big.bin`, { method: 'HEAD', headers: bearer(slow.token) })).status).toBe(200);
       // Another user is not held back.
-      const theirs = await fetch(`${base}/api/v1/data-resources/${ws}/objects/big.bin`, { headers: { ...bearer(other.token), range: 'bytes=0-9' } });
+      const theirs = await fetch(`${base}/api/v1/data-resources/${ws}/objects/big.bin`, {
+        headers: { ...bearer(other.token), range: `bytes=0-${2 * 1024 * 1024 - 1}` },
+      });
       expect(theirs.status).toBe(206);
-      expect((await theirs.arrayBuffer()).byteLength).toBe(10);
+      expect((await theirs.arrayBuffer()).byteLength).toBe(2 * 1024 * 1024);
     } finally {
       for (const h of held) h.req.destroy();
     }
     // Closed downloads give their places back.
     for (let i = 0; i < 50; i++) {
-      const again = await fetch(`${base}/api/v1/data-resources/${ws}/objects/big.bin`, { headers: { ...bearer(slow.token), range: 'bytes=0-0' } });
-      if (again.status === 206) return;
+      const again = await fetch(`${base}/api/v1/data-resources/${ws}/objects/big.bin`, {
+        headers: { ...bearer(slow.token), range: `bytes=0-${2 * 1024 * 1024 - 1}` },
+      });
       await again.arrayBuffer();
+      if (again.status === 206) return;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error('the places of closed downloads were not given back');
