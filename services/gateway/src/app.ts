@@ -375,7 +375,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
                 return reply.code(access.status).send({ error: access.error, message: access.message });
               }
               checkedUser.set(req.raw, access.userId);
-              if (req.headers.upgrade !== undefined)
+              // (Real upgrades only: a plain request that names `Upgrade` is answered on its
+              // keep-alive connection, which may carry other clients' requests behind a proxy.)
+              if ((req.raw as IncomingMessage & { upgrade?: boolean }).upgrade === true)
                 openSockets.add(req.raw.socket, { method: req.method, url: req.url, headers: req.headers, host: req.host });
             },
           }

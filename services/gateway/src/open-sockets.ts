@@ -13,6 +13,9 @@ export interface SocketAccess {
   host: string;
 }
 
+/** Questions a sweep asks at once. */
+const SWEEP_PARALLEL = 16;
+
 type Check = (access: SocketAccess, requestId: string) => Promise<JupyterAccess>;
 
 interface Group {
@@ -78,12 +81,19 @@ export class OpenSockets {
     this.sweeping = true;
     const round = ++this.sweeps;
     try {
-      for (const [key, group] of [...this.groups]) {
-        const answer = await this.check(group.access, `recheck-${round}`).catch(() => undefined);
-        if (answer && !answer.ok && (answer.status === 401 || answer.status === 403 || answer.status === 404)) {
-          for (const socket of group.sockets) socket.destroy();
-          if (this.groups.get(key) === group) this.groups.delete(key);
-        }
+      // SWEEP_PARALLEL questions at a time: a slow backend does not make the last group wait
+      // for every other group's answer in turn.
+      const groups = [...this.groups];
+      for (let i = 0; i < groups.length; i += SWEEP_PARALLEL) {
+        await Promise.all(
+          groups.slice(i, i + SWEEP_PARALLEL).map(async ([key, group]) => {
+            const answer = await this.check(group.access, `recheck-${round}`).catch(() => undefined);
+            if (answer && !answer.ok && (answer.status === 401 || answer.status === 403 || answer.status === 404)) {
+              for (const socket of group.sockets) socket.destroy();
+              if (this.groups.get(key) === group) this.groups.delete(key);
+            }
+          }),
+        );
       }
     } finally {
       this.sweeping = false;

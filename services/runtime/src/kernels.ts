@@ -1,5 +1,6 @@
 import { randomUUID, createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
+import type { ServerConnection } from '@jupyterlab/services';
 import { KernelAPI, KernelConnection, type Kernel, type KernelMessage } from '@jupyterlab/services';
 import type { FastifyBaseLogger } from 'fastify';
 import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
@@ -245,8 +246,8 @@ function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | 
   }
 }
 
-/** How long `list` waits for one server's kernels. */
-export const LIST_SERVER_MS = 3000;
+/** How long `list` waits for one server's kernels (under the backend's health ping of 1.5 s). */
+export const LIST_SERVER_MS = 1000;
 
 /**
  * Kernels of the sandboxed Jupyter servers, driven with @jupyterlab/services. A kernel belongs
@@ -666,8 +667,11 @@ export class KernelService implements WarmKernelSource {
       this.pool.running().map(async (server) => {
         let timer: NodeJS.Timeout | undefined;
         try {
+          // The request itself ends at the deadline too, so none is left waiting on the server.
+          const signal = AbortSignal.timeout(LIST_SERVER_MS);
+          const settings: ServerConnection.ISettings = { ...server.settings, fetch: (input, init) => server.settings.fetch(input, { ...init, signal }) };
           const models = await Promise.race([
-            KernelAPI.listRunning(server.settings),
+            KernelAPI.listRunning(settings),
             new Promise<never>((_, reject) => {
               timer = setTimeout(() => reject(new Error('no answer')), LIST_SERVER_MS);
             }),

@@ -106,6 +106,9 @@ export async function sendObject(req: FastifyRequest, reply: FastifyReply, files
       : () => undefined;
   if (release === undefined) throw new TooManyRequestsError(`you have ${DOWNLOADS_PER_USER} large downloads under way already: wait until one has ended`);
   reply.raw.once('close', release);
+  // (A client gone while the request waited for the database closed the response already: no
+  // 'close' comes any more.)
+  if (reply.raw.closed) release();
   let opened;
   try {
     opened = await files.open(workspace, path, range);

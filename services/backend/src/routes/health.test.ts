@@ -20,6 +20,15 @@ describe('the health probes of the public /api/v1/health', () => {
     expect(await next).toBe(false);
   });
 
+  it('a probe that hangs is shared for its time limit only: it answers false, and the next request probes afresh', async () => {
+    let calls = 0;
+    const probe = sharedProbe(() => (++calls === 1 ? new Promise<boolean>(() => undefined) : Promise.resolve(true)), 100);
+    expect(await probe()).toBe(false);
+    // The dependency is back: health follows at once (it stayed "error" while the hung probe was shared).
+    expect(await probe()).toBe(true);
+    expect(calls).toBe(2);
+  });
+
   it('a probe that throws answers false, and the next one runs', async () => {
     let calls = 0;
     const probe = sharedProbe(() => (++calls === 1 ? Promise.reject(new Error('down')) : Promise.resolve(true)));

@@ -12,7 +12,7 @@ export interface HealthRoutesOptions {
   runtimeProbe: Probe;
 }
 
-async function settle(probe: Probe, timeoutMs = 2000): Promise<boolean> {
+async function settle(probe: () => Promise<boolean>, timeoutMs = 2000): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
@@ -31,12 +31,12 @@ async function settle(probe: Probe, timeoutMs = 2000): Promise<boolean> {
  * probe costs the dependency a request (the runtime asks every Jupyter server for its kernels),
  * so a loop of anonymous health requests makes one probe at a time, not one each.
  */
-export function sharedProbe(probe: Probe): Probe {
+export function sharedProbe(probe: Probe, timeoutMs = 2000): Probe {
   let running: Promise<boolean> | undefined;
   return (requestId) => {
-    running ??= probe(requestId)
-      .catch(() => false)
-      .finally(() => (running = undefined));
+    // Shared for `timeoutMs` at most: a probe that hangs (a black-holed connection) answers
+    // "error" once, and the next request probes afresh, so health follows the dependency's recovery.
+    running ??= settle(() => probe(requestId), timeoutMs).finally(() => (running = undefined));
     return running;
   };
 }
