@@ -7,62 +7,16 @@ import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
 import { buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels, type SandboxedServers } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
+import { openSocket, upgrade as upgradeWithin } from '@codeagent/gateway/upstream-testing';
 import { bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
 
 const LAB_TOKEN = 'the-token-only-the-gateway-and-the-runtime-know';
 const RUNTIME_INTERNAL_TOKEN = 'runtime-internal-token';
 
-/** Opens a websocket handshake; resolves with 101 or the refusal's status. */
-function upgrade(base: string, path: string, headers: Record<string, string>): Promise<number> {
-  const url = new URL(path, base);
-  return new Promise((resolve, reject) => {
-    const req = request({
-      host: url.hostname,
-      port: url.port,
-      path: url.pathname + url.search,
-      agent: false,
-      timeout: 60_000,
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
-    });
-    req.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      resolve(101);
-    });
-    req.on('response', (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('timeout', () => req.destroy(new Error('no answer to the websocket handshake')));
-    req.on('error', reject);
-    req.end();
-  });
-}
+/** A handshake through the gateway; a lab's first start may take long. */
+const upgrade = (base: string, path: string, headers: Record<string, string>) => upgradeWithin(base, path, headers, 60_000);
 
 const PAGE = { accept: 'text/html,application/xhtml+xml' };
-
-/** Opens a websocket and keeps it; `closed` settles when the server side ends it. */
-function openSocket(base: string, path: string, headers: Record<string, string>): Promise<{ closed: Promise<void>; isOpen: () => boolean; end: () => void }> {
-  const url = new URL(path, base);
-  return new Promise((resolve, reject) => {
-    const req = request({
-      host: url.hostname,
-      port: url.port,
-      path: url.pathname + url.search,
-      agent: false,
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
-    });
-    req.on('upgrade', (_res, socket) => {
-      let open = true;
-      socket.on('error', () => undefined);
-      socket.resume();
-      const closed = new Promise<void>((r) => socket.once('close', () => ((open = false), r())));
-      resolve({ closed, isOpen: () => open, end: () => socket.destroy() });
-    });
-    req.on('response', (res) => reject(new Error(`websocket refused: ${res.statusCode}`)));
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 const within = <T>(ms: number, what: string, p: Promise<T>) =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { request, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
+import { request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 
@@ -33,17 +33,26 @@ export function acceptWebsocket(req: IncomingMessage, socket: Duplex, open?: Set
   socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
 }
 
-/** Opens a websocket handshake (path and query) at `base`; resolves with 101 or the refusal's status. */
-export function upgrade(base: string, path: string, headers: Record<string, string>): Promise<number> {
+/** The request of a websocket handshake (path and query) at `base`, sent; `timeoutMs` bounds the wait for its answer. */
+function handshake(base: string, path: string, headers: Record<string, string>, timeoutMs?: number): ClientRequest {
   const url = new URL(path, base);
+  const req = request({
+    host: url.hostname,
+    port: url.port,
+    path: url.pathname + url.search,
+    agent: false, // a refused handshake closes its socket: never reuse one
+    ...(timeoutMs !== undefined ? { timeout: timeoutMs } : {}),
+    headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+  });
+  req.on('timeout', () => req.destroy(new Error('no answer to the websocket handshake')));
+  req.end();
+  return req;
+}
+
+/** Opens a websocket handshake (path and query) at `base`; resolves with 101 or the refusal's status. */
+export function upgrade(base: string, path: string, headers: Record<string, string>, timeoutMs?: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request({
-      host: url.hostname,
-      port: url.port,
-      path: url.pathname + url.search,
-      agent: false, // a refused handshake closes its socket: never reuse one
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
-    });
+    const req = handshake(base, path, headers, timeoutMs);
     req.on('upgrade', (_res, socket) => {
       socket.destroy();
       resolve(101);
@@ -53,7 +62,37 @@ export function upgrade(base: string, path: string, headers: Record<string, stri
       resolve(res.statusCode ?? 0);
     });
     req.on('error', reject);
-    req.end();
+  });
+}
+
+/** A websocket opened and kept: `closed` settles when the other side ends it. */
+export interface OpenSocket {
+  closed: Promise<void>;
+  isOpen(): boolean;
+  end(): void;
+}
+
+/** Opens a websocket at `base` and keeps it (what it receives is read and dropped); refused: rejects. */
+export function openSocket(base: string, path: string, headers: Record<string, string>): Promise<OpenSocket> {
+  return new Promise((resolve, reject) => {
+    const req = handshake(base, path, headers);
+    req.on('upgrade', (_res, socket) => {
+      let open = true;
+      socket.on('error', () => undefined);
+      socket.resume();
+      const closed = new Promise<void>((r) =>
+        socket.once('close', () => {
+          open = false;
+          r();
+        }),
+      );
+      resolve({ closed, isOpen: () => open, end: () => socket.destroy() });
+    });
+    req.on('response', (res) => {
+      res.resume();
+      reject(new Error(`websocket refused: ${res.statusCode}`));
+    });
+    req.on('error', reject);
   });
 }
 
