@@ -28,8 +28,6 @@ describe('the places of large downloads', () => {
   let opened = new Promise<void>((r) => (gate = r));
   let base: string;
   beforeAll(async () => {
-    app.decorateRequest('user', null);
-    app.decorateRequest('mountWorkspace', undefined);
     app.addHook('onRequest', (req, _reply, done) => {
       (req as unknown as { user: { id: string } }).user = { id: 'u1' };
       done();
