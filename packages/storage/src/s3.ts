@@ -32,7 +32,18 @@ export interface S3StoreOptions {
   buckets: Record<Area, string>;
   /** The largest object one `CopyObject` copies (S3_MAX_COPY_OBJECT_BYTES by default; smaller in tests). */
   maxCopyObjectBytes?: number;
+  /** How long a request may wait for its connection, and then go without a byte either way (S3_TIMEOUTS by default; smaller in tests). */
+  timeouts?: { connectMs: number; idleMs: number };
 }
+
+/**
+ * Every S3 request: connected within 10 s, then never 10 minutes without a byte either way
+ * (decision 0244). Without them a black-holed endpoint or connection held a request, and what
+ * waited for it (an upload, a health probe, a pooled socket of the SDK's 50), for good. The idle
+ * limit is long: a server may send nothing while it carries out a large `CopyObject` (AWS sends
+ * spaces meanwhile, others may not), and a client may pause a download for a while.
+ */
+export const S3_TIMEOUTS = { connectMs: 10_000, idleMs: 600_000 };
 
 /**
  * S3 copies at most 5 GiB in one `CopyObject` ("The specified copy source is larger than the
@@ -63,7 +74,13 @@ export class S3ObjectStore implements ObjectStore {
   constructor(private readonly opts: S3StoreOptions) {
     // Checksums only where S3 requires them: the SDK's default streaming (aws-chunked) CRC
     // trailers are not understood by every S3-compatible server (s3rver, older MinIO).
-    this.client = new S3Client({ requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED', ...opts.client });
+    const timeouts = opts.timeouts ?? S3_TIMEOUTS;
+    this.client = new S3Client({
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+      requestHandler: { connectionTimeout: timeouts.connectMs, socketTimeout: timeouts.idleMs },
+      ...opts.client,
+    });
   }
 
   private bucket(area: Area): string {
