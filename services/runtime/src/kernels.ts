@@ -1,7 +1,6 @@
 import { randomUUID, createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
-import type { ServerConnection } from '@jupyterlab/services';
-import { KernelAPI, KernelConnection, type Kernel, type KernelMessage } from '@jupyterlab/services';
+import { KernelAPI, KernelConnection, type Kernel, type KernelMessage, type ServerConnection } from '@jupyterlab/services';
 import type { FastifyBaseLogger } from 'fastify';
 import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
 import { KeyedLock } from '@codeagent/service-kit';
