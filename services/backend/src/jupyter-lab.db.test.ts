@@ -51,21 +51,9 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'lab' } })).json<{
       id: string;
     }>().id;
-    editor = await createAndLogin(b, 'lab-editor@example.com');
-    viewer = await createAndLogin(b, 'lab-viewer@example.com');
+    editor = await member('lab-editor@example.com', 'editor');
+    viewer = await member('lab-viewer@example.com', 'viewer');
     outsider = await createAndLogin(b, 'lab-outsider@example.com');
-    for (const [user, role] of [
-      [editor, 'editor'],
-      [viewer, 'viewer'],
-    ] as const) {
-      const res = await b.app.inject({
-        method: 'POST',
-        url: `/api/v1/platform/workspaces/${ws}/members`,
-        headers: bearer(b.adminToken),
-        payload: { user_id: user.id, role },
-      });
-      expect(res.statusCode).toBe(201);
-    }
   }, 120_000);
 
   afterAll(async () => {
@@ -76,6 +64,28 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
   });
 
   const lab = (path: string) => `${base}/jupyter/${ws}/${path}`;
+  /** A new user, logged in, a member of the lab's workspace with `role`. */
+  async function member(email: string, role: 'editor' | 'viewer'): Promise<{ id: string; token: string }> {
+    const user = await createAndLogin(b, email);
+    const res = await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: user.id, role },
+    });
+    expect(res.statusCode).toBe(201);
+    return user;
+  }
+  /** A kernel the editor starts through the gateway; its id. */
+  async function startKernel(): Promise<string> {
+    const kernel = await fetch(lab('api/kernels'), {
+      method: 'POST',
+      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+      body: '{"name":"python3"}',
+    });
+    expect(kernel.status).toBe(201);
+    return ((await kernel.json()) as { id: string }).id;
+  }
 
   it('the first visit gets the spawn progress page (a meta refresh, no script), then JupyterLab itself', async () => {
     const first = await fetch(lab('lab'), { headers: { ...bearer(editor.token), ...PAGE }, redirect: 'manual' });
@@ -218,13 +228,7 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
       body: JSON.stringify(nb),
     });
     expect(put.status).toBe(201);
-    const kernel = await fetch(lab('api/kernels'), {
-      method: 'POST',
-      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
-      body: '{"name":"python3"}',
-    });
-    expect(kernel.status).toBe(201);
-    const { id } = (await kernel.json()) as { id: string };
+    const id = await startKernel();
     expect(await upgrade(base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(editor.token))).toBe(101);
     expect((await fetch(lab(`api/kernels/${id}`), { method: 'DELETE', headers: bearer(editor.token) })).status).toBe(204);
   }, 60_000);
@@ -282,27 +286,9 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
   });
 
   it('open kernel websockets end once their access is gone: a removed member, a demoted one, a logout; a member who keeps access keeps hers', async () => {
-    const members = b.app;
-    const add = async (email: string, role: string) => {
-      const user = await createAndLogin(b, email);
-      const res = await members.inject({
-        method: 'POST',
-        url: `/api/v1/platform/workspaces/${ws}/members`,
-        headers: bearer(b.adminToken),
-        payload: { user_id: user.id, role },
-      });
-      expect(res.statusCode).toBe(201);
-      return user;
-    };
-    const removed = await add('lab-removed@example.com', 'editor');
-    const demoted = await add('lab-demoted@example.com', 'editor');
-    const kernel = await fetch(lab('api/kernels'), {
-      method: 'POST',
-      headers: { ...bearer(editor.token), 'content-type': 'application/json' },
-      body: '{"name":"python3"}',
-    });
-    expect(kernel.status).toBe(201);
-    const { id } = (await kernel.json()) as { id: string };
+    const removed = await member('lab-removed@example.com', 'editor');
+    const demoted = await member('lab-demoted@example.com', 'editor');
+    const id = await startKernel();
     const channels = `/jupyter/${ws}/api/kernels/${id}/channels`;
     const login = await fetch(`${base}/api/v1/auth/login`, {
       method: 'POST',
@@ -319,10 +305,10 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     try {
       // Before: websockets were checked only at their upgrade, and each of these stayed open.
       expect(
-        (await members.inject({ method: 'DELETE', url: `/api/v1/platform/workspaces/${ws}/members/${removed.id}`, headers: bearer(b.adminToken) })).statusCode,
+        (await b.app.inject({ method: 'DELETE', url: `/api/v1/platform/workspaces/${ws}/members/${removed.id}`, headers: bearer(b.adminToken) })).statusCode,
       ).toBe(204);
       await within(10_000, 'the removed member’s websocket closes', ofRemoved.closed);
-      const demote = await members.inject({
+      const demote = await b.app.inject({
         method: 'PATCH',
         url: `/api/v1/platform/workspaces/${ws}/members/${demoted.id}`,
         headers: bearer(b.adminToken),

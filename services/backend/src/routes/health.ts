@@ -63,8 +63,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
           await sql`SELECT 1`.execute(opts.db);
           return true;
         }),
-        settle(storageProbe),
-        settle(() => runtimeProbe(req.id)),
+        // (The shared probes keep their own time limit and never reject.)
+        storageProbe(),
+        runtimeProbe(req.id),
       ]);
       const ok = database && storage;
       return reply.code(ok ? 200 : 503).send({
