@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@codeagent/config';
+import { answerOwnLabPath, labAnswerHeaders, settingsCheck } from '@codeagent/runtime/lab-answers';
 import { carriesToken, relayRequest, relayUpgrade } from '@codeagent/runtime/relay';
 import { prepareSandbox, type Sandbox } from '@codeagent/sandbox';
 
@@ -151,13 +152,26 @@ async function waitReady(sandbox: Sandbox, socketPath: string, token: string): P
  */
 function tokenSwappingProxy(socketPath: string, outer: string, inner: string): Server {
   const target = { path: socketPath, token: inner };
+  // JupyterLab's pages and files from the installed host, the server's answers confined: what
+  // the runtime does for each workspace's lab (decision 0245; the kernels share the server's uid).
+  const files = { hostDir: HOST_DIR, extensionsDir: LABEXTENSIONS };
+  const settings = settingsCheck(files);
+  const page = { base: BASE_URL, serverRoot: '/workspace', stateDir: '/workspace/.jupyterlab-state' };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     if (!carriesToken(req, outer)) {
       res.writeHead(403, { 'content-type': 'application/json' }).end('{"message":"Forbidden"}');
       return;
     }
-    relayRequest(req, res, target, () =>
-      res.writeHead(502, { 'content-type': 'application/json' }).end('{"message":"the sandboxed JupyterLab server does not answer"}'),
+    const url = req.url ?? '/';
+    const rest = url.startsWith(BASE_URL) ? url.slice(BASE_URL.length - 1) : undefined;
+    if (rest !== undefined && answerOwnLabPath(req, res, rest, files, page)) return;
+    relayRequest(
+      req,
+      res,
+      target,
+      () => res.writeHead(502, { 'content-type': 'application/json' }).end('{"message":"the sandboxed JupyterLab server does not answer"}'),
+      rest === undefined ? undefined : settings(req.method, rest),
+      (headers) => labAnswerHeaders(rest ?? url, headers),
     );
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

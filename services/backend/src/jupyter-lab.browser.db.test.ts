@@ -187,6 +187,71 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       expect(await (await data(`objects/${notebooks[0]!}`)).text()).toContain('# second save');
     }, 240_000);
 
+    it("a cell's live HTML output runs no script in the platform's origin: inline, a handler, the workspace's files, a download (decision 0245)", async () => {
+      // A script among the workspace's objects (served as text/javascript) and so in the server's files.
+      const put = await fetch(`${base}/api/v1/data-resources/${ws}/objects/evil.js`, {
+        method: 'PUT',
+        headers: { ...bearer(editor.token), 'content-type': 'text/javascript' },
+        body: 'window.__pwned = (window.__pwned || []).concat(document.currentScript.src)',
+      });
+      expect(put.status).toBe(201);
+      await page.evaluate(() => {
+        const w = globalThis as unknown as {
+          __violations: string[];
+          document: { addEventListener(type: string, listener: (e: { blockedURI: string }) => void): void };
+        };
+        w.__violations = [];
+        w.document.addEventListener('securitypolicyviolation', (e) => w.__violations.push(e.blockedURI));
+      });
+      const html = [
+        '<b id="lab-output-rendered">shown</b>',
+        '<script>window.__pwned = ["inline"]</script>',
+        '<img src="data:," onerror="window.__pwned = [\'handler\']">',
+        `<script src="/jupyter/${ws}/files/evil.js"></script>`,
+        `<script src="/api/v1/data-resources/${ws}/objects/evil.js"></script>`,
+      ].join('');
+      const cells = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content');
+      const count = await cells.count();
+      // A new cell at the end of the notebook the first test saved.
+      await page.evaluate(async () => {
+        const app = (
+          globalThis as unknown as {
+            jupyterapp: {
+              commands: { execute(id: string): Promise<unknown> };
+              shell: { currentWidget: { content: { activeCellIndex: number; widgets: unknown[] } } };
+            };
+          }
+        ).jupyterapp;
+        const notebook = app.shell.currentWidget.content;
+        notebook.activeCellIndex = notebook.widgets.length - 1;
+        await app.commands.execute('notebook:insert-cell-below');
+      });
+      await cells.nth(count).waitFor({ timeout: 15_000 });
+      await cells.nth(count).click();
+      await page.keyboard.type(`from IPython.display import HTML; HTML(${JSON.stringify(html)})`);
+      await page.keyboard.press('Shift+Enter');
+      // Live output is trusted by JupyterLab: only the page's CSP stands between it and the session.
+      await page.locator('#lab-output-rendered').waitFor({ timeout: 60_000 });
+      await page.waitForFunction(
+        () => {
+          const w = globalThis as unknown as { __pwned?: unknown; __violations: string[] };
+          return w.__pwned !== undefined || w.__violations.length >= 4;
+        },
+        undefined,
+        { timeout: 15_000 },
+      );
+      const seen = await page.evaluate(() => {
+        const w = globalThis as unknown as { __pwned?: unknown; __violations: string[] };
+        return { pwned: w.__pwned, violations: w.__violations };
+      });
+      expect(seen.pwned).toBeUndefined();
+      expect(seen.violations).toEqual(
+        expect.arrayContaining(['inline', `${base}/jupyter/${ws}/files/evil.js`, `${base}/api/v1/data-resources/${ws}/objects/evil.js`]) as unknown,
+      );
+      // The lab itself still runs: the kernel answered and the notebook shows the output.
+      expect(await page.locator('#lab-output-rendered').innerText()).toBe('shown');
+    }, 120_000);
+
     it('after logout in the same browser, the lab is gone at once: pages go to the login page', async () => {
       const status = await page.evaluate(async () => (await fetch('/api/v1/auth/logout', { method: 'POST' })).status);
       expect(status).toBe(204);

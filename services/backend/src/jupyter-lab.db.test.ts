@@ -186,11 +186,18 @@ describe(`a workspace's JupyterLab through the gateway (${process.env.CODEAGENT_
     const export_ = await fetch(lab('nbconvert/html/evil.ipynb'), { headers: bearer(viewer.token) });
     expect(export_.status).toBe(200);
     expect(await export_.text()).toContain('fetch(');
-    expect(export_.headers.get('content-security-policy')).toMatch(/(^|;)\s*sandbox(;|$)/);
-    // JupyterLab's own page keeps what it needs.
+    // `sandbox` as a policy of its own (decision 0245), beside the server's.
+    expect(export_.headers.get('content-security-policy')).toMatch(/(^|,)\s*sandbox\s*$/);
+    // JupyterLab's own page keeps what it needs: scripts, from the installed host's paths only (decision 0245).
     const page = await fetch(lab('lab'), { headers: { ...bearer(viewer.token), ...PAGE } });
     expect(page.status).toBe(200);
-    expect(page.headers.get('content-security-policy') ?? '').not.toMatch(/sandbox/);
+    const csp = page.headers.get('content-security-policy') ?? '';
+    expect(csp).not.toMatch(/sandbox/);
+    expect(csp).toMatch(
+      new RegExp(
+        `^script-src 'unsafe-eval' http://127\\.0\\.0\\.1:\\d+/jupyter/${ws}/static/codeagent_lab/ http://127\\.0\\.0\\.1:\\d+/jupyter/${ws}/lab/extensions/;`,
+      ),
+    );
   }, 60_000);
 
   it('a non-member and an unknown workspace get 404 on HTTP and websockets; a path without a workspace too', async () => {

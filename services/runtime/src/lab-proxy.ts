@@ -1,9 +1,14 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
+import { answerOwnLabPath, labAnswerHeaders, settingsCheck, type LabFiles } from './lab-answers.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
+
+/** A workspace server's root and lab state as its users see them (servers.ts, the sandbox layout): shown in its page config. */
+const SERVER_ROOT = '/workspace';
+const STATE_DIR = '/tmp/.jupyterlab-state';
 
 /** The path the gateway routes to a workspace's JupyterLab: `/jupyter/<workspace id>/…`. */
 const LAB_PATH = /^\/jupyter\/([^/?#]+)(\/[^]*)?$/;
@@ -48,23 +53,6 @@ export function progressPage(state: 'starting' | 'failed', detail: string): stri
       ? 'This page reloads by itself and opens JupyterLab as soon as it is ready.'
       : 'Reload this page to try again; if it keeps failing, tell your platform administrator the message above.';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8">${refresh}<title>${title}</title></head><body><main><h1>${title}</h1><p role="status">${escapeHtml(detail)}</p><p>${hint}</p></main></body></html>`;
-}
-
-/**
- * The answer of a workspace's Jupyter server, as the browser gets it. Outside JupyterLab's own
- * pages and assets (`/lab…`, `/static/…`) a document runs no script: the server is shared by the
- * workspace's members and answers in the platform's origin, and an nbconvert export
- * (`/nbconvert/html/…`) carries a notebook's outputs as they are, so one member's notebook would
- * run script with another's session (decision 0242). Jupyter's own `sandbox allow-scripts` on
- * `/files/` (a unique origin) is kept.
- */
-export function confinedHeaders(rest: string, headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const path = rest.split('?')[0]!;
-  if (/^\/(?:lab|static)(?:\/|$)/.test(path)) return headers;
-  const csp = headers['content-security-policy'];
-  const value = Array.isArray(csp) ? csp.join(', ') : csp;
-  if (value !== undefined && /(?:^|;)\s*sandbox(?:\s|;|$)/i.test(value)) return headers;
-  return { ...headers, 'content-security-policy': value ? `${value}; sandbox` : 'sandbox' };
 }
 
 /** A browser opening a page (not JupyterLab's own API calls): it gets the progress page while the server starts. */
@@ -112,6 +100,9 @@ function saveCheck(files: NonNullable<JupyterServerRef['files']>, method: string
  */
 export function labProxy(opts: LabProxyOptions): LabProxy {
   const { pool, log } = opts;
+  // JupyterLab's pages and files come from the installed host, never from a workspace's server (decision 0245).
+  const files: LabFiles | undefined = pool.lab;
+  const settings = files ? settingsCheck(files) : () => undefined;
   const upgraded = new Set<Duplex>();
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */
@@ -161,6 +152,9 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
           .end(progressPage(failed ? 'failed' : 'starting', detail));
         return;
       }
+      // JupyterLab's pages and files: the installed ones, whatever the server would answer.
+      if (files && answerOwnLabPath(req, res, target.rest, files, { base: `/jupyter/${target.workspaceId}/`, serverRoot: SERVER_ROOT, stateDir: STATE_DIR }))
+        return;
       // Taken before the server writes: the save's upload through the mount ends after it.
       const since = new Date();
       serverFor(target.workspaceId).then(
@@ -173,8 +167,8 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
               log.warn({ workspace_id: target.workspaceId, reason: err.message }, "a workspace's Jupyter server did not answer");
               json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
             },
-            server.files ? saveCheck(server.files, req.method, target.rest, since) : undefined,
-            (headers) => confinedHeaders(target.rest, headers),
+            (server.files ? saveCheck(server.files, req.method, target.rest, since) : undefined) ?? settings(req.method, target.rest),
+            (headers) => labAnswerHeaders(target.rest, headers),
           ),
         (err: unknown) => json(res, 503, { error: 'kernel_unavailable', message: (err as Error).message }),
       );

@@ -28,6 +28,9 @@ export interface SocketServer {
   token: string;
 }
 
+/** The most of a server's answer that is held for a check (`AnswerCheck`): beyond it, 502. */
+export const CHECKED_ANSWER_MAX = 4 * 1024 * 1024;
+
 /**
  * What to answer instead of a successful answer of the server, decided once its whole body is
  * here (a save the server made but the platform did not store); undefined keeps the answer.
@@ -37,7 +40,8 @@ export type AnswerCheck = (status: number, body: Buffer) => Promise<{ status: nu
 /**
  * An HTTP request relayed to a Jupyter server on its Unix socket with the server's own token
  * (the caller checked the caller's); `failed` answers when the server does not. With `check`,
- * a successful answer is held (it is small: a contents model) until the check has decided;
+ * a successful answer is held (it is small: a contents model, the lab's settings; at most
+ * `CHECKED_ANSWER_MAX`) until the check has decided;
  * `answerHeaders` may change the head of the server's answer before the client gets it.
  */
 export function relayRequest(
@@ -48,6 +52,8 @@ export function relayRequest(
   check?: AnswerCheck,
   answerHeaders: (headers: IncomingHttpHeaders) => IncomingHttpHeaders = (h) => h,
 ): void {
+  /** A checked answer grew too large and was answered 502: what the server does next no longer matters. */
+  let over = false;
   const upstream = request({ socketPath: server.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) }, (up) => {
     const status = up.statusCode ?? 502;
     if (check === undefined || status < 200 || status >= 300) {
@@ -56,18 +62,33 @@ export function relayRequest(
       return;
     }
     const chunks: Buffer[] = [];
-    up.on('data', (chunk: Buffer) => chunks.push(chunk));
-    up.on('error', () => res.destroy());
+    let held = 0;
+    up.on('data', (chunk: Buffer) => {
+      if (over) return;
+      held += chunk.length;
+      chunks.push(chunk);
+      // A checked answer is a contents model or the lab's settings: a server that sends more is not well.
+      if (held > CHECKED_ANSWER_MAX) {
+        over = true;
+        up.destroy();
+        if (!res.headersSent) failed(new Error(`the answer to check exceeded ${CHECKED_ANSWER_MAX} bytes`));
+      }
+    });
+    up.on('error', () => {
+      if (!over) res.destroy();
+    });
     up.on('end', () => {
       const body = Buffer.concat(chunks);
       const original = () => res.writeHead(status, answerHeaders(up.headers)).end(body);
-      check(status, body).then((instead) => {
-        if (instead === undefined) return original();
-        res.writeHead(instead.status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(JSON.stringify(instead.body));
-      }, original);
+      const replace = (instead: { status: number; body: Record<string, unknown> }) =>
+        res
+          .writeHead(instead.status, answerHeaders({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }))
+          .end(JSON.stringify(instead.body));
+      check(status, body).then((instead) => (instead === undefined ? original() : replace(instead)), original);
     });
   });
   upstream.on('error', (err) => {
+    if (over) return;
     if (!res.headersSent) failed(err);
     else res.destroy();
   });

@@ -60,6 +60,8 @@ export interface JupyterPool {
   /** Whether the workspace's server runs, is starting, or why its last start failed (starts nothing). */
   status(workspaceId: string): ServerStatus;
   stop(): Promise<void>;
+  /** The built JupyterLab host the workspaces' servers serve (none: Jupyter's REST API only). */
+  readonly lab?: LabHost | undefined;
 }
 
 /** The built JupyterLab host (extensions/lab-host) and the bridge's prebuilt extension. */
@@ -285,6 +287,10 @@ export class SandboxedServers implements JupyterPool {
     const period = Math.max(1000, Math.min(60_000, (opts.idleSeconds * 1000) / 2));
     this.timer = setInterval(() => void this.cullIdle().catch((err: unknown) => opts.log.warn({ err }, 'idle culling failed')), period);
     this.timer.unref();
+  }
+
+  get lab(): LabHost | undefined {
+    return labHostBuilt(this.opts.lab) ? this.opts.lab : undefined;
   }
 
   running(): JupyterServerRef[] {

@@ -1,0 +1,195 @@
+// A workspace's Jupyter server taken over by its own kernel (same uid, same sandbox: user code can
+// stop the server and answer on its socket): what reaches the browser (decision 0245).
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { browserOrigin, labPageCsp } from './lab-answers.js';
+import { defaultLabHost } from './lab-host.js';
+import { labProxy, type LabProxy } from './lab-proxy.js';
+import { CHECKED_ANSWER_MAX } from './relay.js';
+import type { JupyterPool, JupyterServerRef } from './servers.js';
+
+const TOKEN = 'lab-token';
+const WS = '33333333-3333-4333-8333-333333333333';
+const EVIL = 'window.PWNED = document.cookie';
+const host = defaultLabHost();
+
+/** What the hostile server answers: script everywhere, its own CSP, a plural rule and a schema that are code. */
+function hostile(req: IncomingMessage, res: ServerResponse): unknown {
+  const path = (req.url ?? '').split('?')[0]!.replace(`/jupyter/${WS}`, '');
+  const send = (type: string, body: string, headers: Record<string, string> = {}) => res.writeHead(200, { 'content-type': type, ...headers }).end(body);
+  if (path === '/lab/api/settings' && req.url?.includes('huge')) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    const chunk = Buffer.alloc(1024 * 1024, 0x20);
+    let sent = 0;
+    const pump = () => {
+      while (sent <= CHECKED_ANSWER_MAX && res.write(chunk)) sent += chunk.length;
+      if (sent <= CHECKED_ANSWER_MAX) res.once('drain', pump);
+      else res.end();
+    };
+    res.on('error', () => undefined);
+    return pump();
+  }
+  if (path === '/lab/api/settings')
+    return send(
+      'application/json',
+      JSON.stringify({
+        settings: [
+          { id: '@jupyterlab/apputils-extension:themes', schema: { type: 'object', properties: { x: { pattern: `"+${EVIL}+"` } } }, raw: '{}', settings: {} },
+          { id: '@evil/extension:plugin', schema: { type: 'object' }, raw: '{}', settings: {} },
+        ],
+      }),
+    );
+  if (path === '/lab/api/settings/@jupyterlab/apputils-extension:themes')
+    return send('application/json', JSON.stringify({ id: '@jupyterlab/apputils-extension:themes', schema: { evil: EVIL }, raw: '{}', settings: {} }));
+  if (path === '/lab/api/settings/garbage') return send('application/json', `<script>${EVIL}</script>`);
+  if (path.startsWith('/lab/api/translations'))
+    return send('application/json', JSON.stringify({ data: { '': { plural_forms: `nplurals=2; plural=(n != 1); ${EVIL}` } } }));
+  if (path.startsWith('/files/'))
+    return send('text/html', `<script>${EVIL}</script>`, { 'content-security-policy': 'sandbox allow-scripts allow-same-origin' });
+  if (path.startsWith('/api/')) return send('application/javascript', EVIL);
+  // The lab's pages, its assets and anything else: script.
+  return send(path.endsWith('.js') ? 'application/javascript' : 'text/html', path.endsWith('.js') ? EVIL : `<script>${EVIL}</script>`, {
+    'content-security-policy': "script-src * 'unsafe-inline'",
+  });
+}
+
+describe('a taken-over workspace server behind the lab proxy', () => {
+  let dir: string;
+  let fake: Server;
+  let lab: LabProxy;
+  let front: Server;
+  let base: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'lab-answers-'));
+    const socket = join(dir, 'jupyter.sock');
+    fake = createServer(hostile);
+    await new Promise<void>((r) => fake.listen(socket, r));
+    const ref = { workspaceId: WS, running: true, touch: () => undefined, socket: { path: socket, token: 'inner', basePath: `/jupyter/${WS}/` } };
+    const pool = {
+      lab: host,
+      server: () => Promise.resolve(ref as unknown as JupyterServerRef),
+      running: () => [],
+      status: () => ({ state: 'running' }),
+      stop: () => Promise.resolve(),
+    } as JupyterPool;
+    lab = labProxy({ pool, token: TOKEN, log: pino({ level: 'silent' }) });
+    front = createServer((req, res) => lab.request(req, res));
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+    const address = front.address() as { port: number };
+    base = `http://127.0.0.1:${address.port}`;
+  });
+  afterAll(async () => {
+    lab?.closeAll();
+    await new Promise((r) => front?.close(r));
+    await new Promise((r) => fake?.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    fetch(`${base}/jupyter/${WS}${path}`, {
+      headers: { authorization: `token ${TOKEN}`, 'x-forwarded-proto': 'https', 'x-forwarded-host': 'lab.example:8443', ...headers },
+    });
+
+  it("serves JupyterLab's page itself: its config names the installed scripts, its CSP allows those paths only", async () => {
+    for (const path of ['/lab', '/lab/tree/a%20b.ipynb', '/lab/workspaces/mine', '/doc/tree/x.ipynb']) {
+      const res = await get(path, { accept: 'text/html' });
+      expect(res.status).toBe(200);
+      const html = await res.text();
+      expect(html).not.toContain(EVIL);
+      const csp = res.headers.get('content-security-policy')!;
+      expect(csp).toBe(labPageCsp('https://lab.example:8443', `/jupyter/${WS}/`));
+      expect(csp).toContain(
+        `script-src 'unsafe-eval' https://lab.example:8443/jupyter/${WS}/static/codeagent_lab/ https://lab.example:8443/jupyter/${WS}/lab/extensions/;`,
+      );
+      expect(csp.split(';')[0]).not.toMatch(/'self'|unsafe-inline|\*/);
+      const config = JSON.parse(/<script id="jupyter-config-data" type="application\/json">(.*?)<\/script>/s.exec(html)![1]!) as Record<string, unknown>;
+      expect(config).toMatchObject({
+        baseUrl: `/jupyter/${WS}/`,
+        fullStaticUrl: `/jupyter/${WS}/static/codeagent_lab`,
+        fullLabextensionsUrl: `/jupyter/${WS}/lab/extensions`,
+        fullSettingsUrl: `/jupyter/${WS}/lab/api/settings`,
+        fullTranslationsApiUrl: `/jupyter/${WS}/lab/api/translations`,
+      });
+      if (path.includes('/tree/')) expect(config.treePath).toBe(path.includes('a%20b') ? 'a b.ipynb' : 'x.ipynb');
+      expect(config.mode).toBe(path.startsWith('/doc') ? 'single-document' : 'multiple-document');
+    }
+    // A tree path cannot end the config's script element.
+    const html = await (await get('/lab/tree/%3C%2Fscript%3E%3Cscript%3Ealert(1)%3C%2Fscript%3E.ipynb')).text();
+    expect(html).not.toContain('</script><script>alert');
+    expect(html).toContain('\\u003c/script\\u003e');
+  });
+
+  it('serves the installed scripts, styles and themes, never the server’s', async () => {
+    const index = readFileSync(join(host.hostDir, 'build', 'static', 'index.html'), 'utf8');
+    const main = /\/(main\.[0-9a-f]+\.js)"/.exec(index)![1]!;
+    const res = await get(`/static/codeagent_lab/${main}?v=1`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(res.headers.get('cache-control')).toContain('immutable');
+    expect(Buffer.from(await res.arrayBuffer()).equals(readFileSync(join(host.hostDir, 'build', 'static', main)))).toBe(true);
+    expect((await get('/lab/api/themes/@jupyterlab/theme-light-extension/index.css')).status).toBe(200);
+    // Not an installed file: 404 here, never the server's script.
+    for (const path of [
+      '/static/codeagent_lab/evil.js',
+      '/static/codeagent_lab/index.html',
+      '/lab/extensions/evil/static/remoteEntry.js',
+      '/lab/extensions/x/package.json',
+    ]) {
+      const miss = await get(path);
+      expect(miss.status, path).toBe(404);
+      expect(await miss.text()).not.toContain(EVIL);
+    }
+    expect((await fetch(`${base}/jupyter/${WS}/static/codeagent_lab/${main}`, { method: 'POST', headers: { authorization: `token ${TOKEN}` } })).status).toBe(
+      405,
+    );
+  });
+
+  it("answers translations itself (a language pack's plural rule is compiled as code)", async () => {
+    const res = await get('/lab/api/translations/xx_XX');
+    expect(await res.json()).toEqual({ data: {}, message: "Language pack 'xx_XX' not installed!" });
+    expect(await (await get('/lab/api/translations/')).json()).toEqual({ data: { en: { displayName: 'English', nativeName: 'English' } }, message: '' });
+  });
+
+  it('replaces the settings’ schemas by the installed ones and leaves out plugins that are not installed', async () => {
+    const installed = JSON.parse(readFileSync(join(host.hostDir, 'build', 'schemas', '@jupyterlab', 'apputils-extension', 'themes.json'), 'utf8')) as unknown;
+    const list = (await (await get('/lab/api/settings')).json()) as { settings: Array<{ id: string; schema: unknown }> };
+    expect(list.settings.map((s) => s.id)).toEqual(['@jupyterlab/apputils-extension:themes']);
+    expect(list.settings[0]!.schema).toEqual(installed);
+    const one = (await (await get('/lab/api/settings/@jupyterlab/apputils-extension:themes')).json()) as { schema: unknown };
+    expect(one.schema).toEqual(installed);
+    const garbage = await get('/lab/api/settings/garbage');
+    expect(garbage.status).toBe(502);
+    expect(await garbage.text()).not.toContain(EVIL);
+    // An answer without end is cut at the limit, not held.
+    const huge = await get('/lab/api/settings?huge=1');
+    expect(huge.status).toBe(502);
+  });
+
+  it('every other answer is sandboxed (no flag of the server widens it) and never a script', async () => {
+    const file = await get('/files/page.html');
+    const csp = file.headers.get('content-security-policy')!;
+    // Two policies: the server's and ours; a browser enforces both, so `allow-same-origin` is void.
+    expect(csp).toBe('sandbox allow-scripts allow-same-origin, sandbox allow-scripts');
+    const api = await get('/api/contents');
+    expect(api.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    expect(api.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(api.headers.get('content-security-policy')).toBe('sandbox');
+    // A lab path the trusted side does not answer is the server's: sandboxed too.
+    const other = await get('/lab/api/workspaces/x.js');
+    expect(other.headers.get('content-security-policy')).toBe("script-src * 'unsafe-inline', sandbox");
+    expect(other.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+  });
+
+  it('allows no script at all when the origin the gateway vouches for is not a plain scheme and host', () => {
+    expect(browserOrigin({ 'x-forwarded-proto': 'https', 'x-forwarded-host': 'a.example * data:' })).toBeUndefined();
+    expect(browserOrigin({ 'x-forwarded-proto': 'javascript', 'x-forwarded-host': 'a.example' })).toBeUndefined();
+    expect(browserOrigin({ host: '127.0.0.1:8080' })).toBe('http://127.0.0.1:8080');
+    expect(browserOrigin({ 'x-forwarded-proto': 'https', 'x-forwarded-host': '[::1]:443' })).toBe('https://[::1]:443');
+    expect(labPageCsp(undefined, '/jupyter/')).toMatch(/^script-src 'none';/);
+  });
+});

@@ -1,0 +1,443 @@
+/**
+ * What the browser gets from a workspace's JupyterLab, whatever its Jupyter server says
+ * (decision 0245). The server runs in the workspace's sandbox with the same uid as the
+ * workspace's kernels, so user code can stop it and answer on its socket itself: nothing it
+ * answers may run as script in the platform's origin. So:
+ *
+ * - JupyterLab's own scripts, styles and themes come from the installed files, here, never from
+ *   the server (`/static/codeagent_lab/…`, `/lab/extensions/…`, `/lab/api/themes/…`);
+ * - JupyterLab's pages (`/lab…`) carry a CSP whose scripts are those paths only: no inline
+ *   script, no script of any other path of the origin (a file a member wrote, a download);
+ *   `'unsafe-eval'` stays because JupyterLab compiles its settings' JSON schemas (ajv), so what
+ *   is compiled comes from here too: the settings' schemas are replaced by the installed ones,
+ *   and the translations (a language pack's plural rule is compiled as code) are answered here;
+ * - every other answer of the server is a document without the platform's origin (`sandbox`
+ *   added as a policy of its own, which no flag of the server's can widen) and never a script
+ *   (a JavaScript type is answered as text).
+ *
+ * Node's own modules only: `codeagent jupyterlab` (the CLI's one lab) uses it too.
+ */
+import { createReadStream, readdirSync, readFileSync, statSync } from 'node:fs';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { extname, join } from 'node:path';
+import type { AnswerCheck } from './relay.js';
+
+/** The JupyterLab host's installed files: `extensions/lab-host` and the prebuilt extensions' directory. */
+export interface LabFiles {
+  hostDir: string;
+  extensionsDir?: string | undefined;
+}
+
+/** jupyterlab_server's static path of the host's app (`name` in extensions/lab-host/main.py). */
+export const LAB_STATIC = '/static/codeagent_lab/';
+export const LAB_EXTENSIONS = '/lab/extensions/';
+const LAB_THEMES = '/lab/api/themes/';
+const LAB_TRANSLATIONS = /^\/lab\/api\/translations(?:\/([^/]*))?$/;
+const LAB_SETTINGS = /^\/lab\/api\/settings(?:\/(.*))?$/;
+
+/** A path segment of an installed file: no dot segment, no hidden file, nothing to escape. */
+const SEGMENT = '[A-Za-z0-9_@-][A-Za-z0-9._@-]*';
+const FILE_PATH = new RegExp(`^${SEGMENT}(?:/${SEGMENT})*$`);
+
+const FILE_TYPES: Readonly<Record<string, string>> = {
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.map': 'application/json',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.gif': 'image/gif',
+  '.woff': 'font/woff',
+  '.woff2': 'font/woff2',
+  '.ttf': 'font/ttf',
+  '.eot': 'application/vnd.ms-fontobject',
+  '.txt': 'text/plain; charset=utf-8',
+};
+/** A name with webpack's content hash changes with its content. */
+const HASHED = /[.-][0-9a-f]{16,}\./;
+
+/** The installed file a lab path names, or undefined when the path is not one of JupyterLab's own files. */
+function installedFile(path: string, files: LabFiles): { file: string | undefined } | undefined {
+  const under = (prefix: string, dir: string | undefined, allowed: (rel: string) => boolean) => {
+    const rel = path.slice(prefix.length);
+    return { file: dir !== undefined && FILE_PATH.test(rel) && allowed(rel) ? join(dir, rel) : undefined };
+  };
+  if (path.startsWith(LAB_STATIC)) return under(LAB_STATIC, join(files.hostDir, 'build', 'static'), (rel) => !rel.includes('/') && extname(rel) !== '.html');
+  // A prebuilt extension's own files only: `<name or @scope/name>/static/…`.
+  if (path.startsWith(LAB_EXTENSIONS)) return under(LAB_EXTENSIONS, files.extensionsDir, (rel) => /^(?:@[^/]+\/)?[^/@]+\/static\//.test(rel));
+  if (path.startsWith(LAB_THEMES)) return under(LAB_THEMES, join(files.hostDir, 'build', 'themes'), () => true);
+  return undefined;
+}
+
+const jsonAnswer = (res: ServerResponse, status: number, body: unknown) => {
+  res
+    .writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': 'sandbox' })
+    .end(JSON.stringify(body));
+};
+
+/**
+ * Answers the lab paths that are the trusted side's own (JupyterLab's pages, its installed
+ * files, translations) and says true; false for a path the server answers. `rest` is the path
+ * after the lab's base (`/jupyter/<workspace>` or `/jupyter`), query included.
+ */
+export function answerOwnLabPath(req: IncomingMessage, res: ServerResponse, rest: string, files: LabFiles, ctx: LabPageContext): boolean {
+  const [path = '', query] = splitQuery(rest);
+  const page = LAB_PAGE.test(path) || path === '/lab/' || path === '/doc/';
+  const translations = page ? null : LAB_TRANSLATIONS.exec(path);
+  const own = page || translations ? undefined : installedFile(path, files);
+  if (!page && !translations && own === undefined) return false;
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res
+      .writeHead(405, { allow: 'GET, HEAD', 'content-type': 'application/json; charset=utf-8' })
+      .end(JSON.stringify({ message: 'JupyterLab files are read-only' }));
+    return true;
+  }
+  req.resume();
+  if (page) {
+    if (path.endsWith('/')) {
+      // jupyterlab_server's own rule (`removeslash`), to a path of this lab only.
+      res.writeHead(302, { location: `${ctx.base}${path.slice(1, -1)}${query === undefined ? '' : `?${query}`}`, 'cache-control': 'no-store' }).end();
+      return true;
+    }
+    const html = labPage(path, files, ctx);
+    if (html === undefined) {
+      jsonAnswer(res, 503, { message: 'the JupyterLab host is not built: run `node extensions/build.mjs`' });
+      return true;
+    }
+    res.writeHead(200, {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-store',
+      'content-security-policy': labPageCsp(browserOrigin(req.headers), ctx.base),
+      'x-content-type-options': 'nosniff',
+    });
+    res.end(req.method === 'HEAD' ? undefined : html);
+    return true;
+  }
+  if (translations) {
+    // No language pack is installed: English only, as jupyterlab_server answers without one.
+    const locale = translations[1];
+    if (!locale) jsonAnswer(res, 200, { data: { en: { displayName: 'English', nativeName: 'English' } }, message: '' });
+    else jsonAnswer(res, 200, { data: {}, message: `Language pack '${decodeSafely(locale)}' not installed!` });
+    return true;
+  }
+  const size = own!.file === undefined ? undefined : sizeOf(own!.file);
+  if (size === undefined) {
+    jsonAnswer(res, 404, { message: `no such JupyterLab file: ${path}` });
+    return true;
+  }
+  res.writeHead(200, {
+    'content-type': FILE_TYPES[extname(own!.file!)] ?? 'application/octet-stream',
+    'content-length': size,
+    'cache-control': HASHED.test(own!.file!) ? 'public, max-age=31536000, immutable' : 'no-cache',
+    'x-content-type-options': 'nosniff',
+  });
+  if (req.method === 'HEAD') {
+    res.end();
+    return true;
+  }
+  const stream = createReadStream(own!.file!);
+  stream.on('error', () => res.destroy());
+  res.on('close', () => stream.destroy());
+  stream.pipe(res);
+  return true;
+}
+
+/** JupyterLab's pages (jupyterlab_server's `LabHandler` routes): the app, a named workspace, a file. */
+const LAB_PAGE = /^\/(lab|doc)(\/workspaces\/[A-Za-z0-9_-]+)?(\/tree\/.*)?$/;
+
+/** Where the sandboxed server finds the host (servers.ts, cli/src/jupyterlab.ts): informational page config. */
+const SANDBOX_LAB_DIR = '/opt/codeagent/lab-host';
+const SANDBOX_EXTENSIONS_DIR = '/opt/codeagent/labextensions';
+
+/** What a page needs to know about the server it talks to. */
+export interface LabPageContext {
+  /** The lab's base path with its trailing slash: `/jupyter/<workspace>/` or `/jupyter/`. */
+  base: string;
+  /** The server's root directory as its users see it (`/workspace` in the sandbox). */
+  serverRoot: string;
+  /** Where the server keeps the users' lab settings and workspaces (shown in the Settings Editor). */
+  stateDir: string;
+}
+
+/** The prebuilt extensions JupyterLab loads (jupyterlab_server's `federated_extensions`), from their installed package.json. */
+function federatedExtensions(dir: string | undefined): Array<Record<string, string>> {
+  if (dir === undefined) return [];
+  const packages: string[] = [];
+  try {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (!entry.isDirectory()) continue;
+      if (!entry.name.startsWith('@')) packages.push(join(dir, entry.name, 'package.json'));
+      else for (const inner of readdirSync(join(dir, entry.name))) packages.push(join(dir, entry.name, inner, 'package.json'));
+    }
+  } catch {
+    return [];
+  }
+  const out: Array<Record<string, string>> = [];
+  for (const file of packages.sort()) {
+    try {
+      const pkg = JSON.parse(readFileSync(file, 'utf8')) as { name?: unknown; jupyterlab?: { _build?: Record<string, unknown> } };
+      const build = pkg.jupyterlab?._build;
+      if (typeof pkg.name !== 'string' || typeof build?.load !== 'string') continue;
+      const ext: Record<string, string> = { name: pkg.name, load: build.load };
+      for (const key of ['extension', 'mimeExtension', 'style'] as const) if (typeof build[key] === 'string') ext[key] = build[key];
+      out.push(ext);
+    } catch {
+      /* not an extension */
+    }
+  }
+  return out;
+}
+
+/** The script tag of the built host's page (extensions/lab-host/build/static/index.html). */
+function mainScript(hostDir: string): string | undefined {
+  try {
+    const html = readFileSync(join(hostDir, 'build', 'static', 'index.html'), 'utf8');
+    return /\/(main\.[0-9a-f]+\.js)"/.exec(html)?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+/** JSON inside a `<script>` element: nothing in it can end the element. */
+const scriptJson = (value: unknown) => JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
+let storeId = 0;
+
+/**
+ * JupyterLab's page for `path` (one of `LAB_PAGE`), made here with its page config: the URLs
+ * JupyterLab loads its code, settings and translations from are the trusted side's, whatever the
+ * server says (jupyterlab_server's `LabHandler`, whose config this repeats).
+ */
+export function labPage(path: string, files: LabFiles, ctx: LabPageContext): string | undefined {
+  const m = LAB_PAGE.exec(path);
+  const main = mainScript(files.hostDir);
+  if (!m || main === undefined) return undefined;
+  const b = ctx.base;
+  const urls = {
+    appUrl: '/lab',
+    labextensionsUrl: '/lab/extensions',
+    licensesUrl: '/lab/api/licenses',
+    listingsUrl: '/lab/api/listings',
+    settingsUrl: '/lab/api/settings',
+    themesUrl: '/lab/api/themes',
+    translationsApiUrl: '/lab/api/translations',
+    treeUrl: '/lab/tree',
+    workspacesApiUrl: '/lab/api/workspaces',
+  };
+  const config: Record<string, unknown> = {
+    appName: 'JupyterLab',
+    appNamespace: 'codeagent_lab',
+    appSettingsDir: `${SANDBOX_LAB_DIR}/build/application_settings`,
+    appVersion: '4.5.10',
+    baseUrl: b,
+    cacheFiles: true,
+    disabledExtensions: [],
+    extraLabextensionsPath: [SANDBOX_EXTENSIONS_DIR],
+    federated_extensions: federatedExtensions(files.extensionsDir),
+    fullStaticUrl: `${b}static/codeagent_lab`,
+    ignorePlugins: [],
+    labextensionsPath: [],
+    mathjaxConfig: 'TeX-AMS_HTML-full,Safe',
+    mode: m[1] === 'doc' ? 'single-document' : 'multiple-document',
+    notebookStartsKernel: true,
+    preferredPath: '/',
+    schemasDir: `${SANDBOX_LAB_DIR}/build/schemas`,
+    serverRoot: ctx.serverRoot,
+    staticDir: `${SANDBOX_LAB_DIR}/build/static`,
+    store_id: storeId++,
+    templatesDir: `${SANDBOX_LAB_DIR}/build/static`,
+    terminalsAvailable: true,
+    themesDir: `${SANDBOX_LAB_DIR}/build/themes`,
+    treePath: m[3] === undefined ? '' : decodeSafely(m[3].slice('/tree/'.length)),
+    userSettingsDir: `${ctx.stateDir}/user_settings`,
+    workspace: m[2] === undefined ? 'default' : m[2].slice('/workspaces/'.length),
+    workspacesDir: `${ctx.stateDir}/workspaces`,
+    wsUrl: '',
+    ...urls,
+  };
+  for (const [name, url] of Object.entries(urls)) config[`full${name[0]!.toUpperCase()}${name.slice(1)}`] = `${b}${url.slice(1)}`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>JupyterLab</title>
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <script id="jupyter-config-data" type="application/json">${scriptJson(config)}</script>
+  <script defer src="${b}static/codeagent_lab/${main}"></script>
+</head>
+<body class="jp-ThemedContainer"></body>
+</html>
+`;
+}
+
+const splitQuery = (rest: string): [string, string | undefined] => {
+  const at = rest.indexOf('?');
+  return at === -1 ? [rest, undefined] : [rest.slice(0, at), rest.slice(at + 1)];
+};
+
+const decodeSafely = (s: string) => {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+};
+
+function sizeOf(file: string): number | undefined {
+  try {
+    const stat = statSync(file);
+    return stat.isFile() ? stat.size : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Media types a browser runs as a script (the WHATWG MIME Sniffing standard's JavaScript MIME types). */
+const SCRIPT_TYPES = new Set([
+  'application/ecmascript',
+  'application/javascript',
+  'application/x-ecmascript',
+  'application/x-javascript',
+  'text/ecmascript',
+  'text/javascript',
+  'text/javascript1.0',
+  'text/javascript1.1',
+  'text/javascript1.2',
+  'text/javascript1.3',
+  'text/javascript1.4',
+  'text/javascript1.5',
+  'text/jscript',
+  'text/livescript',
+  'text/x-ecmascript',
+  'text/x-javascript',
+]);
+
+/**
+ * The origin the browser sees, from what the gateway (or the nginx ingress) vouches for, or
+ * undefined when it is not a plain scheme and host (then the lab's page allows no script at all).
+ */
+export function browserOrigin(headers: IncomingHttpHeaders): string | undefined {
+  const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v)?.split(',')[0]?.trim();
+  const proto = first(headers['x-forwarded-proto']) ?? 'http';
+  const host = first(headers['x-forwarded-host']) ?? first(headers.host);
+  if (proto !== 'http' && proto !== 'https') return undefined;
+  if (host === undefined || !/^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/.test(host)) return undefined;
+  return `${proto}://${host.toLowerCase()}`;
+}
+
+/**
+ * The CSP of JupyterLab's pages at `base` (`/jupyter/<workspace>/` or `/jupyter/`) for a browser at
+ * `origin`: scripts from the installed files' paths only.
+ */
+export function labPageCsp(origin: string | undefined, base: string): string {
+  const at = (path: string) => `${origin}${base}${path.slice(1)}`;
+  const scripts = origin === undefined ? "'none'" : `'unsafe-eval' ${at(LAB_STATIC)} ${at(LAB_EXTENSIONS)}`;
+  return [`script-src ${scripts}`, "object-src 'none'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'self'"].join('; ');
+}
+
+/**
+ * The head of a server's answer as the browser gets it (see the module's comment): `sandbox` as
+ * a policy of its own (`sandbox allow-scripts` on `/files/`, Jupyter's own choice there: scripts
+ * of a unique origin), whatever policy the server sent beside it; never a script's type.
+ */
+export function labAnswerHeaders(rest: string, headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const path = splitQuery(rest)[0];
+  const out: IncomingHttpHeaders = { ...headers, 'x-content-type-options': 'nosniff' };
+  const type = String(headers['content-type'] ?? '')
+    .split(';')[0]!
+    .trim()
+    .toLowerCase();
+  if (SCRIPT_TYPES.has(type)) out['content-type'] = 'text/plain; charset=utf-8';
+  const csp = headers['content-security-policy'];
+  const theirs = (Array.isArray(csp) ? csp : csp === undefined ? [] : [csp]).filter((v) => v.trim() !== '');
+  out['content-security-policy'] = [...theirs, path.startsWith('/files/') ? 'sandbox allow-scripts' : 'sandbox'].join(', ');
+  return out;
+}
+
+/**
+ * The installed JSON schemas of the settings plugins, by plugin id (`<package>:<plugin>`): the
+ * host's `build/schemas/<package>/<plugin>.json` and each prebuilt extension's own, listed once,
+ * so that ids a server makes up cost a map lookup.
+ */
+function schemaReader(files: LabFiles): (id: string) => unknown {
+  let index: Map<string, string> | undefined;
+  const cache = new Map<string, unknown>();
+  const list = (dir: string, into: Map<string, string>) => {
+    const packages: string[] = [];
+    for (const entry of safeReaddir(dir)) {
+      if (!entry.startsWith('@')) packages.push(entry);
+      else for (const inner of safeReaddir(join(dir, entry))) packages.push(`${entry}/${inner}`);
+    }
+    for (const pkg of packages)
+      for (const file of safeReaddir(join(dir, pkg)))
+        if (file.endsWith('.json') && !into.has(`${pkg}:${file.slice(0, -5)}`)) into.set(`${pkg}:${file.slice(0, -5)}`, join(dir, pkg, file));
+  };
+  return (id) => {
+    if (index === undefined) {
+      index = new Map();
+      list(join(files.hostDir, 'build', 'schemas'), index);
+      if (files.extensionsDir !== undefined)
+        for (const entry of safeReaddir(files.extensionsDir)) {
+          const names = entry.startsWith('@') ? safeReaddir(join(files.extensionsDir, entry)).map((inner) => `${entry}/${inner}`) : [entry];
+          for (const name of names) list(join(files.extensionsDir, name, 'schemas'), index);
+        }
+    }
+    const file = index.get(id);
+    if (file === undefined) return undefined;
+    if (!cache.has(id)) {
+      try {
+        cache.set(id, JSON.parse(readFileSync(file, 'utf8')));
+      } catch {
+        cache.set(id, undefined);
+      }
+    }
+    return cache.get(id);
+  };
+}
+
+const safeReaddir = (dir: string): string[] => {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+};
+
+/**
+ * The settings answers (`GET /lab/api/settings`, `…/settings/<id>`) with each plugin's schema
+ * replaced by the installed one (a plugin without one is left out, or 404): JupyterLab compiles
+ * the schemas into code. The users' settings themselves are data and pass.
+ */
+export function settingsCheck(files: LabFiles): (method: string | undefined, rest: string) => AnswerCheck | undefined {
+  const schemaOf = schemaReader(files);
+  return (method, rest) => {
+    const m = method === 'GET' ? LAB_SETTINGS.exec(splitQuery(rest)[0]) : null;
+    if (!m) return undefined;
+    const single = m[1] !== undefined && m[1] !== '';
+    const refused = { status: 502, body: { message: "the workspace's Jupyter server answered settings that are not JupyterLab's" } };
+    const rewrite = (body: Buffer): { status: number; body: Record<string, unknown> } => {
+      const answer = JSON.parse(body.toString('utf8')) as unknown;
+      if (typeof answer !== 'object' || answer === null || Array.isArray(answer)) return refused;
+      const trusted = (entry: unknown): Record<string, unknown> | undefined => {
+        if (typeof entry !== 'object' || entry === null) return undefined;
+        const e = entry as Record<string, unknown>;
+        const schema = typeof e.id === 'string' ? schemaOf(e.id) : undefined;
+        return schema === undefined ? undefined : { ...e, schema };
+      };
+      if (single) {
+        const entry = trusted(answer);
+        return entry ? { status: 200, body: entry } : { status: 404, body: { message: 'no such settings plugin is installed' } };
+      }
+      const list = (answer as { settings?: unknown }).settings;
+      return { status: 200, body: { ...answer, settings: (Array.isArray(list) ? list : []).map(trusted).filter((e) => e !== undefined) } };
+    };
+    // Never the server's own answer: a check that fails answers 502 (relayRequest would keep the original).
+    return (_status, body) => {
+      try {
+        return Promise.resolve(rewrite(body));
+      } catch {
+        return Promise.resolve(refused);
+      }
+    };
+  };
+}
