@@ -140,6 +140,23 @@ describe(`data resources (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () =
     expect((await get('objects/nope.bin')).status).toBe(404);
   });
 
+  it('refuses object content a page asks for as code (Sec-Fetch-Dest script, worker, XSLT): 403, a version too; downloads and documents as before', async () => {
+    const stored = (await (await put('app/evil.js', 'window.pwned = 1', editor.token, 'text/javascript')).json()) as { version_id: string };
+    for (const dest of ['script', 'worker', 'sharedworker', 'serviceworker', 'xslt', 'Script']) {
+      const res = await get('objects/app/evil.js', viewer.token, { 'sec-fetch-dest': dest });
+      expect(res.status, dest).toBe(403);
+      expect(await res.json()).toMatchObject({ error: 'forbidden' });
+    }
+    const version = await get(`versions/app/evil.js?version_id=${stored.version_id}`, viewer.token, { 'sec-fetch-dest': 'script' });
+    expect(version.status).toBe(403);
+    for (const dest of ['document', 'empty', 'iframe']) {
+      const res = await get('objects/app/evil.js', viewer.token, { 'sec-fetch-dest': dest });
+      expect(res.status, dest).toBe(200);
+      expect(await res.text()).toBe('window.pwned = 1');
+    }
+    expect((await get(`versions/app/evil.js?version_id=${stored.version_id}`, viewer.token)).status).toBe(200);
+  });
+
   it('guesses the content type from the extension when none is given', async () => {
     const res = await put('nb/x.ipynb', '{"nbformat":4}', editor.token, 'application/octet-stream');
     expect(((await res.json()) as { content_type: string }).content_type).toBe('application/x-ipynb+json');

@@ -21,7 +21,7 @@ import {
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
 import { ListedFolderSchema, ObjectSchema, TrashItemSchema, VersionSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
-import { objectContentHeaders } from './object-headers.js';
+import { objectContentHeaders, refuseAsCode } from './object-headers.js';
 
 export interface DataResourcesOptions {
   db: Kysely<DB>;
@@ -94,6 +94,7 @@ export const COUNTED_DOWNLOAD_BYTES = 1024 * 1024;
 const downloads = new KeyedSlots(DOWNLOADS_PER_USER);
 
 export async function sendObject(req: FastifyRequest, reply: FastifyReply, files: WorkspaceFiles, workspace: string, path: string, object: ObjectDto) {
+  refuseAsCode(req.headers);
   objectHeaders(reply, object);
   if (noneMatchHits(req.headers['if-none-match'], object.sha256)) return reply.code(304).send();
   if (req.method === 'HEAD') return reply.header('content-length', object.size).send();
@@ -367,6 +368,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       const path = pathOf(req.params);
       // A path keeps a version per save, without bound: paged like every list (limit, cursor).
       if (req.query.version_id === undefined) return files.versions(req.params.ws, path, req.query.limit, req.query.cursor);
+      refuseAsCode(req.headers);
       const { version, body } = await files.openVersion(req.params.ws, path, req.query.version_id);
       reply
         .header('etag', `"${version.sha256}"`)

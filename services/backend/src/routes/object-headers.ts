@@ -1,3 +1,5 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { ForbiddenError } from '@codeagent/service-kit';
 import { mediaTypeOf, normalizeContentType } from '@codeagent/storage';
 
 /**
@@ -42,4 +44,18 @@ export function objectContentHeaders(path: string, storedType: string): Record<s
     // User data behind a login: no shared cache may keep it; browsers revalidate with the ETag.
     'cache-control': 'private, no-cache',
   };
+}
+
+/**
+ * Fetch Metadata destinations that would run the answer as code of the page that asked: a
+ * `<script src>`, a worker, an XSLT sheet. Object content is never code of the platform's
+ * origin, whatever its stored type (a `.js` object is `text/javascript`, and a page whose CSP
+ * allows `'self'` would run it): such a request is refused before anything is read (decision 0245).
+ */
+const CODE_DESTINATIONS = new Set(['script', 'worker', 'sharedworker', 'serviceworker', 'audioworklet', 'paintworklet', 'xslt']);
+
+export function refuseAsCode(headers: IncomingHttpHeaders): void {
+  const dest = headers['sec-fetch-dest'];
+  if (typeof dest === 'string' && CODE_DESTINATIONS.has(dest.trim().toLowerCase()))
+    throw new ForbiddenError(`object content is never loaded as ${dest.trim().toLowerCase()}: download it or open it as a document`);
 }
