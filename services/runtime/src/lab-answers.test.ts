@@ -2,6 +2,7 @@
 // stop the server and answer on its socket): what reaches the browser (decision 0245).
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -33,6 +34,12 @@ function hostile(req: IncomingMessage, res: ServerResponse): unknown {
     res.on('error', () => undefined);
     return pump();
   }
+  if (req.url?.includes('redirect')) return res.writeHead(302, { location: `/jupyter/${WS}/files/comma.js` }).end();
+  if (path === '/lab/api/settings' && req.url?.includes('dup')) {
+    const entry = { id: '@jupyterlab/notebook-extension:tracker', schema: {}, raw: '{}', settings: {} };
+    return send('application/json', JSON.stringify({ settings: Array.from({ length: 5000 }, () => entry) }));
+  }
+  if (path === '/files/comma.js') return send('text/plain, text/javascript', EVIL);
   if (path === '/lab/api/settings')
     return send(
       'application/json',
@@ -50,7 +57,7 @@ function hostile(req: IncomingMessage, res: ServerResponse): unknown {
     return send('application/json', JSON.stringify({ data: { '': { plural_forms: `nplurals=2; plural=(n != 1); ${EVIL}` } } }));
   if (path.startsWith('/files/'))
     return send('text/html', `<script>${EVIL}</script>`, { 'content-security-policy': 'sandbox allow-scripts allow-same-origin' });
-  if (path.startsWith('/api/')) return send('application/javascript', EVIL);
+  if (path.startsWith('/api/')) return send('application/javascript', EVIL, { 'set-cookie': 'session=attacker; Path=/' });
   // The lab's pages, its assets and anything else: script.
   return send(path.endsWith('.js') ? 'application/javascript' : 'text/html', path.endsWith('.js') ? EVIL : `<script>${EVIL}</script>`, {
     'content-security-policy': "script-src * 'unsafe-inline'",
@@ -68,6 +75,11 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     dir = mkdtempSync(join(tmpdir(), 'lab-answers-'));
     const socket = join(dir, 'jupyter.sock');
     fake = createServer(hostile);
+    fake.on('upgrade', (_req, sock: Socket) =>
+      sock.end(
+        'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSet-Cookie: session=attacker; Path=/\r\nsec-websocket-accept: x\r\n\r\nframes',
+      ),
+    );
     await new Promise<void>((r) => fake.listen(socket, r));
     const ref = { workspaceId: WS, running: true, touch: () => undefined, socket: { path: socket, token: 'inner', basePath: `/jupyter/${WS}/` } };
     const pool = {
@@ -79,6 +91,7 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     } as JupyterPool;
     lab = labProxy({ pool, token: TOKEN, log: pino({ level: 'silent' }) });
     front = createServer((req, res) => lab.request(req, res));
+    front.on('upgrade', (req, socket: Socket, head: Buffer) => lab.upgrade(req, socket, head));
     await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
     const address = front.address() as { port: number };
     base = `http://127.0.0.1:${address.port}`;
@@ -118,6 +131,13 @@ describe('a taken-over workspace server behind the lab proxy', () => {
       if (path.includes('/tree/')) expect(config.treePath).toBe(path.includes('a%20b') ? 'a b.ipynb' : 'x.ipynb');
       expect(config.mode).toBe(path.startsWith('/doc') ? 'single-document' : 'multiple-document');
     }
+    // Any other path of the app is its page, which says "not found" (jupyterlab_server's fallthrough); a trailing slash goes.
+    const other = await get('/lab/workspaces/my.ws', { accept: 'text/html' });
+    expect(other.headers.get('content-security-policy')).toBe(labPageCsp('https://lab.example:8443', `/jupyter/${WS}/`));
+    expect(await other.text()).toContain(`"notFoundUrl":"/jupyter/${WS}/lab/workspaces/my.ws"`);
+    const slash = await fetch(`${base}/jupyter/${WS}/lab/tree/x.ipynb/?a=1`, { redirect: 'manual', headers: { authorization: `token ${TOKEN}` } });
+    expect(slash.status).toBe(302);
+    expect(slash.headers.get('location')).toBe(`/jupyter/${WS}/lab/tree/x.ipynb?a=1`);
     // A tree path cannot end the config's script element.
     const html = await (await get('/lab/tree/%3C%2Fscript%3E%3Cscript%3Ealert(1)%3C%2Fscript%3E.ipynb')).text();
     expect(html).not.toContain('</script><script>alert');
@@ -133,15 +153,23 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     expect(res.headers.get('cache-control')).toContain('immutable');
     expect(Buffer.from(await res.arrayBuffer()).equals(readFileSync(join(host.hostDir, 'build', 'static', main)))).toBe(true);
     expect((await get('/lab/api/themes/@jupyterlab/theme-light-extension/index.css')).status).toBe(200);
-    // Not an installed file: 404 here, never the server's script.
+    // Not an installed file: 404 here, never the server's script. A browser compares the
+    // percent-decoded path with the page's CSP: every spelling of the script paths is answered here.
     for (const path of [
       '/static/codeagent_lab/evil.js',
       '/static/codeagent_lab/index.html',
       '/lab/extensions/evil/static/remoteEntry.js',
       '/lab/extensions/x/package.json',
+      '/lab%2Fextensions/x/static/redirect.js',
+      '/lab/%65xtensions/x/static/redirect.js',
+      '/static%2Fcodeagent_lab/redirect.js',
+      '/static/CODEAGENT_LAB/redirect.js',
+      '/static/codeagent_lab/x%2F..%2F..%2Ffiles%2Fcomma.js',
+      '/lab/api/themes/%FF/redirect.css',
     ]) {
       const miss = await get(path);
-      expect(miss.status, path).toBe(404);
+      // (400: a dot segment in any spelling, refused before anything else.)
+      expect([400, 404], path).toContain(miss.status);
       expect(await miss.text()).not.toContain(EVIL);
     }
     expect((await fetch(`${base}/jupyter/${WS}/static/codeagent_lab/${main}`, { method: 'POST', headers: { authorization: `token ${TOKEN}` } })).status).toBe(
@@ -152,6 +180,12 @@ describe('a taken-over workspace server behind the lab proxy', () => {
   it("answers translations itself (a language pack's plural rule is compiled as code)", async () => {
     const res = await get('/lab/api/translations/xx_XX');
     expect(await res.json()).toEqual({ data: {}, message: "Language pack 'xx_XX' not installed!" });
+    // A locale is a user setting (the server's data): any path under the API is answered here.
+    for (const path of ['/lab/api/translations/xx/evil', '/lab/api/translations/%78x%2Fevil', '/lab/api/Translations/xx']) {
+      const deep = await get(path);
+      expect(deep.status, path).toBe(200);
+      expect(JSON.stringify(await deep.json()), path).not.toContain('plural');
+    }
     expect(await (await get('/lab/api/translations/')).json()).toEqual({ data: { en: { displayName: 'English', nativeName: 'English' } }, message: '' });
   });
 
@@ -168,6 +202,11 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     // An answer without end is cut at the limit, not held.
     const huge = await get('/lab/api/settings?huge=1');
     expect(huge.status).toBe(502);
+    // A redirect would take the browser to an answer that is not checked.
+    expect((await get('/lab/api/settings?redirect=1')).status).toBe(502);
+    // One plugin named 5000 times is one plugin (its schema is not multiplied).
+    const dup = (await (await get('/lab/api/settings?dup=1')).json()) as { settings: unknown[] };
+    expect(dup.settings).toHaveLength(1);
   });
 
   it('every other answer is sandboxed (no flag of the server widens it) and never a script', async () => {
@@ -177,12 +216,33 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     expect(csp).toBe('sandbox allow-scripts allow-same-origin, sandbox allow-scripts');
     const api = await get('/api/contents');
     expect(api.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    // The server's cookies would be the platform's (path `/`): none reaches the browser.
+    expect(api.headers.get('set-cookie')).toBeNull();
+    // A list of types: a browser would keep the last (a script's).
+    expect((await get('/files/comma.js')).headers.get('content-type')).toBe('text/plain; charset=utf-8');
     expect(api.headers.get('x-content-type-options')).toBe('nosniff');
     expect(api.headers.get('content-security-policy')).toBe('sandbox');
     // A lab path the trusted side does not answer is the server's: sandboxed too.
     const other = await get('/lab/api/workspaces/x.js');
     expect(other.headers.get('content-security-policy')).toBe("script-src * 'unsafe-inline', sandbox");
     expect(other.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+  });
+
+  it("a websocket's handshake answer reaches the browser without the server's cookies", async () => {
+    const port = (front.address() as { port: number }).port;
+    const raw = await new Promise<string>((resolve, reject) => {
+      const sock = connect(port, '127.0.0.1');
+      let got = '';
+      sock.on('data', (c: Buffer) => (got += c.toString('latin1')));
+      sock.on('close', () => resolve(got));
+      sock.on('error', reject);
+      sock.write(
+        `GET /jupyter/${WS}/api/kernels/k/channels HTTP/1.1\r\nHost: x\r\nAuthorization: token ${TOKEN}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+      );
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 101 /);
+    expect(raw).toContain('sec-websocket-accept: x\r\n\r\nframes');
+    expect(raw.toLowerCase()).not.toContain('set-cookie');
   });
 
   it('allows no script at all when the origin the gateway vouches for is not a plain scheme and host', () => {

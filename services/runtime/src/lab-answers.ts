@@ -17,7 +17,8 @@
  *
  * Node's own modules only: `codeagent jupyterlab` (the CLI's one lab) uses it too.
  */
-import { createReadStream, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createReadStream, readdirSync, readFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join } from 'node:path';
 import type { AnswerCheck } from './relay.js';
@@ -32,8 +33,10 @@ export interface LabFiles {
 export const LAB_STATIC = '/static/codeagent_lab/';
 export const LAB_EXTENSIONS = '/lab/extensions/';
 const LAB_THEMES = '/lab/api/themes/';
-const LAB_TRANSLATIONS = /^\/lab\/api\/translations(?:\/([^/]*))?$/;
+const LAB_TRANSLATIONS = '/lab/api/translations';
 const LAB_SETTINGS = /^\/lab\/api\/settings(?:\/(.*))?$/;
+/** A locale as language packs name them (`fr_FR`, `zh-Hans`). */
+const LOCALE = /^[A-Za-z]{2,8}(?:[_-][A-Za-z0-9]{1,8}){0,3}$/;
 
 /** A path segment of an installed file: no dot segment, no hidden file, nothing to escape. */
 const SEGMENT = '[A-Za-z0-9_@-][A-Za-z0-9._@-]*';
@@ -56,16 +59,35 @@ const FILE_TYPES: Readonly<Record<string, string>> = {
 /** A name with webpack's content hash changes with its content. */
 const HASHED = /[.-][0-9a-f]{16,}\./;
 
-/** The installed file a lab path names, or undefined when the path is not one of JupyterLab's own files. */
-function installedFile(path: string, files: LabFiles): { file: string | undefined } | undefined {
+/**
+ * The path as a browser compares it with a CSP source (each `%XX` decoded; any byte, so a
+ * sequence that is not UTF-8 cannot hide a `/`), lower-cased: every spelling of the script paths.
+ */
+const comparable = (path: string) => path.replace(/%([0-9a-fA-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))).toLowerCase();
+
+/**
+ * What the trusted side answers for a lab path: one of JupyterLab's installed files (`file`
+ * undefined when no such file: 404), its translations, its page; undefined for the server's
+ * paths. Any spelling of the paths the page's CSP allows scripts from is answered here, never by
+ * the server (a redirect there would take a script from anywhere in the origin).
+ */
+function ownPath(
+  path: string,
+  files: LabFiles,
+): { kind: 'file'; file: string | undefined } | { kind: 'translations' } | { kind: 'page'; notFound: boolean } | undefined {
+  const plain = comparable(path);
   const under = (prefix: string, dir: string | undefined, allowed: (rel: string) => boolean) => {
     const rel = path.slice(prefix.length);
-    return { file: dir !== undefined && FILE_PATH.test(rel) && allowed(rel) ? join(dir, rel) : undefined };
+    return { kind: 'file' as const, file: path.startsWith(prefix) && dir !== undefined && FILE_PATH.test(rel) && allowed(rel) ? join(dir, rel) : undefined };
   };
-  if (path.startsWith(LAB_STATIC)) return under(LAB_STATIC, join(files.hostDir, 'build', 'static'), (rel) => !rel.includes('/') && extname(rel) !== '.html');
+  if (plain.startsWith(LAB_STATIC)) return under(LAB_STATIC, join(files.hostDir, 'build', 'static'), (rel) => !rel.includes('/') && extname(rel) !== '.html');
   // A prebuilt extension's own files only: `<name or @scope/name>/static/…`.
-  if (path.startsWith(LAB_EXTENSIONS)) return under(LAB_EXTENSIONS, files.extensionsDir, (rel) => /^(?:@[^/]+\/)?[^/@]+\/static\//.test(rel));
-  if (path.startsWith(LAB_THEMES)) return under(LAB_THEMES, join(files.hostDir, 'build', 'themes'), () => true);
+  if (plain.startsWith(LAB_EXTENSIONS)) return under(LAB_EXTENSIONS, files.extensionsDir, (rel) => /^(?:@[^/]+\/)?[^/@]+\/static\//.test(rel));
+  if (plain.startsWith(LAB_THEMES)) return under(LAB_THEMES, join(files.hostDir, 'build', 'themes'), () => true);
+  if (plain === LAB_TRANSLATIONS || plain.startsWith(`${LAB_TRANSLATIONS}/`)) return { kind: 'translations' };
+  if (LAB_PAGE.test(path)) return { kind: 'page', notFound: false };
+  // jupyterlab_server's fallthrough: any other path of the app is its page, which says "not found".
+  if (/^\/(?:lab|doc)(?:\/|$)/.test(plain) && !plain.startsWith('/lab/api/')) return { kind: 'page', notFound: true };
   return undefined;
 }
 
@@ -81,25 +103,25 @@ const jsonAnswer = (res: ServerResponse, status: number, body: unknown) => {
  * after the lab's base (`/jupyter/<workspace>` or `/jupyter`), query included.
  */
 export function answerOwnLabPath(req: IncomingMessage, res: ServerResponse, rest: string, files: LabFiles, ctx: LabPageContext): boolean {
-  const [path = '', query] = splitQuery(rest);
-  const page = LAB_PAGE.test(path) || path === '/lab/' || path === '/doc/';
-  const translations = page ? null : LAB_TRANSLATIONS.exec(path);
-  const own = page || translations ? undefined : installedFile(path, files);
-  if (!page && !translations && own === undefined) return false;
+  const [path, query] = splitQuery(rest);
+  const own = ownPath(path, files);
+  if (own === undefined) return false;
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res
-      .writeHead(405, { allow: 'GET, HEAD', 'content-type': 'application/json; charset=utf-8' })
+      .writeHead(405, { allow: 'GET, HEAD', 'content-type': 'application/json; charset=utf-8', 'content-security-policy': 'sandbox' })
       .end(JSON.stringify({ message: 'JupyterLab files are read-only' }));
     return true;
   }
   req.resume();
-  if (page) {
-    if (path.endsWith('/')) {
+  if (own.kind === 'page') {
+    if (path.length > 1 && path.endsWith('/')) {
       // jupyterlab_server's own rule (`removeslash`), to a path of this lab only.
-      res.writeHead(302, { location: `${ctx.base}${path.slice(1, -1)}${query === undefined ? '' : `?${query}`}`, 'cache-control': 'no-store' }).end();
+      res
+        .writeHead(302, { location: `${ctx.base}${path.slice(1).replace(/\/+$/, '')}${query === undefined ? '' : `?${query}`}`, 'cache-control': 'no-store' })
+        .end();
       return true;
     }
-    const html = labPage(path, files, ctx);
+    const html = labPage(path, files, ctx, own.notFound);
     if (html === undefined) {
       jsonAnswer(res, 503, { message: 'the JupyterLab host is not built: run `node extensions/build.mjs`' });
       return true;
@@ -113,33 +135,44 @@ export function answerOwnLabPath(req: IncomingMessage, res: ServerResponse, rest
     res.end(req.method === 'HEAD' ? undefined : html);
     return true;
   }
-  if (translations) {
+  if (own.kind === 'translations') {
     // No language pack is installed: English only, as jupyterlab_server answers without one.
-    const locale = translations[1];
-    if (!locale) jsonAnswer(res, 200, { data: { en: { displayName: 'English', nativeName: 'English' } }, message: '' });
-    else jsonAnswer(res, 200, { data: {}, message: `Language pack '${decodeSafely(locale)}' not installed!` });
+    const locale = decodeSafely(path.slice(LAB_TRANSLATIONS.length + 1));
+    if (path.length <= LAB_TRANSLATIONS.length + 1) jsonAnswer(res, 200, { data: { en: { displayName: 'English', nativeName: 'English' } }, message: '' });
+    else jsonAnswer(res, 200, { data: {}, message: LOCALE.test(locale) ? `Language pack '${locale}' not installed!` : 'No such language pack.' });
     return true;
   }
-  const size = own!.file === undefined ? undefined : sizeOf(own!.file);
-  if (size === undefined) {
-    jsonAnswer(res, 404, { message: `no such JupyterLab file: ${path}` });
+  const file = own.file;
+  if (file === undefined) {
+    jsonAnswer(res, 404, { message: 'no such JupyterLab file' });
     return true;
   }
+  stat(file).then(
+    (st) => {
+      if (!st.isFile()) return jsonAnswer(res, 404, { message: 'no such JupyterLab file' });
+      sendFile(req, res, file, st.size);
+    },
+    () => jsonAnswer(res, 404, { message: 'no such JupyterLab file' }),
+  );
+  return true;
+}
+
+/** One installed file, streamed. */
+function sendFile(req: IncomingMessage, res: ServerResponse, file: string, size: number): void {
   res.writeHead(200, {
-    'content-type': FILE_TYPES[extname(own!.file!)] ?? 'application/octet-stream',
+    'content-type': FILE_TYPES[extname(file)] ?? 'application/octet-stream',
     'content-length': size,
-    'cache-control': HASHED.test(own!.file!) ? 'public, max-age=31536000, immutable' : 'no-cache',
+    'cache-control': HASHED.test(file) ? 'public, max-age=31536000, immutable' : 'no-cache',
     'x-content-type-options': 'nosniff',
   });
   if (req.method === 'HEAD') {
     res.end();
-    return true;
+    return;
   }
-  const stream = createReadStream(own!.file!);
+  const stream = createReadStream(file);
   stream.on('error', () => res.destroy());
   res.on('close', () => stream.destroy());
   stream.pipe(res);
-  return true;
 }
 
 /** JupyterLab's pages (jupyterlab_server's `LabHandler` routes): the app, a named workspace, a file. */
@@ -203,15 +236,24 @@ const scriptJson = (value: unknown) => JSON.stringify(value).replace(/[<>&\u2028
 
 let storeId = 0;
 
+/** The host's main script and the prebuilt extensions, read again after a few seconds (a rebuild is served without a restart). */
+let host: { key: string; at: number; main: string | undefined; federated: Array<Record<string, string>> } | undefined;
+function installedHost(files: LabFiles): { main: string | undefined; federated: Array<Record<string, string>> } {
+  const key = `${files.hostDir}\0${files.extensionsDir ?? ''}`;
+  if (host === undefined || host.key !== key || Date.now() - host.at > 5000)
+    host = { key, at: Date.now(), main: mainScript(files.hostDir), federated: federatedExtensions(files.extensionsDir) };
+  return host;
+}
+
 /**
  * JupyterLab's page for `path` (one of `LAB_PAGE`), made here with its page config: the URLs
  * JupyterLab loads its code, settings and translations from are the trusted side's, whatever the
  * server says (jupyterlab_server's `LabHandler`, whose config this repeats).
  */
-export function labPage(path: string, files: LabFiles, ctx: LabPageContext): string | undefined {
-  const m = LAB_PAGE.exec(path);
-  const main = mainScript(files.hostDir);
-  if (!m || main === undefined) return undefined;
+export function labPage(path: string, files: LabFiles, ctx: LabPageContext, notFound = false): string | undefined {
+  const m = notFound ? null : LAB_PAGE.exec(path);
+  const { main, federated } = installedHost(files);
+  if ((!notFound && !m) || main === undefined) return undefined;
   const b = ctx.base;
   const urls = {
     appUrl: '/lab',
@@ -233,12 +275,12 @@ export function labPage(path: string, files: LabFiles, ctx: LabPageContext): str
     cacheFiles: true,
     disabledExtensions: [],
     extraLabextensionsPath: [SANDBOX_EXTENSIONS_DIR],
-    federated_extensions: federatedExtensions(files.extensionsDir),
+    federated_extensions: federated,
     fullStaticUrl: `${b}static/codeagent_lab`,
     ignorePlugins: [],
     labextensionsPath: [],
     mathjaxConfig: 'TeX-AMS_HTML-full,Safe',
-    mode: m[1] === 'doc' ? 'single-document' : 'multiple-document',
+    mode: m?.[1] === 'doc' ? 'single-document' : 'multiple-document',
     notebookStartsKernel: true,
     preferredPath: '/',
     schemasDir: `${SANDBOX_LAB_DIR}/build/schemas`,
@@ -248,12 +290,14 @@ export function labPage(path: string, files: LabFiles, ctx: LabPageContext): str
     templatesDir: `${SANDBOX_LAB_DIR}/build/static`,
     terminalsAvailable: true,
     themesDir: `${SANDBOX_LAB_DIR}/build/themes`,
-    treePath: m[3] === undefined ? '' : decodeSafely(m[3].slice('/tree/'.length)),
+    treePath: m?.[3] === undefined ? '' : decodeSafely(m[3].slice('/tree/'.length)),
     userSettingsDir: `${ctx.stateDir}/user_settings`,
-    workspace: m[2] === undefined ? 'default' : m[2].slice('/workspaces/'.length),
+    workspace: m?.[2] === undefined ? 'default' : m[2].slice('/workspaces/'.length),
     workspacesDir: `${ctx.stateDir}/workspaces`,
     wsUrl: '',
     ...urls,
+    // jupyterlab_server's NotFoundHandler: the app opens and says this path is not one of its own.
+    ...(notFound ? { notFoundUrl: `${b}${path.slice(1)}` } : {}),
   };
   for (const [name, url] of Object.entries(urls)) config[`full${name[0]!.toUpperCase()}${name.slice(1)}`] = `${b}${url.slice(1)}`;
   return `<!doctype html>
@@ -282,15 +326,6 @@ const decodeSafely = (s: string) => {
     return s;
   }
 };
-
-function sizeOf(file: string): number | undefined {
-  try {
-    const stat = statSync(file);
-    return stat.isFile() ? stat.size : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Media types a browser runs as a script (the WHATWG MIME Sniffing standard's JavaScript MIME types). */
 const SCRIPT_TYPES = new Set([
@@ -338,16 +373,18 @@ export function labPageCsp(origin: string | undefined, base: string): string {
 /**
  * The head of a server's answer as the browser gets it (see the module's comment): `sandbox` as
  * a policy of its own (`sandbox allow-scripts` on `/files/`, Jupyter's own choice there: scripts
- * of a unique origin), whatever policy the server sent beside it; never a script's type.
+ * of a unique origin), whatever policy the server sent beside it; never a script's type, never
+ * a cookie.
  */
 export function labAnswerHeaders(rest: string, headers: IncomingHttpHeaders): IncomingHttpHeaders {
   const path = splitQuery(rest)[0];
   const out: IncomingHttpHeaders = { ...headers, 'x-content-type-options': 'nosniff' };
-  const type = String(headers['content-type'] ?? '')
-    .split(';')[0]!
-    .trim()
-    .toLowerCase();
-  if (SCRIPT_TYPES.has(type)) out['content-type'] = 'text/plain; charset=utf-8';
+  // A cookie of the server's would be the platform's (its path can be `/`): the session's among them.
+  delete out['set-cookie'];
+  // A browser reads a list of types and keeps the last it understands (Fetch's MIME type
+  // extraction): a list, or any script type in it, is answered as text.
+  const types = String(headers['content-type'] ?? '').split(',');
+  if (types.length > 1 || types.some((t) => SCRIPT_TYPES.has(t.split(';')[0]!.trim().toLowerCase()))) out['content-type'] = 'text/plain; charset=utf-8';
   const csp = headers['content-security-policy'];
   const theirs = (Array.isArray(csp) ? csp : csp === undefined ? [] : [csp]).filter((v) => v.trim() !== '');
   out['content-security-policy'] = [...theirs, path.startsWith('/files/') ? 'sandbox allow-scripts' : 'sandbox'].join(', ');
@@ -418,11 +455,16 @@ export function settingsCheck(files: LabFiles): (method: string | undefined, res
     const rewrite = (body: Buffer): { status: number; body: Record<string, unknown> } => {
       const answer = JSON.parse(body.toString('utf8')) as unknown;
       if (typeof answer !== 'object' || answer === null || Array.isArray(answer)) return refused;
+      // Each installed plugin once: a list that names one plugin many times would multiply its schema.
+      const seen = new Set<string>();
       const trusted = (entry: unknown): Record<string, unknown> | undefined => {
         if (typeof entry !== 'object' || entry === null) return undefined;
         const e = entry as Record<string, unknown>;
-        const schema = typeof e.id === 'string' ? schemaOf(e.id) : undefined;
-        return schema === undefined ? undefined : { ...e, schema };
+        if (typeof e.id !== 'string' || seen.has(e.id)) return undefined;
+        const schema = schemaOf(e.id);
+        if (schema === undefined) return undefined;
+        seen.add(e.id);
+        return { ...e, schema };
       };
       if (single) {
         const entry = trusted(answer);

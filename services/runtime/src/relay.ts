@@ -56,6 +56,13 @@ export function relayRequest(
   let over = false;
   const upstream = request({ socketPath: server.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) }, (up) => {
     const status = up.statusCode ?? 502;
+    // A checked answer is not passed on unchecked at another URL the browser would follow.
+    if (check !== undefined && status >= 300 && status < 400) {
+      over = true;
+      up.destroy();
+      failed(new Error(`the server answered ${status} (a redirect) where its answer is checked`));
+      return;
+    }
     if (check === undefined || status < 200 || status >= 300) {
       res.writeHead(status, answerHeaders(up.headers));
       up.pipe(res);
@@ -80,11 +87,19 @@ export function relayRequest(
     up.on('end', () => {
       const body = Buffer.concat(chunks);
       const original = () => res.writeHead(status, answerHeaders(up.headers)).end(body);
-      const replace = (instead: { status: number; body: Record<string, unknown> }) =>
-        res
-          .writeHead(instead.status, answerHeaders({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }))
-          .end(JSON.stringify(instead.body));
-      check(status, body).then((instead) => (instead === undefined ? original() : replace(instead)), original);
+      const replace = (instead: { status: number; body: Record<string, unknown> }) => {
+        let text: string;
+        try {
+          text = JSON.stringify(instead.body);
+        } catch (err) {
+          failed(err as Error);
+          return;
+        }
+        res.writeHead(instead.status, answerHeaders({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' })).end(text);
+      };
+      check(status, body)
+        .then((instead) => (instead === undefined ? original() : replace(instead)), original)
+        .catch(() => res.destroy());
     });
   });
   upstream.on('error', (err) => {
@@ -109,7 +124,33 @@ export function relayUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
     }
     up.write(`${lines.join('\r\n')}\r\n\r\n`);
     if (head.length > 0) up.write(head);
-    up.pipe(socket);
     socket.pipe(up);
+    // The server's answer head without its cookies (a browser keeps those of a handshake too,
+    // and a cookie for `/` would be the platform's), then the bytes as they come.
+    let answer = Buffer.alloc(0);
+    const early = () => socket.destroy();
+    up.once('close', early);
+    const onHead = (chunk: Buffer) => {
+      answer = Buffer.concat([answer, chunk]);
+      const end = answer.indexOf('\r\n\r\n');
+      if (end === -1) {
+        if (answer.length > ANSWER_HEAD_MAX) up.destroy();
+        return;
+      }
+      up.off('data', onHead);
+      up.off('close', early);
+      const kept = answer
+        .subarray(0, end)
+        .toString('latin1')
+        .split('\r\n')
+        .filter((line, i) => i === 0 || !/^set-cookie\s*:/i.test(line));
+      socket.write(`${kept.join('\r\n')}\r\n\r\n`);
+      if (answer.length > end + 4) socket.write(answer.subarray(end + 4));
+      up.pipe(socket);
+    };
+    up.on('data', onHead);
   });
 }
+
+/** The most of an upgrade answer's head that is read before it ends (Node's own limit for heads: 16 KiB). */
+const ANSWER_HEAD_MAX = 64 * 1024;
