@@ -171,7 +171,7 @@ function tokenSwappingProxy(socketPath: string, outer: string, inner: string): S
       target,
       () => res.writeHead(502, { 'content-type': 'application/json' }).end('{"message":"the sandboxed JupyterLab server does not answer"}'),
       rest === undefined ? undefined : settings(req.method, rest),
-      (headers) => labAnswerHeaders(rest ?? url, headers),
+      (headers) => labAnswerHeaders(rest ?? url, headers, BASE_URL),
     );
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

@@ -17,6 +17,8 @@ const TOKEN = 'lab-token';
 const WS = '33333333-3333-4333-8333-333333333333';
 const EVIL = 'window.PWNED = document.cookie';
 const host = defaultLabHost();
+/** How many answers the hostile server began and never ended were closed by the runtime. */
+const held = { closed: 0 };
 
 /** What the hostile server answers: script everywhere, its own CSP, a plural rule and a schema that are code. */
 function hostile(req: IncomingMessage, res: ServerResponse): unknown {
@@ -35,6 +37,12 @@ function hostile(req: IncomingMessage, res: ServerResponse): unknown {
     return pump();
   }
   if (req.url?.includes('redirect')) return res.writeHead(302, { location: `/jupyter/${WS}/files/comma.js` }).end();
+  if (req.url?.includes('away')) return res.writeHead(302, { location: 'https://evil.example/' }).end();
+  if (req.url?.includes('status99')) return req.socket.end('HTTP/1.1 099 X\r\nContent-Length: 0\r\n\r\n');
+  if (req.url?.includes('held')) {
+    res.on('close', () => held.closed++);
+    return res.writeHead(200, { 'content-type': 'application/json' }).write('{"settings": [');
+  }
   if (path === '/lab/api/settings' && req.url?.includes('dup')) {
     const entry = { id: '@jupyterlab/notebook-extension:tracker', schema: {}, raw: '{}', settings: {} };
     return send('application/json', JSON.stringify({ settings: Array.from({ length: 5000 }, () => entry) }));
@@ -57,7 +65,16 @@ function hostile(req: IncomingMessage, res: ServerResponse): unknown {
     return send('application/json', JSON.stringify({ data: { '': { plural_forms: `nplurals=2; plural=(n != 1); ${EVIL}` } } }));
   if (path.startsWith('/files/'))
     return send('text/html', `<script>${EVIL}</script>`, { 'content-security-policy': 'sandbox allow-scripts allow-same-origin' });
-  if (path.startsWith('/api/')) return send('application/javascript', EVIL, { 'set-cookie': 'session=attacker; Path=/' });
+  if (path.startsWith('/api/'))
+    return send('application/javascript', EVIL, {
+      'set-cookie': 'session=attacker; Path=/',
+      'clear-site-data': '"cookies", "storage"',
+      refresh: '0; url=https://evil.example/',
+      'access-control-allow-origin': 'https://evil.example',
+      'access-control-allow-credentials': 'true',
+      'strict-transport-security': 'max-age=31536000',
+      etag: '"kept"',
+    });
   // The lab's pages, its assets and anything else: script.
   return send(path.endsWith('.js') ? 'application/javascript' : 'text/html', path.endsWith('.js') ? EVIL : `<script>${EVIL}</script>`, {
     'content-security-policy': "script-src * 'unsafe-inline'",
@@ -75,11 +92,14 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     dir = mkdtempSync(join(tmpdir(), 'lab-answers-'));
     const socket = join(dir, 'jupyter.sock');
     fake = createServer(hostile);
-    fake.on('upgrade', (_req, sock: Socket) =>
-      sock.end(
-        'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSet-Cookie: session=attacker; Path=/\r\nsec-websocket-accept: x\r\n\r\nframes',
-      ),
-    );
+    fake.on('upgrade', (req, sock: Socket) => {
+      if (req.url?.includes('bare-lf'))
+        return sock.end('HTTP/1.1 101 Switching Protocols\nSet-Cookie: session=attacker; Path=/\nUpgrade: websocket\r\nsec-websocket-accept: x\r\n\r\nframes');
+      if (req.url?.includes('refused')) return sock.end('HTTP/1.1 404 Not Found\r\nSet-Cookie: session=attacker; Path=/\r\nContent-Length: 0\r\n\r\n');
+      return sock.end(
+        'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSet-Cookie: session=attacker; Path=/\r\nClear-Site-Data: "cookies"\r\nsec-websocket-accept: x\r\n\r\nframes',
+      );
+    });
     await new Promise<void>((r) => fake.listen(socket, r));
     const ref = { workspaceId: WS, running: true, touch: () => undefined, socket: { path: socket, token: 'inner', basePath: `/jupyter/${WS}/` } };
     const pool = {
@@ -103,8 +123,9 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const get = (path: string, headers: Record<string, string> = {}) =>
+  const get = (path: string, headers: Record<string, string> = {}, signal?: AbortSignal) =>
     fetch(`${base}/jupyter/${WS}${path}`, {
+      signal,
       headers: { authorization: `token ${TOKEN}`, 'x-forwarded-proto': 'https', 'x-forwarded-host': 'lab.example:8443', ...headers },
     });
 
@@ -120,6 +141,8 @@ describe('a taken-over workspace server behind the lab proxy', () => {
         `script-src 'unsafe-eval' https://lab.example:8443/jupyter/${WS}/static/codeagent_lab/ https://lab.example:8443/jupyter/${WS}/lab/extensions/;`,
       );
       expect(csp.split(';')[0]).not.toMatch(/'self'|unsafe-inline|\*/);
+      // An output's form would post to the platform's API with the member's cookie.
+      expect(csp).toContain("form-action 'none'");
       const config = JSON.parse(/<script id="jupyter-config-data" type="application\/json">(.*?)<\/script>/s.exec(html)![1]!) as Record<string, unknown>;
       expect(config).toMatchObject({
         baseUrl: `/jupyter/${WS}/`,
@@ -181,7 +204,7 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     const res = await get('/lab/api/translations/xx_XX');
     expect(await res.json()).toEqual({ data: {}, message: "Language pack 'xx_XX' not installed!" });
     // A locale is a user setting (the server's data): any path under the API is answered here.
-    for (const path of ['/lab/api/translations/xx/evil', '/lab/api/translations/%78x%2Fevil', '/lab/api/Translations/xx']) {
+    for (const path of ['/lab/api/translations/xx/evil', '/lab/api/translations/%78x%2Fevil', '/lab/api/Translations/xx', '/lab/api/translations-evil']) {
       const deep = await get(path);
       expect(deep.status, path).toBe(200);
       expect(JSON.stringify(await deep.json()), path).not.toContain('plural');
@@ -204,6 +227,15 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     expect(huge.status).toBe(502);
     // A redirect would take the browser to an answer that is not checked.
     expect((await get('/lab/api/settings?redirect=1')).status).toBe(502);
+    // A client that leaves does not leave its held answer behind: the server's side is closed.
+    const before = held.closed;
+    const aborting = new AbortController();
+    const pending = get('/lab/api/settings?held=1', {}, aborting.signal).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 300));
+    aborting.abort();
+    await pending;
+    for (let i = 0; i < 50 && held.closed === before; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(held.closed).toBe(before + 1);
     // One plugin named 5000 times is one plugin (its schema is not multiplied).
     const dup = (await (await get('/lab/api/settings?dup=1')).json()) as { settings: unknown[] };
     expect(dup.settings).toHaveLength(1);
@@ -216,8 +248,24 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     expect(csp).toBe('sandbox allow-scripts allow-same-origin, sandbox allow-scripts');
     const api = await get('/api/contents');
     expect(api.headers.get('content-type')).toBe('text/plain; charset=utf-8');
-    // The server's cookies would be the platform's (path `/`): none reaches the browser.
-    expect(api.headers.get('set-cookie')).toBeNull();
+    // The server's cookies would be the platform's (path `/`): none reaches the browser, nor any
+    // header that acts on the origin; what describes the content stays.
+    for (const name of [
+      'set-cookie',
+      'clear-site-data',
+      'refresh',
+      'access-control-allow-origin',
+      'access-control-allow-credentials',
+      'strict-transport-security',
+    ])
+      expect(api.headers.get(name), name).toBeNull();
+    expect(api.headers.get('etag')).toBe('"kept"');
+    // A redirect to another site is not the platform's to give; one inside the lab is kept.
+    const manual = (path: string) => fetch(`${base}/jupyter/${WS}${path}`, { redirect: 'manual', headers: { authorization: `token ${TOKEN}` } });
+    expect((await manual('/api/away')).headers.get('location')).toBeNull();
+    expect((await manual('/api/redirect')).headers.get('location')).toBe(`/jupyter/${WS}/files/comma.js`);
+    // A status Node's writer refuses (it ended the runtime): 502.
+    expect((await get('/api/status99')).status).toBe(502);
     // A list of types: a browser would keep the last (a script's).
     expect((await get('/files/comma.js')).headers.get('content-type')).toBe('text/plain; charset=utf-8');
     expect(api.headers.get('x-content-type-options')).toBe('nosniff');
@@ -228,21 +276,27 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     expect(other.headers.get('content-type')).toBe('text/plain; charset=utf-8');
   });
 
-  it("a websocket's handshake answer reaches the browser without the server's cookies", async () => {
+  it("a websocket's handshake answer reaches the browser as a handshake only: no cookie, no other header, no bare-LF lines", async () => {
     const port = (front.address() as { port: number }).port;
-    const raw = await new Promise<string>((resolve, reject) => {
-      const sock = connect(port, '127.0.0.1');
-      let got = '';
-      sock.on('data', (c: Buffer) => (got += c.toString('latin1')));
-      sock.on('close', () => resolve(got));
-      sock.on('error', reject);
-      sock.write(
-        `GET /jupyter/${WS}/api/kernels/k/channels HTTP/1.1\r\nHost: x\r\nAuthorization: token ${TOKEN}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
-      );
-    });
-    expect(raw).toMatch(/^HTTP\/1\.1 101 /);
-    expect(raw).toContain('sec-websocket-accept: x\r\n\r\nframes');
-    expect(raw.toLowerCase()).not.toContain('set-cookie');
+    const handshake = (path: string) =>
+      new Promise<string>((resolve, reject) => {
+        const sock = connect(port, '127.0.0.1');
+        let got = '';
+        sock.on('data', (c: Buffer) => (got += c.toString('latin1')));
+        sock.on('close', () => resolve(got));
+        sock.on('error', reject);
+        sock.write(
+          `GET /jupyter/${WS}/api/kernels/${path}/channels HTTP/1.1\r\nHost: x\r\nAuthorization: token ${TOKEN}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+        );
+      });
+    const raw = await handshake('k');
+    expect(raw).toBe('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nsec-websocket-accept: x\r\n\r\nframes');
+    // Lines that end in a bare LF would carry a cookie inside the status line: refused.
+    expect(await handshake('bare-lf')).toMatch(/^HTTP\/1\.1 502 /);
+    // A refusal keeps its status, nothing else.
+    const refused = await handshake('refused');
+    expect(refused).toMatch(/^HTTP\/1\.1 404 /);
+    expect(refused.toLowerCase()).not.toContain('set-cookie');
   });
 
   it('allows no script at all when the origin the gateway vouches for is not a plain scheme and host', () => {

@@ -84,7 +84,9 @@ function ownPath(
   // A prebuilt extension's own files only: `<name or @scope/name>/static/…`.
   if (plain.startsWith(LAB_EXTENSIONS)) return under(LAB_EXTENSIONS, files.extensionsDir, (rel) => /^(?:@[^/]+\/)?[^/@]+\/static\//.test(rel));
   if (plain.startsWith(LAB_THEMES)) return under(LAB_THEMES, join(files.hostDir, 'build', 'themes'), () => true);
-  if (plain === LAB_TRANSLATIONS || plain.startsWith(`${LAB_TRANSLATIONS}/`)) return { kind: 'translations' };
+  // JupyterLab fetches `<translations URL>` joined with the locale, a user setting (the server's
+  // data), and checks only that the result starts with that URL: `../translations-x` passes.
+  if (plain.startsWith(LAB_TRANSLATIONS)) return { kind: 'translations' };
   if (LAB_PAGE.test(path)) return { kind: 'page', notFound: false };
   // jupyterlab_server's fallthrough: any other path of the app is its page, which says "not found".
   if (/^\/(?:lab|doc)(?:\/|$)/.test(plain) && !plain.startsWith('/lab/api/')) return { kind: 'page', notFound: true };
@@ -367,24 +369,53 @@ export function browserOrigin(headers: IncomingHttpHeaders): string | undefined 
 export function labPageCsp(origin: string | undefined, base: string): string {
   const at = (path: string) => `${origin}${base}${path.slice(1)}`;
   const scripts = origin === undefined ? "'none'" : `'unsafe-eval' ${at(LAB_STATIC)} ${at(LAB_EXTENSIONS)}`;
-  return [`script-src ${scripts}`, "object-src 'none'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'self'"].join('; ');
+  return [`script-src ${scripts}`, "object-src 'none'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'self'"].join('; ');
 }
 
 /**
- * The head of a server's answer as the browser gets it (see the module's comment): `sandbox` as
- * a policy of its own (`sandbox allow-scripts` on `/files/`, Jupyter's own choice there: scripts
- * of a unique origin), whatever policy the server sent beside it; never a script's type, never
- * a cookie.
+ * The headers of a server's answer a browser gets: what describes the content and its caching,
+ * nothing that acts on the origin (a cookie of the server's would be the platform's, its path can
+ * be `/`; `Clear-Site-Data` would log the member out; `Refresh`, `Link`, CORS, HSTS, `Alt-Svc`,
+ * reporting endpoints, …). Node writes the connection's own.
  */
-export function labAnswerHeaders(rest: string, headers: IncomingHttpHeaders): IncomingHttpHeaders {
+const ANSWER_HEADERS = new Set([
+  'accept-ranges',
+  'allow',
+  'cache-control',
+  'content-disposition',
+  'content-encoding',
+  'content-language',
+  'content-length',
+  'content-range',
+  'content-security-policy',
+  'content-type',
+  'date',
+  'etag',
+  'expires',
+  'last-modified',
+  'location',
+  'pragma',
+  'retry-after',
+  'vary',
+]);
+
+/**
+ * The head of a server's answer as the browser gets it (see the module's comment): the headers
+ * of `ANSWER_HEADERS` only; `sandbox` as a policy of its own (`sandbox allow-scripts` on
+ * `/files/`, Jupyter's own choice there: scripts of a unique origin), whatever policy the server
+ * sent beside it; never a script's type; a redirect only to a path of this lab (`base`).
+ */
+export function labAnswerHeaders(rest: string, headers: IncomingHttpHeaders, base: string): IncomingHttpHeaders {
   const path = splitQuery(rest)[0];
-  const out: IncomingHttpHeaders = { ...headers, 'x-content-type-options': 'nosniff' };
-  // A cookie of the server's would be the platform's (its path can be `/`): the session's among them.
-  delete out['set-cookie'];
+  const out: IncomingHttpHeaders = {};
+  for (const name in headers) if (ANSWER_HEADERS.has(name)) out[name] = headers[name];
+  out['x-content-type-options'] = 'nosniff';
   // A browser reads a list of types and keeps the last it understands (Fetch's MIME type
   // extraction): a list, or any script type in it, is answered as text.
   const types = String(headers['content-type'] ?? '').split(',');
   if (types.length > 1 || types.some((t) => SCRIPT_TYPES.has(t.split(';')[0]!.trim().toLowerCase()))) out['content-type'] = 'text/plain; charset=utf-8';
+  const location = out.location;
+  if (location !== undefined && (typeof location !== 'string' || !location.startsWith(base) || /[\\\s]/.test(location))) delete out.location;
   const csp = headers['content-security-policy'];
   const theirs = (Array.isArray(csp) ? csp : csp === undefined ? [] : [csp]).filter((v) => v.trim() !== '');
   out['content-security-policy'] = [...theirs, path.startsWith('/files/') ? 'sandbox allow-scripts' : 'sandbox'].join(', ');

@@ -168,7 +168,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
               json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
             },
             (server.files ? saveCheck(server.files, req.method, target.rest, since) : undefined) ?? settings(req.method, target.rest),
-            (headers) => labAnswerHeaders(target.rest, headers),
+            (headers) => labAnswerHeaders(target.rest, headers, `/jupyter/${target.workspaceId}/`),
           ),
         (err: unknown) => json(res, 503, { error: 'kernel_unavailable', message: (err as Error).message }),
       );

@@ -56,6 +56,13 @@ export function relayRequest(
   let over = false;
   const upstream = request({ socketPath: server.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) }, (up) => {
     const status = up.statusCode ?? 502;
+    // Node's parser takes any three digits; `writeHead` throws on a final status outside 200–599.
+    if (status < 200 || status > 599) {
+      over = true;
+      up.destroy();
+      failed(new Error(`the server answered status ${status}`));
+      return;
+    }
     // A checked answer is not passed on unchecked at another URL the browser would follow.
     if (check !== undefined && status >= 300 && status < 400) {
       over = true;
@@ -107,6 +114,13 @@ export function relayRequest(
     if (!res.headersSent) failed(err);
     else res.destroy();
   });
+  // A client that leaves ends the request to the server: a held answer is not kept for no one.
+  res.on('close', () => {
+    if (!res.writableFinished) {
+      over = true;
+      upstream.destroy();
+    }
+  });
   req.pipe(upstream);
 }
 
@@ -125,8 +139,9 @@ export function relayUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
     up.write(`${lines.join('\r\n')}\r\n\r\n`);
     if (head.length > 0) up.write(head);
     socket.pipe(up);
-    // The server's answer head without its cookies (a browser keeps those of a handshake too,
-    // and a cookie for `/` would be the platform's), then the bytes as they come.
+    // The server's answer head, rebuilt from what a handshake needs: a browser keeps the cookies
+    // of a handshake too (a cookie for `/` would be the platform's), and lines that end in a bare
+    // LF would hide one inside the status line. Then the bytes as they come.
     let answer = Buffer.alloc(0);
     const early = () => socket.destroy();
     up.once('close', early);
@@ -139,17 +154,43 @@ export function relayUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
       }
       up.off('data', onHead);
       up.off('close', early);
-      const kept = answer
-        .subarray(0, end)
-        .toString('latin1')
-        .split('\r\n')
-        .filter((line, i) => i === 0 || !/^set-cookie\s*:/i.test(line));
-      socket.write(`${kept.join('\r\n')}\r\n\r\n`);
+      const answerHead = handshakeHead(answer.subarray(0, end).toString('latin1'));
+      if (answerHead.switched === false) {
+        up.destroy();
+        socket.end(answerHead.head);
+        return;
+      }
+      socket.write(answerHead.head);
       if (answer.length > end + 4) socket.write(answer.subarray(end + 4));
       up.pipe(socket);
     };
     up.on('data', onHead);
   });
+}
+
+/** The headers of a server's handshake answer a browser gets (RFC 6455 §4.2.2). */
+const HANDSHAKE_HEADERS = new Set(['upgrade', 'connection', 'sec-websocket-accept', 'sec-websocket-protocol', 'sec-websocket-extensions']);
+
+/**
+ * A server's handshake answer head as the browser gets it: the status line and the handshake's
+ * own headers, every line ended by CRLF. A refusal keeps its status only (and the connection
+ * ends); a head that is not a plain HTTP/1.1 head (a bare CR or LF) is 502.
+ */
+function handshakeHead(head: string): { switched: boolean; head: string } {
+  const lines = head.split('\r\n');
+  const status = /^HTTP\/1\.1 ([1-5][0-9][0-9])(?: |$)/.exec(lines[0]!)?.[1];
+  const refusal = (code: string) => ({
+    switched: false,
+    head: `HTTP/1.1 ${code} ${code === '502' ? 'Bad Gateway' : 'Refused'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`,
+  });
+  if (status === undefined || (status.startsWith('1') && status !== '101') || lines.some((line) => /[\r\n]/.test(line))) return refusal('502');
+  if (status !== '101') return refusal(status);
+  const kept = [lines[0]!];
+  for (const line of lines.slice(1)) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && HANDSHAKE_HEADERS.has(line.slice(0, colon).trim().toLowerCase())) kept.push(line);
+  }
+  return { switched: true, head: `${kept.join('\r\n')}\r\n\r\n` };
 }
 
 /** The most of an upgrade answer's head that is read before it ends (Node's own limit for heads: 16 KiB). */
