@@ -99,6 +99,23 @@ describe.each(INGRESSES)('the web app through %s', (kind) => {
     }
   });
 
+  it('refuses a dot segment in any spelling (400) instead of resolving it to a script of the platform: a CSP compares the path the client wrote (decision 0245)', async () => {
+    // A JupyterLab page allows scripts from /jupyter/<ws>/lab/extensions/ only; resolved, this is
+    // the app's script. (`%2e%2e` between plain slashes a browser resolves itself, before the CSP.)
+    const ws = '33333333-3333-4333-8333-333333333333';
+    for (const path of [
+      `/jupyter/${ws}/lab/extensions%2F..%2F..%2F..%2F..%2Fassets/index-AbC123.js`,
+      `/jupyter/${ws}/lab/extensions%5C..%5C..%5C..%5C..%5Cassets/index-AbC123.js`,
+      '/assets/.%2findex-AbC123.js',
+    ]) {
+      const res = await fetch(`${ingress.base}${path}`);
+      expect(res.status, path).toBe(400);
+      expect(await res.text(), path).not.toBe(SCRIPT);
+    }
+    // Names with dots are no dot segments.
+    expect((await fetch(`${ingress.base}/assets/index-AbC123.js?v=..`)).status).toBe(200);
+  });
+
   it('never falls back to the app for the API, /internal, /jupyter, /mcp, /admin or unknown paths', async () => {
     const api = await fetch(`${ingress.base}/api/v1/anything`);
     expect(await api.json()).toMatchObject({ upstream: true });

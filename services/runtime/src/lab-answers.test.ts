@@ -38,6 +38,10 @@ function hostile(req: IncomingMessage, res: ServerResponse): unknown {
   }
   if (req.url?.includes('redirect')) return res.writeHead(302, { location: `/jupyter/${WS}/files/comma.js` }).end();
   if (req.url?.includes('away')) return res.writeHead(302, { location: 'https://evil.example/' }).end();
+  if (req.url?.includes('cut')) {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '100' }).write('ab');
+    return setTimeout(() => req.socket.destroy(), 50);
+  }
   if (req.url?.includes('status99')) return req.socket.end('HTTP/1.1 099 X\r\nContent-Length: 0\r\n\r\n');
   if (req.url?.includes('held')) {
     res.on('close', () => held.closed++);
@@ -55,6 +59,7 @@ function hostile(req: IncomingMessage, res: ServerResponse): unknown {
         settings: [
           { id: '@jupyterlab/apputils-extension:themes', schema: { type: 'object', properties: { x: { pattern: `"+${EVIL}+"` } } }, raw: '{}', settings: {} },
           { id: '@evil/extension:plugin', schema: { type: 'object' }, raw: '{}', settings: {} },
+          { id: '@jupyterlab/translation-extension:plugin', schema: {}, raw: '{"locale": "%2e%2e/evil"}', settings: { locale: 'en' } },
         ],
       }),
     );
@@ -141,8 +146,10 @@ describe('a taken-over workspace server behind the lab proxy', () => {
         `script-src 'unsafe-eval' https://lab.example:8443/jupyter/${WS}/static/codeagent_lab/ https://lab.example:8443/jupyter/${WS}/lab/extensions/;`,
       );
       expect(csp.split(';')[0]).not.toMatch(/'self'|unsafe-inline|\*/);
-      // An output's form would post to the platform's API with the member's cookie.
+      // An output's form would post to the platform's API with the member's cookie; its frame
+      // would lay a page of the platform over a button of its own.
       expect(csp).toContain("form-action 'none'");
+      expect(csp).toContain(`frame-src https://lab.example:8443/jupyter/${WS}/files/;`);
       const config = JSON.parse(/<script id="jupyter-config-data" type="application\/json">(.*?)<\/script>/s.exec(html)![1]!) as Record<string, unknown>;
       expect(config).toMatchObject({
         baseUrl: `/jupyter/${WS}/`,
@@ -215,8 +222,10 @@ describe('a taken-over workspace server behind the lab proxy', () => {
   it('replaces the settings’ schemas by the installed ones and leaves out plugins that are not installed', async () => {
     const installed = JSON.parse(readFileSync(join(host.hostDir, 'build', 'schemas', '@jupyterlab', 'apputils-extension', 'themes.json'), 'utf8')) as unknown;
     const list = (await (await get('/lab/api/settings')).json()) as { settings: Array<{ id: string; schema: unknown }> };
-    expect(list.settings.map((s) => s.id)).toEqual(['@jupyterlab/apputils-extension:themes']);
+    expect(list.settings.map((s) => s.id)).toEqual(['@jupyterlab/apputils-extension:themes', '@jupyterlab/translation-extension:plugin']);
     expect(list.settings[0]!.schema).toEqual(installed);
+    // The locale is a URL JupyterLab fetches code from: the defaults, whatever the server says.
+    expect(list.settings[1]).toMatchObject({ raw: '{}', settings: {} });
     const one = (await (await get('/lab/api/settings/@jupyterlab/apputils-extension:themes')).json()) as { schema: unknown };
     expect(one.schema).toEqual(installed);
     const garbage = await get('/lab/api/settings/garbage');
@@ -264,6 +273,9 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     const manual = (path: string) => fetch(`${base}/jupyter/${WS}${path}`, { redirect: 'manual', headers: { authorization: `token ${TOKEN}` } });
     expect((await manual('/api/away')).headers.get('location')).toBeNull();
     expect((await manual('/api/redirect')).headers.get('location')).toBe(`/jupyter/${WS}/files/comma.js`);
+    // An answer the server cuts short ends the client's (it waited for the rest).
+    const cut = await get('/api/cut');
+    await expect(Promise.race([cut.text(), new Promise((r) => setTimeout(() => r('still waiting'), 5000))])).rejects.toThrow();
     // A status Node's writer refuses (it ended the runtime): 502.
     expect((await get('/api/status99')).status).toBe(502);
     // A list of types: a browser would keep the last (a script's).

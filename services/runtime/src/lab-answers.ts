@@ -12,8 +12,10 @@
  *   is compiled comes from here too: the settings' schemas are replaced by the installed ones,
  *   and the translations (a language pack's plural rule is compiled as code) are answered here;
  * - every other answer of the server is a document without the platform's origin (`sandbox`
- *   added as a policy of its own, which no flag of the server's can widen) and never a script
- *   (a JavaScript type is answered as text).
+ *   added as a policy of its own, which no flag of the server's can widen), never a script (a
+ *   JavaScript type is answered as text), and carries only the headers that describe its content
+ *   (no cookie, no `Clear-Site-Data`, no redirect out of the lab); relay.ts rebuilds websocket
+ *   handshake answers the same way.
  *
  * Node's own modules only: `codeagent jupyterlab` (the CLI's one lab) uses it too.
  */
@@ -35,6 +37,8 @@ export const LAB_EXTENSIONS = '/lab/extensions/';
 const LAB_THEMES = '/lab/api/themes/';
 const LAB_TRANSLATIONS = '/lab/api/translations';
 const LAB_SETTINGS = /^\/lab\/api\/settings(?:\/(.*))?$/;
+/** The settings plugin whose `locale` names the translations JupyterLab loads. */
+const TRANSLATION_PLUGIN = '@jupyterlab/translation-extension:plugin';
 /** A locale as language packs name them (`fr_FR`, `zh-Hans`). */
 const LOCALE = /^[A-Za-z]{2,8}(?:[_-][A-Za-z0-9]{1,8}){0,3}$/;
 
@@ -369,7 +373,10 @@ export function browserOrigin(headers: IncomingHttpHeaders): string | undefined 
 export function labPageCsp(origin: string | undefined, base: string): string {
   const at = (path: string) => `${origin}${base}${path.slice(1)}`;
   const scripts = origin === undefined ? "'none'" : `'unsafe-eval' ${at(LAB_STATIC)} ${at(LAB_EXTENSIONS)}`;
-  return [`script-src ${scripts}`, "object-src 'none'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'self'"].join('; ');
+  // Frames: the workspace's files (sandboxed by the runtime), never the platform's own pages,
+  // which an output could lay invisibly over a button of its own.
+  const frames = origin === undefined ? "'none'" : at('/files/');
+  return [`script-src ${scripts}`, `frame-src ${frames}`, "object-src 'none'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'self'"].join('; ');
 }
 
 /**
@@ -495,6 +502,10 @@ export function settingsCheck(files: LabFiles): (method: string | undefined, res
         const schema = schemaOf(e.id);
         if (schema === undefined) return undefined;
         seen.add(e.id);
+        // The locale becomes a URL JupyterLab fetches a plural rule from and compiles (a locale
+        // of `%2e%2e/x` leaves the translations API after the check): no language pack is
+        // installed, so the translation settings are the defaults, whatever the server says.
+        if (e.id === TRANSLATION_PLUGIN) return { ...e, schema, raw: '{}', settings: {} };
         return { ...e, schema };
       };
       if (single) {

@@ -70,8 +70,13 @@ export function relayRequest(
       failed(new Error(`the server answered ${status} (a redirect) where its answer is checked`));
       return;
     }
-    if (check === undefined || status < 200 || status >= 300) {
+    if (check === undefined || status >= 300) {
       res.writeHead(status, answerHeaders(up.headers));
+      // An answer the server cuts short ends the client's too (else it waits for the rest).
+      up.on('error', () => res.destroy());
+      up.on('close', () => {
+        if (!up.complete) res.destroy();
+      });
       up.pipe(res);
       return;
     }
