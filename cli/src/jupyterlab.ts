@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@codeagent/config';
-import { answerOwnLabPath, labAnswerHeaders, settingsCheck } from '@codeagent/runtime/lab-answers';
+import { SANDBOX_EXTENSIONS_DIR, SANDBOX_LAB_DIR, answerOwnLabPath, labAnswerHeaders, settingsCheck } from '@codeagent/runtime/lab-answers';
 import { carriesToken, relayRequest, relayUpgrade } from '@codeagent/runtime/relay';
 import { prepareSandbox, type Sandbox } from '@codeagent/sandbox';
 
@@ -17,9 +17,6 @@ const LABEXTENSIONS = fileURLToPath(new URL('../../extensions/jupyterlab-codeage
 // The interpreter must see Debian's jupyter_server and jupyterlab_server (as for the runtime).
 const PYTHON = process.env.JUPYTER_PYTHON ?? '/usr/bin/python3';
 const BASE_URL = '/jupyter/';
-// Where the host's files appear inside the sandbox (read-only).
-const LAB_DIR = '/opt/codeagent/lab-host';
-const EXT_DIR = '/opt/codeagent/labextensions';
 const PY_DIR = '/opt/codeagent/python';
 
 /** Why the JupyterLab host cannot start here, or null when it can. */
@@ -68,14 +65,14 @@ export async function startJupyterlab(config: Config): Promise<string> {
     uid,
     command: [
       PYTHON,
-      `${LAB_DIR}/main.py`,
+      `${SANDBOX_LAB_DIR}/main.py`,
       '--ServerApp.sock=/run/jupyter.sock',
       '--ServerApp.sock_mode=0600',
       `--ServerApp.base_url=${BASE_URL}`,
       '--ServerApp.root_dir=/workspace',
       '--ServerApp.open_browser=False',
       '--KernelManager.transport=ipc',
-      `--LabServerApp.extra_labextensions_path=${EXT_DIR}`,
+      `--LabServerApp.extra_labextensions_path=${SANDBOX_EXTENSIONS_DIR}`,
     ],
     env: {
       JUPYTER_TOKEN: innerToken,
@@ -94,9 +91,9 @@ export async function startJupyterlab(config: Config): Promise<string> {
     tmpBytes: config.sandbox.tmpBytes,
     workspaceDir: notebooks,
     readOnly: [
-      { source: join(HOST_DIR, 'main.py'), dest: `${LAB_DIR}/main.py` },
-      { source: join(HOST_DIR, 'build'), dest: `${LAB_DIR}/build` },
-      { source: LABEXTENSIONS, dest: EXT_DIR },
+      { source: join(HOST_DIR, 'main.py'), dest: `${SANDBOX_LAB_DIR}/main.py` },
+      { source: join(HOST_DIR, 'build'), dest: `${SANDBOX_LAB_DIR}/build` },
+      { source: LABEXTENSIONS, dest: SANDBOX_EXTENSIONS_DIR },
       { source: NODELAY_DIR, dest: PY_DIR },
     ],
   });

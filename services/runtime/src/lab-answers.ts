@@ -67,7 +67,8 @@ const HASHED = /[.-][0-9a-f]{16,}\./;
  * The path as a browser compares it with a CSP source (each `%XX` decoded; any byte, so a
  * sequence that is not UTF-8 cannot hide a `/`), lower-cased: every spelling of the script paths.
  */
-const comparable = (path: string) => path.replace(/%([0-9a-fA-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))).toLowerCase();
+const comparable = (path: string) =>
+  (path.includes('%') ? path.replace(/%([0-9a-fA-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))) : path).toLowerCase();
 
 /**
  * What the trusted side answers for a lab path: one of JupyterLab's installed files (`file`
@@ -184,9 +185,9 @@ function sendFile(req: IncomingMessage, res: ServerResponse, file: string, size:
 /** JupyterLab's pages (jupyterlab_server's `LabHandler` routes): the app, a named workspace, a file. */
 const LAB_PAGE = /^\/(lab|doc)(\/workspaces\/[A-Za-z0-9_-]+)?(\/tree\/.*)?$/;
 
-/** Where the sandboxed server finds the host (servers.ts, cli/src/jupyterlab.ts): informational page config. */
-const SANDBOX_LAB_DIR = '/opt/codeagent/lab-host';
-const SANDBOX_EXTENSIONS_DIR = '/opt/codeagent/labextensions';
+/** Where a sandboxed server sees the host and the prebuilt extensions (read-only; servers.ts, cli/src/jupyterlab.ts). */
+export const SANDBOX_LAB_DIR = '/opt/codeagent/lab-host';
+export const SANDBOX_EXTENSIONS_DIR = '/opt/codeagent/labextensions';
 
 /** What a page needs to know about the server it talks to. */
 export interface LabPageContext {

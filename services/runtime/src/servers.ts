@@ -6,6 +6,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Cgroup, Launcher, Limits, Sandbox, UidAllocator } from '@codeagent/sandbox';
 import { SandboxUnavailableError } from '@codeagent/sandbox';
 import { KernelUnavailableError } from './jupyter-server.js';
+import { SANDBOX_EXTENSIONS_DIR, SANDBOX_LAB_DIR, type LabFiles } from './lab-answers.js';
 import type { LiveMount, WorkspaceMounts } from './mounts.js';
 import { serverModules } from './server-modules.js';
 import { tcpSettings, unixSocketSettings } from './transport.js';
@@ -64,19 +65,11 @@ export interface JupyterPool {
   readonly lab?: LabHost | undefined;
 }
 
-/** The built JupyterLab host (extensions/lab-host) and the bridge's prebuilt extension. */
-export interface LabHost {
-  /** extensions/lab-host: `main.py` and `build/`. */
-  hostDir: string;
-  /** The prebuilt extensions directory (the bridge's `labextension/`), if built. */
-  extensionsDir?: string | undefined;
-}
+/** The built JupyterLab host (extensions/lab-host: `main.py`, `build/`) and the prebuilt extensions' directory (the bridge's `labextension/`), if built. */
+export type LabHost = LabFiles;
 
 /** The base URL of a workspace's server: the path the gateway routes to it (`/jupyter/<id>/`). */
 export const labBasePath = (workspaceId: string): string => `/jupyter/${workspaceId}/`;
-
-const LAB_DIR = '/opt/codeagent/lab-host';
-const EXT_DIR = '/opt/codeagent/labextensions';
 
 /** Whether the host at `lab` is built (else workspace servers serve Jupyter's REST API only). */
 export const labHostBuilt = (lab: LabHost | undefined): lab is LabHost => lab !== undefined && existsSync(join(lab.hostDir, 'build', 'static', 'index.html'));
@@ -375,8 +368,8 @@ export class SandboxedServers implements JupyterPool {
         throw new KernelUnavailableError(`the workspace's files could not be mounted: ${(err as Error).message}`, false);
       }
     }
-    const labMain = lab ? (off ? join(lab.hostDir, 'main.py') : `${LAB_DIR}/main.py`) : undefined;
-    const labExtensions = lab?.extensionsDir !== undefined && existsSync(lab.extensionsDir) ? (off ? lab.extensionsDir : EXT_DIR) : undefined;
+    const labMain = lab ? (off ? join(lab.hostDir, 'main.py') : `${SANDBOX_LAB_DIR}/main.py`) : undefined;
+    const labExtensions = lab?.extensionsDir !== undefined && existsSync(lab.extensionsDir) ? (off ? lab.extensionsDir : SANDBOX_EXTENSIONS_DIR) : undefined;
     const command = [
       python,
       ...(labMain ? [labMain] : ['-m', 'jupyter_server']),
@@ -424,8 +417,11 @@ export class SandboxedServers implements JupyterPool {
     const prefix = dirname(dirname(python));
     const readOnly = python.startsWith('/usr/') || off ? [] : [{ source: prefix, dest: prefix }];
     if (lab && !off) {
-      readOnly.push({ source: join(lab.hostDir, 'main.py'), dest: `${LAB_DIR}/main.py` }, { source: join(lab.hostDir, 'build'), dest: `${LAB_DIR}/build` });
-      if (labExtensions) readOnly.push({ source: lab.extensionsDir!, dest: EXT_DIR });
+      readOnly.push(
+        { source: join(lab.hostDir, 'main.py'), dest: `${SANDBOX_LAB_DIR}/main.py` },
+        { source: join(lab.hostDir, 'build'), dest: `${SANDBOX_LAB_DIR}/build` },
+      );
+      if (labExtensions) readOnly.push({ source: lab.extensionsDir!, dest: SANDBOX_EXTENSIONS_DIR });
     }
     let sandbox: Sandbox;
     try {
