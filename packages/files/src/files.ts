@@ -177,6 +177,26 @@ function ancestorsOf(path: string): string[] {
   return segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join('/'));
 }
 
+/** The depth down to which a write locks each folder it lies in (decision 0246). */
+export const TREE_LOCK_DEPTH = 32;
+
+/**
+ * The advisory locks that claim `path`'s place in the tree (decisions 0213, 0246): shared on each
+ * folder it lies in down to depth TREE_LOCK_DEPTH, exclusive on the path itself; a path deeper
+ * than that takes its exclusive lock on its folder at that depth instead (a key of its own), so
+ * the writes of one deep subtree wait for each other. Any two paths of which one lies in (or is)
+ * the other then ask for one lock in conflicting modes, and a write holds at most
+ * TREE_LOCK_DEPTH + 1 locks: 1,024 bytes of path could name 512 segments, and the server's lock
+ * table (max_locks_per_transaction × connections) is shared by every transaction of the platform.
+ */
+export function treeLocks(workspaceId: string, path: string): { shared: string[]; exclusive: string } {
+  const key = (p: string) => `codeagent:tree:${workspaceId}:${p}`;
+  const segments = path.split('/');
+  const ancestors = ancestorsOf(path).slice(0, TREE_LOCK_DEPTH);
+  if (segments.length <= TREE_LOCK_DEPTH) return { shared: ancestors.map(key), exclusive: key(path) };
+  return { shared: ancestors.map(key), exclusive: `codeagent:tree-below:${workspaceId}:${segments.slice(0, TREE_LOCK_DEPTH).join('/')}` };
+}
+
 /** The current content of a path as its newest version. */
 function currentVersion(current: ObjectRow): VersionDto {
   return {
@@ -465,19 +485,19 @@ export class WorkspaceFiles {
   /**
    * Claims `path`'s place in the tree for a write that may create it (decision 0213): a name is
    * never both a file and a folder, so a new object may not lie below a file nor take the name of
-   * a folder (409). Replacing the object already at `path` always may. Locks: shared on each
-   * ancestor, exclusive on the path itself, until the transaction ends, so that writes below one
+   * a folder (409). Replacing the object already at `path` always may. Locks (treeLocks): shared on
+   * each ancestor, exclusive on the path itself, until the transaction ends, so that writes below one
    * folder never wait for each other while a write of the folder's own name waits for them (and
    * they for it): two parallel writes cannot make `a` a file and a folder. Take it first in the
    * transaction (before `admit` and any row lock): the lock order is then the same everywhere.
    */
   private async claimPlace(trx: Transaction<DB>, workspaceId: string, path: string): Promise<void> {
     const ancestors = ancestorsOf(path);
-    const key = (p: string) => `codeagent:tree:${workspaceId}:${p}`;
-    if (ancestors.length > 0) {
-      await sql`SELECT pg_advisory_xact_lock_shared(hashtextextended(k, 0)) FROM unnest(${ancestors.map(key)}::text[]) k`.execute(trx);
+    const locks = treeLocks(workspaceId, path);
+    if (locks.shared.length > 0) {
+      await sql`SELECT pg_advisory_xact_lock_shared(hashtextextended(k, 0)) FROM unnest(${locks.shared}::text[]) k`.execute(trx);
     }
-    await advisoryXactLock(trx, key(path));
+    await advisoryXactLock(trx, locks.exclusive);
     const { rows } = await sql<{ here: boolean; file: string | null; folder: boolean }>`
       SELECT EXISTS (SELECT 1 FROM objects WHERE workspace_id = ${workspaceId} AND path = ${path}) AS here,
         (SELECT path FROM objects WHERE workspace_id = ${workspaceId} AND path = ANY(${ancestors}::text[]) ORDER BY char_length(path) DESC LIMIT 1) AS file,
