@@ -5,6 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
 import { KeyedLock } from '@codeagent/service-kit';
 import { KernelUnavailableError } from './jupyter-server.js';
+import { withMessageGate } from './transport.js';
 import { ENVELOPE_BYTES, KernelChannels, readConnection } from './kernel-channels.js';
 import { MountUnresponsiveError, type FailedTransfer } from './workspace-mount.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
@@ -199,6 +200,13 @@ class RuntimeKernelConnection extends KernelConnection {
   }
 }
 const RUNS_DIR = '.codeagent-runs';
+/**
+ * The largest message the runtime reads from a kernel's websocket unless an execution goes through
+ * it: the kernel's status (a few hundred bytes), the kernel_info and shutdown replies; no output.
+ */
+export const STATUS_MESSAGE_MAX_BYTES = 64 * 1024;
+/** What a kernel's websocket may drop while the kernel executes nothing before the runtime closes it (decision 0247). */
+const IDLE_DROPPED_MAX_BYTES = 32 * 1024 * 1024;
 
 /** Appends an IOPub message to the outputs the way a notebook front end would. */
 function collect(outputs: Output[], msg: KernelMessage.IIOPubMessage): number | undefined {
@@ -264,6 +272,8 @@ export class KernelService implements WarmKernelSource {
   private readonly channels = new Map<string, { channels: KernelChannels; unwatch: () => void; stamp: string }>();
   /** Kernels whose channels could not be opened: they execute through the Jupyter server until restarted. */
   private readonly noChannels = new Set<string>();
+  /** Kernels executing right now (one execution at a time: `queues`), and the way: over ZeroMQ or through their server's websocket. */
+  private readonly executing = new Map<string, 'channels' | 'server'>();
   private readonly queues = new KeyedLock();
   /** Jupyter shutdowns of run kernels already killed (endRunKernel), still under way. */
   private readonly ending = new Set<Promise<void>>();
@@ -322,6 +332,13 @@ export class KernelService implements WarmKernelSource {
     this.connections.delete(kernelId);
     this.dropChannels(kernelId);
     this.noChannels.delete(kernelId);
+  }
+
+  /** Closes the kernel's websocket connection `conn` if it is still the one in use; the next request opens another. */
+  private dropConnection(kernelId: string, conn: KernelConnection): void {
+    if (this.connections.get(kernelId) !== conn || this.executing.has(kernelId)) return;
+    this.connections.delete(kernelId);
+    conn.dispose();
   }
 
   /** Closes the kernel's ZeroMQ channels; the next execute opens them again (after a restart: a new process). */
@@ -386,7 +403,21 @@ export class KernelService implements WarmKernelSource {
       this.forget(kernelId);
       throw new UnknownKernelError(kernelId);
     }
-    const conn = new RuntimeKernelConnection({ model, serverSettings: server.settings, handleComms: false });
+    // Outputs come here only while an execution goes through the server; otherwise the kernel's
+    // status and small replies are all this connection reads (decision 0247). What it drops while
+    // the kernel executes nothing (a background thread's flood) ends it beyond a budget: the next
+    // request opens another.
+    let dropped = 0;
+    const serverSettings = withMessageGate(server.settings, (bytes) => {
+      const path = this.executing.get(kernelId);
+      if (bytes <= STATUS_MESSAGE_MAX_BYTES || path === 'server') return true;
+      if (path === undefined && (dropped += bytes) > IDLE_DROPPED_MAX_BYTES) {
+        dropped = 0;
+        setImmediate(() => this.dropConnection(kernelId, conn));
+      }
+      return false;
+    });
+    const conn = new RuntimeKernelConnection({ model, serverSettings, handleComms: false });
     this.connections.set(kernelId, conn);
     return conn;
   }
@@ -404,7 +435,15 @@ export class KernelService implements WarmKernelSource {
     outputLimit = MAX_OUTPUT_BYTES,
     onStray?: (bytes: number) => void,
   ): Promise<ExecuteResult> {
-    return this.queues.run(kernelId, () => this.executeNow(kernelId, code, timeoutSeconds, signal, outputLimit, onStray));
+    return this.queues.run(kernelId, async () => {
+      // (Over ZeroMQ unless executeNow finds no channels.)
+      this.executing.set(kernelId, 'channels');
+      try {
+        return await this.executeNow(kernelId, code, timeoutSeconds, signal, outputLimit, onStray);
+      } finally {
+        this.executing.delete(kernelId);
+      }
+    });
   }
 
   /** Calls `onStop` when the server stops; returns the function that cancels this. */
@@ -486,6 +525,7 @@ export class KernelService implements WarmKernelSource {
     // until its timeout; through the websocket itself, a request waits for that anyway).
     if (channels) await whenConnected(conn, CONNECT_WAIT_MS);
     let future: { done: Promise<KernelMessage.IExecuteReplyMsg>; dispose(): void };
+    if (!channels) this.executing.set(kernelId, 'server');
     if (channels) {
       future = channels.execute(content, onIOPub, (bytes) => charge(0, bytes));
       closeChannels = () => {

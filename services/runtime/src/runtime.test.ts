@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KernelAPI } from '@jupyterlab/services';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import type { ErrorBody } from '@codeagent/service-kit';
@@ -163,6 +164,48 @@ describe('runtime on a real Jupyter kernel', () => {
     expect(after.json<ExecuteAnswer>()).toMatchObject({ status: 'ok', outputs: [{ text: '42\n' }] });
   }, 120_000);
 
+  it('parses no large message a background thread floods while no cell runs: the websocket to the server reads the kernel’s status only', async () => {
+    // The Jupyter server relays every IOPub message to the runtime's websocket as well; the kernel
+    // executes over ZeroMQ, so only the status matters there (decision 0247). Before, each of these
+    // 8 MiB messages was decoded and parsed on the runtime every workspace shares.
+    const parse = JSON.parse;
+    let largest = 0;
+    JSON.parse = ((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
+      if (typeof text === 'string') largest = Math.max(largest, text.length);
+      return parse(text, reviver) as unknown;
+    }) as typeof JSON.parse;
+    try {
+      const code = [
+        'import threading, time',
+        'k = get_ipython().kernel',
+        'junk = "j" * (8 << 20)',
+        'def flood():',
+        '    for _ in range(6):',
+        '        k.session.send(k.iopub_socket, "display_data", {"data": {"text/plain": junk}, "metadata": {}}, parent={})',
+        '        time.sleep(0.2)',
+        'flooding = threading.Thread(target=flood, daemon=True)',
+        'flooding.start()',
+      ].join('\n');
+      const res = await act({ action: 'execute', kernel_id: kernelId, code });
+      expect(res.json<ExecuteAnswer>().status).toBe('ok');
+      const websockets = async () => (await KernelAPI.getKernelModel(kernelId, (await jupyter.pool.server(undefined)).settings))?.connections;
+      expect(await websockets()).toBe(1);
+      // (A cell run meanwhile would count the flood against its output limit.)
+      await new Promise((r) => setTimeout(r, 4000));
+      // Beyond 32 MiB dropped while the kernel executed nothing, the runtime closed its websocket.
+      expect(await websockets()).toBe(0);
+      const done = await act({ action: 'execute', kernel_id: kernelId, code: 'print(flooding.is_alive())' });
+      expect(done.json<ExecuteAnswer>()).toMatchObject({ status: 'ok', outputs: [{ text: 'False\n' }] });
+    } finally {
+      JSON.parse = parse;
+    }
+    expect(largest).toBeGreaterThan(0);
+    expect(largest).toBeLessThan(64 * 1024);
+    // The status still comes through: the kernel is idle again.
+    const listed = (await act({ action: 'list_kernels' })).json<ListKernelsAnswer>();
+    expect(listed.kernels.find((k) => k.kernel_id === kernelId)?.execution_state).toBe('idle');
+  }, 60_000);
+
   it('queues concurrent executes on one kernel in order', async () => {
     await act({ action: 'execute', kernel_id: kernelId, code: 'seen = []' });
     const results = await Promise.all(
@@ -259,4 +302,27 @@ describe('runtime without a kernel on the machine', () => {
     await app.close();
     await jupyter.stop();
   });
+});
+
+describe('runtime executing through the Jupyter server only (no ZeroMQ channels)', () => {
+  let jupyter: Kernels;
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    jupyter = await startTestKernels({ log, directChannels: false });
+    app = await buildRuntimeApp({ kernels: jupyter.kernels, internalServiceToken: TOKEN });
+  }, 60_000);
+  afterAll(async () => {
+    await app.close();
+    await jupyter.stop();
+  });
+
+  it('reads a cell’s large outputs whole from the websocket while the cell runs (decision 0247)', async () => {
+    const act = (body: Record<string, unknown>) =>
+      app.inject({ method: 'POST', url: '/api/v1/jupyter', headers: { 'x-internal-service-token': TOKEN }, payload: body });
+    const kernelId = (await act({ action: 'start_kernel' })).json<StartKernelAnswer>().kernel_id;
+    const res = await act({ action: 'execute', kernel_id: kernelId, code: 'print("p" * (1 << 20))\n"r" * 300000' });
+    const outputs = res.json<ExecuteAnswer>().outputs;
+    expect(outputs[0]?.text).toHaveLength((1 << 20) + 1);
+    expect(outputs[1]?.data?.['text/plain']).toHaveLength(300_002);
+  }, 60_000);
 });

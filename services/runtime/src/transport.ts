@@ -18,7 +18,13 @@ export async function unixSocketSettings(
   class UnixWebSocket extends WebSocket {
     constructor(url: string | URL, protocols?: string | string[]) {
       const u = new URL(String(url));
-      super(`ws+unix:${socketPath}:${u.pathname}${u.search}`, protocols, { headers: { host: 'localhost' }, maxPayload: 256 * 1024 * 1024 });
+      // (A message with bad UTF-8 is read with replacement characters: nothing here runs it, and a
+      // message dropped unread (withMessageGate) is not validated either.)
+      super(`ws+unix:${socketPath}:${u.pathname}${u.search}`, protocols, {
+        headers: { host: 'localhost' },
+        maxPayload: 256 * 1024 * 1024,
+        skipUTF8Validation: true,
+      });
     }
   }
   const settings = ServerConnection.makeSettings({
@@ -43,4 +49,28 @@ export function tcpSettings(url: string, token: string): ServerConnection.ISetti
     appendToken: true,
     WebSocket: WebSocket as unknown as typeof globalThis.WebSocket,
   });
+}
+
+/**
+ * `settings` whose websockets drop a message unread (before it is decoded or parsed) when `admit`
+ * refuses its size. The runtime's connection to a kernel through its Jupyter server needs only the
+ * kernel's status while the kernel executes over ZeroMQ (decision 0190): the server relays every
+ * IOPub message to it, and a background thread of a hostile kernel can send 8 MiB ones without
+ * end, which `@jupyterlab/services` would decode and parse on the runtime every workspace shares
+ * (decision 0247).
+ */
+export function withMessageGate(settings: ServerConnection.ISettings, admit: (bytes: number) => boolean): ServerConnection.ISettings {
+  const Base = settings.WebSocket as unknown as typeof WebSocket;
+  class GatedWebSocket extends Base {
+    override emit(event: string | symbol, ...args: unknown[]): boolean {
+      if (event === 'message' && !admit(messageBytes(args[0]))) return false;
+      return super.emit(event, ...args);
+    }
+  }
+  return { ...settings, WebSocket: GatedWebSocket as unknown as typeof globalThis.WebSocket };
+}
+
+function messageBytes(data: unknown): number {
+  if (Array.isArray(data)) return (data as Buffer[]).reduce((n, b) => n + b.byteLength, 0);
+  return (data as { byteLength?: number } | undefined)?.byteLength ?? 0;
 }
