@@ -87,6 +87,11 @@ describe('user tokens', () => {
     const issued = await issueUserToken('u1', secret, 60);
     const claims = await verifyUserToken(issued.token, secret);
     expect(claims).toMatchObject({ sub: 'u1', jti: issued.jti, iat: expect.any(Number) as unknown });
+    expect(claims.tva).toBeUndefined();
+    // The sessions' revocation the login read travels with the token (decision 0248).
+    expect((await verifyUserToken((await issueUserToken('u1', secret, 60, null)).token, secret)).tva).toBeNull();
+    const at = new Date('2026-11-28T20:24:09.584Z');
+    expect((await verifyUserToken((await issueUserToken('u1', secret, 60, at)).token, secret)).tva).toBe(at.getTime());
   });
   it('rejects another key, tampering and emptiness', async () => {
     const issued = await issueUserToken('u1', secret, 60);

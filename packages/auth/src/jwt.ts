@@ -9,6 +9,12 @@ export interface UserTokenClaims {
   /** issued at, in seconds with millisecond precision: compared with the user's `tokens_valid_after` */
   iat: number;
   exp: number;
+  /**
+   * The user's `tokens_valid_after` (milliseconds since the epoch, or null) read with the password
+   * the login checked: the token stays valid only while the user's row still says so (decision
+   * 0248). Absent from tokens issued before that decision, which are judged by `iat`.
+   */
+  tva?: number | null;
 }
 
 export interface IssuedToken {
@@ -61,14 +67,18 @@ function stateOf(secret: string): SecretState {
   return state;
 }
 
-export async function issueUserToken(userId: string, secret: string, ttlSeconds: number): Promise<IssuedToken> {
+/**
+ * `validAfter`: the user's `tokens_valid_after` as the login read it, with the password hash it
+ * checked (decision 0248); omitted (tests), the token is judged by its issue time.
+ */
+export async function issueUserToken(userId: string, secret: string, ttlSeconds: number, validAfter?: Date | null): Promise<IssuedToken> {
   const jti = randomUUID();
   // iat keeps milliseconds (RFC 7519 NumericDate may be fractional): revoking every session of
   // a user compares it with the revocation time, and a token issued a moment later must pass.
   const issuedAtMs = Date.now();
   const now = Math.floor(issuedAtMs / 1000);
   const exp = now + ttlSeconds;
-  const token = await new SignJWT({})
+  const token = await new SignJWT(validAfter === undefined ? {} : { tva: validAfter === null ? null : validAfter.getTime() })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(userId)
     .setJti(jti)
@@ -106,7 +116,15 @@ export async function verifyUserToken(token: string, secret: string): Promise<Us
     if (typeof payload.sub !== 'string' || typeof payload.jti !== 'string' || typeof payload.exp !== 'number' || typeof payload.iat !== 'number') {
       throw new InvalidTokenError('incomplete claims');
     }
-    claims = Object.freeze({ sub: payload.sub, jti: payload.jti, iat: payload.iat, exp: payload.exp });
+    const tva = payload.tva;
+    if (tva !== undefined && tva !== null && !Number.isSafeInteger(tva)) throw new InvalidTokenError('incomplete claims');
+    claims = Object.freeze({
+      sub: payload.sub,
+      jti: payload.jti,
+      iat: payload.iat,
+      exp: payload.exp,
+      ...(tva === undefined ? {} : { tva: tva as number | null }),
+    });
   } catch (err) {
     if (err instanceof InvalidTokenError) throw err;
     if (err instanceof errors.JWTExpired) throw new InvalidTokenError('token expired');

@@ -9,6 +9,8 @@ export interface TokenIdentity {
   jti: string;
   /** issued at, seconds since the epoch (with milliseconds) */
   iat: number;
+  /** The user's `tokens_valid_after` when the token was issued (milliseconds, or null); absent from older tokens. */
+  tva?: number | null | undefined;
 }
 
 /** The instant a token was issued, to the millisecond, from its `iat` claim. */
@@ -18,18 +20,33 @@ export function tokenIssuedAt(token: Pick<TokenIdentity, 'iat'>): Date {
 
 /**
  * The user a verified token names, unless the token is no longer valid: the user was deleted or
- * disabled, every session of the user was revoked after the token was issued (password change
+ * disabled, every session of the user was revoked since the token was issued (password change
  * or reset, disabling; the session that changed its own password is kept), or the token itself
  * was revoked at logout. One round trip, so revocation is immediate in every service that
  * accepts user tokens (backend, bridge) at no extra cost.
+ *
+ * "Since": a token that carries the `tokens_valid_after` its login read (with the password hash
+ * it checked) is valid while the row still holds that value, so a login that checked the old
+ * password while a reset committed gets a token that is refused, whatever the clocks say
+ * (decision 0248); an older token, issued without it, by its issue time.
  */
 export async function findActiveTokenUser(db: Kysely<DB>, token: TokenIdentity): Promise<UserRow | undefined> {
+  const tva = token.tva;
   return db
     .selectFrom('users')
     .selectAll()
     .where('id', '=', token.sub)
     .where('disabled_at', 'is', null)
-    .where((eb) => eb.or([eb('tokens_valid_after', 'is', null), eb('tokens_valid_after', '<=', tokenIssuedAt(token)), eb('kept_token_jti', '=', token.jti)]))
+    .where((eb) =>
+      eb.or([
+        tva === undefined
+          ? eb.or([eb('tokens_valid_after', 'is', null), eb('tokens_valid_after', '<=', tokenIssuedAt(token))])
+          : tva === null
+            ? eb('tokens_valid_after', 'is', null)
+            : eb('tokens_valid_after', '=', new Date(tva)),
+        eb('kept_token_jti', '=', token.jti),
+      ]),
+    )
     .where((eb) => eb.not(eb.exists(eb.selectFrom('revoked_tokens').select('jti').where('jti', '=', token.jti))))
     .executeTakeFirst();
 }

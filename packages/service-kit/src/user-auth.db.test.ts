@@ -61,6 +61,31 @@ describe(`userAuth revocation (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`,
     expect(await status(fresh.token)).toBe(200);
   });
 
+  it('refuses a token whose login read the sessions before they were revoked, whatever its issue time (decision 0248)', async () => {
+    await setUser({ tokens_valid_after: null, kept_token_jti: null });
+    // The login checked the old password (and read no revocation); a reset committed, with a
+    // clock a little behind; then the token was signed.
+    await setUser({ tokens_valid_after: new Date(Date.now() - 1000) });
+    const raced = await issueUserToken(userId, SECRET, 600, null);
+    expect(await status(raced.token)).toBe(401);
+    // Judged by its issue time alone, as tokens issued before this rule are, it would pass.
+    expect(await status((await issueUserToken(userId, SECRET, 600)).token)).toBe(200);
+    // A login after the reset reads it, and its token is valid until the next one.
+    const { tokens_valid_after: current } = await t.database.db
+      .selectFrom('users')
+      .select('tokens_valid_after')
+      .where('id', '=', userId)
+      .executeTakeFirstOrThrow();
+    const fresh = await issueUserToken(userId, SECRET, 600, current);
+    expect(await status(fresh.token)).toBe(200);
+    await setUser({ tokens_valid_after: new Date(current!.getTime() - 5000) });
+    expect(await status(fresh.token)).toBe(401);
+    // The kept session (a user's own password change) stays whatever it read.
+    await setUser({ kept_token_jti: raced.jti });
+    expect(await status(raced.token)).toBe(200);
+    await setUser({ tokens_valid_after: null, kept_token_jti: null });
+  });
+
   it('refuses every token of a disabled user, and of a deleted one', async () => {
     await setUser({ tokens_valid_after: null, kept_token_jti: null });
     const token = await issueUserToken(userId, SECRET, 600);

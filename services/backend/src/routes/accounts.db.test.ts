@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { DB } from '@codeagent/db';
 import type { ObjectDto } from '@codeagent/files';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import { buildBackendApp } from '../app.js';
@@ -16,6 +17,19 @@ import {
   type UserDto,
   type WorkspaceDto,
 } from '../testing.js';
+import { throttleKeys } from '../domain/login-throttle.js';
+
+/** Waits until a statement that starts with `statement` waits for a lock in the test's database. */
+async function waitForLock(db: Kysely<DB>, statement: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE ${`${statement}%`}`.execute(db);
+    if (rows[0]!.n > 0) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`no statement ${statement} waited for a lock`);
+}
 
 /** docs/contract/spec.md §4.5: user administration, immediate revocation of sessions, login throttling. */
 describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
@@ -196,6 +210,50 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       expect((await me(u.token)).statusCode).toBe(401);
       expect((await login('reset-1@example.com', 'password-123')).statusCode).toBe(401);
       expect((await me(await tokenOf('reset-1@example.com', 'set-by-admin-1'))).statusCode).toBe(200);
+    });
+
+    it('ends the session of a login that checked the old password while the reset committed (decision 0248)', async () => {
+      const u = await createAndLogin(b, 'reset-race@example.com');
+      const { password_hash: before } = await db().selectFrom('users').select('password_hash').where('id', '=', u.id).executeTakeFirstOrThrow();
+      // The login records its success (deletes its account's throttle row) after the password
+      // check and before the token is signed: a row lock held here stops it exactly there.
+      const key = throttleKeys('reset-race@example.com', '').account;
+      await db().insertInto('login_throttle').values({ key, failures: 1, last_failure_at: new Date(), locked_until: null }).execute();
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const holder = db()
+        .transaction()
+        .execute(async (trx) => {
+          await trx.selectFrom('login_throttle').select('key').where('key', '=', key).forUpdate().execute();
+          locked();
+          await held;
+        });
+      await isLocked;
+      const loggingIn = login('reset-race@example.com', 'password-123');
+      let resetting: ReturnType<typeof admin> | undefined;
+      try {
+        // Its password checked, the login waits; the reset commits (it then waits at the same row).
+        await waitForLock(db(), 'delete from "login_throttle"');
+        resetting = admin('POST', `/users/${u.id}/password`, { password: 'set-by-admin-r' });
+        for (let i = 0; i < 500; i++) {
+          const { password_hash } = await db().selectFrom('users').select('password_hash').where('id', '=', u.id).executeTakeFirstOrThrow();
+          if (password_hash !== before) break;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      } finally {
+        release();
+        await holder;
+      }
+      const res = await loggingIn;
+      expect((await resetting)?.statusCode).toBe(204);
+      // The login checked the right password of its moment, so it answers 200; its token is
+      // issued after the reset, yet it does not outlive it.
+      expect(res.statusCode, res.body).toBe(200);
+      expect((await me(res.json<{ access_token: string }>().access_token)).statusCode).toBe(401);
+      expect((await me(await tokenOf('reset-race@example.com', 'set-by-admin-r'))).statusCode).toBe(200);
     });
 
     it('lets a locked-out user log in again with the new password', async () => {

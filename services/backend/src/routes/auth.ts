@@ -59,7 +59,8 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         return found;
       });
       if (!user) throw new UnauthorizedError('email or password is wrong', 'invalid_credentials');
-      const issued = await issueUserToken(user.id, opts.jwtSecret, opts.jwtTtlSeconds);
+      // Valid while the user's sessions are as they were when the password was checked (decision 0248).
+      const issued = await issueUserToken(user.id, opts.jwtSecret, opts.jwtTtlSeconds, user.tokens_valid_after);
       reply.setCookie(SESSION_COOKIE, issued.token, { ...sessionCookieOptions(secureCookie(req)), maxAge: opts.jwtTtlSeconds });
       return {
         access_token: issued.token,
