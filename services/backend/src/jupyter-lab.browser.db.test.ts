@@ -252,6 +252,64 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       expect(await page.locator('#lab-output-rendered').innerText()).toBe('shown');
     }, 120_000);
 
+    it('runs no command a member set up for the others: no shortcut from the shared settings, no command link in an output, no "open from URL" (decision 0249)', async () => {
+      // The lab's settings are one store per workspace server: an editor's shortcut applied to
+      // every member, and ran its command with its arguments in their session.
+      const planted = await fetch(`${base}/jupyter/${ws}/lab/api/settings/@jupyterlab/shortcuts-extension:shortcuts`, {
+        method: 'PUT',
+        headers: { ...bearer(editor.token), 'content-type': 'application/json' },
+        body: JSON.stringify({
+          raw: JSON.stringify({ shortcuts: [{ command: 'notebook:insert-cell-below', keys: ['Alt Q'], selector: 'body', args: { planted: true } }] }),
+        }),
+      });
+      expect(planted.status).toBe(204);
+      await page.reload();
+      const cells = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content');
+      await cells.first().waitFor({ timeout: 60_000 });
+      const app = await page.evaluate(() => {
+        const lab = (
+          globalThis as unknown as {
+            jupyterapp: { commands: { hasCommand(id: string): boolean; keyBindings: ReadonlyArray<{ command: string; keys: readonly string[] }> } };
+          }
+        ).jupyterapp;
+        return {
+          openUrl: lab.commands.hasCommand('filebrowser:open-url'),
+          planted: lab.commands.keyBindings.filter((k) => k.keys.join(' ') === 'Alt Q').map((k) => k.command),
+          // JupyterLab's own shortcuts are still there.
+          runCell: lab.commands.keyBindings.some((k) => k.command === 'notebook:run-cell-and-select-next'),
+        };
+      });
+      expect(app).toEqual({ openUrl: false, planted: [], runCell: true });
+      // A cell's live output is rendered unsanitised: a command link in it runs nothing, and asks nothing.
+      const count = await cells.count();
+      await page.evaluate(async () => {
+        const lab = (
+          globalThis as unknown as {
+            jupyterapp: {
+              commands: { execute(id: string): Promise<unknown> };
+              shell: { currentWidget: { content: { activeCellIndex: number; widgets: unknown[] } } };
+            };
+          }
+        ).jupyterapp;
+        const notebook = lab.shell.currentWidget.content;
+        notebook.activeCellIndex = notebook.widgets.length - 1;
+        await lab.commands.execute('notebook:insert-cell-below');
+      });
+      await cells.nth(count).waitFor({ timeout: 15_000 });
+      await cells.nth(count).click();
+      const link = '<a id="lab-command-link" href="#" data-commandlinker-command="notebook:insert-cell-below">go</a>';
+      await page.keyboard.type(`from IPython.display import HTML; HTML(${JSON.stringify(link)})`);
+      await page.keyboard.press('Shift+Enter');
+      await page.locator('#lab-command-link').waitFor({ timeout: 60_000 });
+      // (Live output is trusted: the link keeps its attributes.)
+      expect(await page.locator('#lab-command-link').getAttribute('data-commandlinker-command')).toBe('notebook:insert-cell-below');
+      const before = await cells.count();
+      await page.locator('#lab-command-link').click();
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(await cells.count()).toBe(before);
+      expect(await page.locator('.jp-Dialog').count()).toBe(0);
+    }, 180_000);
+
     it('after logout in the same browser, the lab is gone at once: pages go to the login page', async () => {
       const status = await page.evaluate(async () => (await fetch('/api/v1/auth/logout', { method: 'POST' })).status);
       expect(status).toBe(204);

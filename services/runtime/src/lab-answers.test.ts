@@ -60,6 +60,24 @@ function hostile(req: IncomingMessage, res: ServerResponse): unknown {
           { id: '@jupyterlab/apputils-extension:themes', schema: { type: 'object', properties: { x: { pattern: `"+${EVIL}+"` } } }, raw: '{}', settings: {} },
           { id: '@evil/extension:plugin', schema: { type: 'object' }, raw: '{}', settings: {} },
           { id: '@jupyterlab/translation-extension:plugin', schema: {}, raw: '{"locale": "%2e%2e/evil"}', settings: { locale: 'en' } },
+          // Written by an editor (or the kernel): Shift+Enter in everyone's lab fetches the platform's API with their session.
+          {
+            id: '@jupyterlab/shortcuts-extension:shortcuts',
+            schema: {},
+            raw: `{
+              // JSON5, as JupyterLab reads it
+              shortcuts: [{command: 'filebrowser:open-url', keys: ['Shift Enter'], selector: '.jp-Notebook', args: {url: '/api/v1/platform/users'}}],
+              'other': 1,
+            }`,
+            settings: {},
+          },
+          {
+            id: '@jupyterlab/notebook-extension:panel',
+            schema: {},
+            raw: '{"toolbar": [{"name": "x", "command": "filebrowser:open-url"}], "kept": true}',
+            settings: {},
+          },
+          { id: '@jupyterlab/mainmenu-extension:plugin', schema: {}, raw: 'not json at all', settings: { menus: [{ id: 'evil' }] } },
         ],
       }),
     );
@@ -222,10 +240,22 @@ describe('a taken-over workspace server behind the lab proxy', () => {
   it('replaces the settings’ schemas by the installed ones and leaves out plugins that are not installed', async () => {
     const installed = JSON.parse(readFileSync(join(host.hostDir, 'build', 'schemas', '@jupyterlab', 'apputils-extension', 'themes.json'), 'utf8')) as unknown;
     const list = (await (await get('/lab/api/settings')).json()) as { settings: Array<{ id: string; schema: unknown }> };
-    expect(list.settings.map((s) => s.id)).toEqual(['@jupyterlab/apputils-extension:themes', '@jupyterlab/translation-extension:plugin']);
+    expect(list.settings.map((s) => s.id)).toEqual([
+      '@jupyterlab/apputils-extension:themes',
+      '@jupyterlab/translation-extension:plugin',
+      '@jupyterlab/shortcuts-extension:shortcuts',
+      '@jupyterlab/notebook-extension:panel',
+      '@jupyterlab/mainmenu-extension:plugin',
+    ]);
     expect(list.settings[0]!.schema).toEqual(installed);
     // The locale is a URL JupyterLab fetches code from: the defaults, whatever the server says.
     expect(list.settings[1]).toMatchObject({ raw: '{}', settings: {} });
+    // Settings that bind commands (shortcuts, toolbars, menus) are the installed defaults (decision 0249); the rest stays.
+    expect(list.settings[2]).toMatchObject({ raw: JSON.stringify({ other: 1 }, null, 2), settings: { other: 1 } });
+    expect(list.settings[3]).toMatchObject({ settings: { kept: true } });
+    expect(JSON.parse((list.settings[3] as unknown as { raw: string }).raw)).toEqual({ kept: true });
+    expect(list.settings[4]).toMatchObject({ raw: '{}', settings: {} });
+    expect(JSON.stringify(list)).not.toContain('open-url');
     const one = (await (await get('/lab/api/settings/@jupyterlab/apputils-extension:themes')).json()) as { schema: unknown };
     expect(one.schema).toEqual(installed);
     const garbage = await get('/lab/api/settings/garbage');
@@ -254,7 +284,7 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     const file = await get('/files/page.html');
     const csp = file.headers.get('content-security-policy')!;
     // Two policies: the server's and ours; a browser enforces both, so `allow-same-origin` is void.
-    expect(csp).toBe('sandbox allow-scripts allow-same-origin, sandbox allow-scripts');
+    expect(csp).toBe("sandbox allow-scripts allow-same-origin, sandbox allow-scripts; connect-src 'none'; form-action 'none'");
     const api = await get('/api/contents');
     expect(api.headers.get('content-type')).toBe('text/plain; charset=utf-8');
     // The server's cookies would be the platform's (path `/`): none reaches the browser, nor any

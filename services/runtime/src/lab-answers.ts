@@ -23,6 +23,7 @@ import { createReadStream, readdirSync, readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join } from 'node:path';
+import JSON5 from 'json5';
 import type { AnswerCheck } from './relay.js';
 
 /** The JupyterLab host's installed files: `extensions/lab-host` and the prebuilt extensions' directory. */
@@ -407,10 +408,13 @@ const ANSWER_HEADERS = new Set([
   'vary',
 ]);
 
+/** The policy of every answer below `/files/` (decision 0249). */
+export const FILES_POLICY = "sandbox allow-scripts; connect-src 'none'; form-action 'none'";
+
 /**
  * The head of a server's answer as the browser gets it (see the module's comment): the headers
  * of `ANSWER_HEADERS` only; `sandbox` as a policy of its own (`sandbox allow-scripts` on
- * `/files/`, Jupyter's own choice there: scripts of a unique origin), whatever policy the server
+ * `/files/`, Jupyter's own choice there: scripts of a unique origin, that connect and post nowhere), whatever policy the server
  * sent beside it; never a script's type; a redirect only to a path of this lab (`base`).
  */
 export function labAnswerHeaders(rest: string, headers: IncomingHttpHeaders, base: string): IncomingHttpHeaders {
@@ -426,7 +430,9 @@ export function labAnswerHeaders(rest: string, headers: IncomingHttpHeaders, bas
   if (location !== undefined && (typeof location !== 'string' || !location.startsWith(base) || /[\\\s]/.test(location))) delete out.location;
   const csp = headers['content-security-policy'];
   const theirs = (Array.isArray(csp) ? csp : csp === undefined ? [] : [csp]).filter((v) => v.trim() !== '');
-  out['content-security-policy'] = [...theirs, path.startsWith('/files/') ? 'sandbox allow-scripts' : 'sandbox'].join(', ');
+  // (A page of the workspace's files runs its scripts in an origin of its own, and sends nothing
+  // anywhere by script or form: at a platform address, it would be a login page's perfect copy.)
+  out['content-security-policy'] = [...theirs, path.startsWith('/files/') ? FILES_POLICY : 'sandbox'].join(', ');
   return out;
 }
 
@@ -480,12 +486,54 @@ const safeReaddir = (dir: string): string[] => {
 };
 
 /**
+ * The settings of a plugin (top-level keys of its schema) whose values bind commands with their
+ * arguments: a value the schema describes as objects with a `command` property (the main menu's
+ * `menus`, the context menu, every `toolbar`, the keyboard `shortcuts`).
+ */
+export function commandKeys(schema: unknown): string[] {
+  if (typeof schema !== 'object' || schema === null) return [];
+  const { properties, definitions } = schema as { properties?: unknown; definitions?: unknown };
+  if (typeof properties !== 'object' || properties === null) return [];
+  const defs = typeof definitions === 'object' && definitions !== null ? (definitions as Record<string, unknown>) : {};
+  const binds = (node: unknown, seen: Set<unknown>): boolean => {
+    if (typeof node !== 'object' || node === null || seen.has(node)) return false;
+    seen.add(node);
+    const n = node as Record<string, unknown>;
+    if (typeof n.properties === 'object' && n.properties !== null && 'command' in n.properties) return true;
+    if (typeof n.$ref === 'string' && n.$ref.startsWith('#/definitions/') && binds(defs[n.$ref.slice('#/definitions/'.length)], seen)) return true;
+    return Object.values(n).some((v) => binds(v, seen));
+  };
+  return Object.entries(properties).flatMap(([key, value]) => (binds(value, new Set()) ? [key] : []));
+}
+
+/** A plugin's user settings as JupyterLab reads them (JSON5 text), or none when they are not an object. */
+function userSettings(raw: unknown): Record<string, unknown> {
+  try {
+    const parsed = typeof raw === 'string' ? JSON5.parse<unknown>(raw) : undefined;
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
  * The settings answers (`GET /lab/api/settings`, `…/settings/<id>`) with each plugin's schema
  * replaced by the installed one (a plugin without one is left out, or 404): JupyterLab compiles
- * the schemas into code. The users' settings themselves are data and pass.
+ * the schemas into code. The users' settings are data and pass, except those that bind commands
+ * (commandKeys): the settings are one store per workspace server, written by every member and
+ * by the kernel's own code, and a shortcut, menu or toolbar item runs its command with its
+ * arguments in the session of whoever uses it ("open this URL" fetched the platform's API with an
+ * administrator's session into the workspace; decision 0249). The menus, shortcuts and toolbars
+ * are the installed defaults.
  */
 export function settingsCheck(files: LabFiles): (method: string | undefined, rest: string) => AnswerCheck | undefined {
   const schemaOf = schemaReader(files);
+  const bindings = new Map<string, string[]>();
+  const bindingKeys = (id: string, schema: unknown): string[] => {
+    let keys = bindings.get(id);
+    if (keys === undefined) bindings.set(id, (keys = commandKeys(schema)));
+    return keys;
+  };
   return (method, rest) => {
     const m = method === 'GET' ? LAB_SETTINGS.exec(splitQuery(rest)[0]) : null;
     if (!m) return undefined;
@@ -507,7 +555,12 @@ export function settingsCheck(files: LabFiles): (method: string | undefined, res
         // of `%2e%2e/x` leaves the translations API after the check): no language pack is
         // installed, so the translation settings are the defaults, whatever the server says.
         if (e.id === TRANSLATION_PLUGIN) return { ...e, schema, raw: '{}', settings: {} };
-        return { ...e, schema };
+        const keys = bindingKeys(e.id, schema);
+        if (keys.length === 0) return { ...e, schema };
+        // Read from `raw`, as JupyterLab does (the server's `settings` beside it may say otherwise), and written back as JSON.
+        const user = userSettings(e.raw);
+        for (const key of keys) delete user[key];
+        return { ...e, schema, raw: JSON.stringify(user, null, 2), settings: user };
       };
       if (single) {
         const entry = trusted(answer);
