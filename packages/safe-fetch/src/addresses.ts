@@ -1,4 +1,5 @@
 import { isIPv6 } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import ipaddr from 'ipaddr.js';
 
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
@@ -66,8 +67,30 @@ function inRanges(addr: Address, ranges: [Address, number][]): boolean {
 const ipv4Of = ([hi, lo]: number[]) => new ipaddr.IPv4([hi! >> 8, hi! & 0xff, lo! >> 8, lo! & 0xff]);
 
 /**
+ * This machine's own addresses, whatever their range (decision 0250): a public address of the
+ * host reaches every service bound to all interfaces, and open and closed ports answer apart.
+ * Read again at most once a second (interfaces come and go).
+ */
+let own: { at: number; addresses: Set<string> } | undefined;
+function ownAddresses(): Set<string> {
+  const now = Date.now();
+  if (own === undefined || now - own.at > 1000) {
+    const addresses = new Set<string>();
+    for (const list of Object.values(networkInterfaces()))
+      for (const entry of list ?? []) {
+        const parsed = parseAddress(entry.address);
+        if (parsed) addresses.add(parsed.toNormalizedString());
+      }
+    own = { at: now, addresses };
+  }
+  return own.addresses;
+}
+const isOwn = (addr: Address) => ownAddresses().has(addr.toNormalizedString());
+
+/**
  * Whether connecting to `address` (a literal IP, as a URL, a socket or DNS gives it) is refused:
- * the ranges above, and the IPv6 forms that embed an IPv4 address judged by that address. With
+ * the ranges above, this machine's own addresses, and the IPv6 forms that embed an IPv4 address
+ * judged by that address. With
  * `allowLoopback` (tests only) exactly 127.0.0.0/8 and ::1 are let through; nothing else is,
  * not even loopback carried inside another form (`::ffff:127.0.0.1`, `64:ff9b::127.0.0.1`).
  */
@@ -75,11 +98,11 @@ export function isBlockedAddress(address: string, allowLoopback = false): boolea
   const addr = parseAddress(address);
   if (!addr) return true; // not an address we understand: refuse
   if (allowLoopback && inRanges(addr, LOOPBACK)) return false;
-  if (inRanges(addr, BLOCKED)) return true;
+  if (inRanges(addr, BLOCKED) || isOwn(addr)) return true;
   if (addr.kind() === 'ipv6') {
     const parts = (addr as ipaddr.IPv6).parts;
     for (const e of EMBEDDED) {
-      if (addr.match(e.cidr) && e.ipv4(parts).some((p) => inRanges(ipv4Of(p), BLOCKED))) return true;
+      if (addr.match(e.cidr) && e.ipv4(parts).some((p) => inRanges(ipv4Of(p), BLOCKED) || isOwn(ipv4Of(p)))) return true;
     }
   }
   return false;

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { LookupAddress } from 'node:dns';
+import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOutboundClient, type LookupFunction } from './client.js';
 import { OutboundError } from './errors.js';
@@ -224,6 +225,14 @@ describe('address classes', () => {
     ]) {
       expect(isBlockedAddress(a), a).toBe(false);
     }
+  });
+
+  it("blocks this machine's own addresses, whatever their range, also inside IPv6 forms (decision 0250)", () => {
+    // (Here one of them is in a range the SPEC list leaves open: 192.0.2.0/24.)
+    const own = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((e) => e.address));
+    expect(own.length).toBeGreaterThan(0);
+    for (const a of own) expect(isBlockedAddress(a), a).toBe(true);
+    for (const a of own.filter((x) => !x.includes(':'))) expect(isBlockedAddress(`64:ff9b::${a}`), `64:ff9b::${a}`).toBe(true);
   });
 
   it('judges IPv6 forms that embed an IPv4 address by that address; ::ffff:0:0/96 is blocked whole', () => {

@@ -58,6 +58,7 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
     cluster = createServer((req, res) => {
       clusterRequests.push(req);
       res.setHeader('set-cookie', 'session=secret-cookie');
+      res.setHeader('x-echo-auth', req.headers.authorization ?? '');
       res.end(JSON.stringify({ path: req.url, auth: req.headers.authorization ?? null }));
     });
     await new Promise<void>((r) => cluster.listen(0, '127.0.0.1', r));
@@ -448,7 +449,11 @@ describe(`cluster administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'}
       const first = await client.callTool({ name: 'cluster_request', arguments: { cluster: 'livy', method: 'GET', path: '/sessions', query: { from: '0' } } });
       const body = JSON.parse(textOf(first)) as ClusterResponse;
       expect(body.status).toBe(200);
-      expect(JSON.parse(body.body)).toEqual({ path: '/base/sessions?from=0', auth: `Basic ${Buffer.from('agent-user:top-secret-pw').toString('base64')}` });
+      // The cluster got the credential; an answer that echoes it shows it hidden (SPEC §8.4: no secret in a tool result).
+      expect(clusterRequests.at(-1)!.headers.authorization).toBe(`Basic ${Buffer.from('agent-user:top-secret-pw').toString('base64')}`);
+      expect(JSON.parse(body.body)).toEqual({ path: '/base/sessions?from=0', auth: 'Basic ***' });
+      expect(body.headers['x-echo-auth']).toBe('Basic ***');
+      expect(JSON.stringify(first)).not.toMatch(/top-secret-pw|YWdlbnQtdXNlcjp0b3Atc2VjcmV0LXB3/);
       expect(body.headers).not.toHaveProperty('set-cookie');
       const simple = JSON.parse(
         textOf(await client.callTool({ name: 'cluster_request', arguments: { cluster: 'simple-rm', method: 'GET', path: 'ws/v1/cluster' } })),

@@ -14,6 +14,22 @@ const failure = (message: string) => ({ content: [{ type: 'text' as const, text:
 /** Response headers an agent may see: never cookies or auth challenges of the cluster. */
 const HIDDEN_HEADERS = new Set(['set-cookie', 'www-authenticate', 'authorization', 'proxy-authenticate']);
 
+/** What a password shorter than this is not looked for in a cluster's answer: it cannot be told from the answer's own text. */
+const SHORTEST_HIDDEN_PASSWORD = 4;
+
+/**
+ * `value` with the cluster's credentials it carries replaced by `***`: a cluster that echoes its
+ * requests (or a host it redirects to, which gets the same `Authorization`, SPEC §8.5) would hand
+ * the agent the stored password, and no secret appears in a tool result (SPEC §8.4). Both the
+ * header's Base64 form and the password itself (from SHORTEST_HIDDEN_PASSWORD characters).
+ */
+export function withoutCredentials(value: string, auth: { type: string; username?: string; password?: string }): string {
+  if (auth.type !== 'basic' || !auth.password) return value;
+  const secrets = [Buffer.from(`${auth.username ?? ''}:${auth.password}`).toString('base64')];
+  if (auth.password.length >= SHORTEST_HIDDEN_PASSWORD) secrets.push(auth.password);
+  return secrets.reduce((out, secret) => out.split(secret).join('***'), value);
+}
+
 /**
  * The MCP server of `/mcp` (docs/contract/spec.md §8.4): three tools over the cluster records. A fresh server per
  * request (stateless Streamable HTTP). Results never carry secrets: clusters are shown as their
@@ -96,13 +112,18 @@ export function buildMcpServer(clusters: ClusterService, outbound: OutboundClien
         const res = await outbound.fetch(url.toString(), { method, auth });
         const finalUrl = new URL(res.finalUrl);
         finalUrl.searchParams.delete('user.name');
-        const headers = Object.fromEntries(Object.entries(res.headers).filter(([k]) => !HIDDEN_HEADERS.has(k)));
+        const hide = (value: string) => withoutCredentials(value, auth);
+        const headers = Object.fromEntries(
+          Object.entries(res.headers)
+            .filter(([k]) => !HIDDEN_HEADERS.has(k))
+            .map(([k, v]) => [k, hide(v)]),
+        );
         return text({
           status: res.status,
           headers,
-          body: res.body,
+          body: hide(res.body),
           truncated: res.truncated,
-          final_url: redactBaseUrl(finalUrl.toString()),
+          final_url: hide(redactBaseUrl(finalUrl.toString())),
           redirects: res.redirects,
         });
       } catch (err) {
