@@ -7,6 +7,15 @@ import { createTestFiles, type TestFiles } from './testing.js';
 
 const put = (files: WorkspaceFiles, ws: string, path: string, body = 'x') => files.put(ws, path, Readable.from([Buffer.from(body)]), { actor: null });
 
+/** Writes a file `name` and two files in a folder `name` at once: either the file (both writes below it refused) or the folder (the file refused) is stored. */
+async function fileAndFolderAtOnce(files: WorkspaceFiles, ws: string, name: string): Promise<void> {
+  const results = await Promise.allSettled([put(files, ws, name), put(files, ws, `${name}/inner.txt`), put(files, ws, `${name}/other.txt`)]);
+  const stored = (await files.list(ws, name, 1000, undefined)).items.map((o) => o.path);
+  if (stored.includes(name)) expect(stored, name).toEqual([name]);
+  else expect(stored, name).toEqual([`${name}/inner.txt`, `${name}/other.txt`]);
+  expect(results.filter((r) => r.status === 'rejected').every((r) => r.reason instanceof ConflictError)).toBe(true);
+}
+
 /**
  * A name is never both a file and a folder (decision 0213). The workspace is a file tree to
  * WebDAV, the mount and the kernels' `/workspace`: a file `jobs` beside `jobs/nb.ipynb` made every
@@ -61,13 +70,7 @@ describe(`a name is a file or a folder, never both (${process.env.CODEAGENT_TEST
 
   it('holds when a file and a folder of one name are written at the same time: one of the two, every time', async () => {
     for (let round = 0; round < 20; round++) {
-      const name = `race${round}`;
-      const results = await Promise.allSettled([put(files, ws, name), put(files, ws, `${name}/inner.txt`), put(files, ws, `${name}/other.txt`)]);
-      const stored = await paths(name);
-      // Either the file (both writes below it refused) or the folder (the file refused).
-      if (stored.includes(name)) expect(stored, name).toEqual([name]);
-      else expect(stored, name).toEqual([`${name}/inner.txt`, `${name}/other.txt`]);
-      expect(results.filter((r) => r.status === 'rejected').every((r) => r.reason instanceof ConflictError)).toBe(true);
+      await fileAndFolderAtOnce(files, ws, `race${round}`);
     }
   });
 });
@@ -127,12 +130,7 @@ describe(`deep paths (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
 
   it('a file and a folder of one name deeper than the locked depth: one of the two, every time', async () => {
     for (let round = 0; round < 10; round++) {
-      const name = deep(TREE_LOCK_DEPTH + 5, `race${round}`);
-      const results = await Promise.allSettled([put(files, ws, name), put(files, ws, `${name}/inner.txt`), put(files, ws, `${name}/other.txt`)]);
-      const stored = (await files.list(ws, name, 1000, undefined)).items.map((o) => o.path);
-      if (stored.includes(name)) expect(stored).toEqual([name]);
-      else expect(stored).toEqual([`${name}/inner.txt`, `${name}/other.txt`]);
-      expect(results.filter((r) => r.status === 'rejected').every((r) => r.reason instanceof ConflictError)).toBe(true);
+      await fileAndFolderAtOnce(files, ws, deep(TREE_LOCK_DEPTH + 5, `race${round}`));
     }
     // And a file above the locked depth with a folder below it.
     const top = deep(TREE_LOCK_DEPTH, 'top');

@@ -24,6 +24,23 @@ const LAB_TOKEN = 'lab-token-for-the-browser-test';
 // only talks WebDAV through its mount, the storage behind it is the backend's (issue 15).
 const storages = process.env.CODEAGENT_TEST_DB === 'embedded' ? (['local', 's3'] as const) : (['local'] as const);
 
+/** A new cell at the end of the notebook open in the lab. */
+async function insertCellAtEnd(page: Page): Promise<void> {
+  await page.evaluate(async () => {
+    const lab = (
+      globalThis as unknown as {
+        jupyterapp: {
+          commands: { execute(id: string): Promise<unknown> };
+          shell: { currentWidget: { content: { activeCellIndex: number; widgets: unknown[] } } };
+        };
+      }
+    ).jupyterapp;
+    const notebook = lab.shell.currentWidget.content;
+    notebook.activeCellIndex = notebook.widgets.length - 1;
+    await lab.commands.execute('notebook:insert-cell-below');
+  });
+}
+
 describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
   `JupyterLab of a workspace in Chromium, STORAGE_BACKEND=%s (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`,
   (storage) => {
@@ -213,19 +230,7 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       const cells = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content');
       const count = await cells.count();
       // A new cell at the end of the notebook the first test saved.
-      await page.evaluate(async () => {
-        const app = (
-          globalThis as unknown as {
-            jupyterapp: {
-              commands: { execute(id: string): Promise<unknown> };
-              shell: { currentWidget: { content: { activeCellIndex: number; widgets: unknown[] } } };
-            };
-          }
-        ).jupyterapp;
-        const notebook = app.shell.currentWidget.content;
-        notebook.activeCellIndex = notebook.widgets.length - 1;
-        await app.commands.execute('notebook:insert-cell-below');
-      });
+      await insertCellAtEnd(page);
       await cells.nth(count).waitFor({ timeout: 15_000 });
       await cells.nth(count).click();
       await page.keyboard.type(`from IPython.display import HTML; HTML(${JSON.stringify(html)})`);
@@ -282,19 +287,7 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       expect(app).toEqual({ openUrl: false, planted: [], runCell: true });
       // A cell's live output is rendered unsanitised: a command link in it runs nothing, and asks nothing.
       const count = await cells.count();
-      await page.evaluate(async () => {
-        const lab = (
-          globalThis as unknown as {
-            jupyterapp: {
-              commands: { execute(id: string): Promise<unknown> };
-              shell: { currentWidget: { content: { activeCellIndex: number; widgets: unknown[] } } };
-            };
-          }
-        ).jupyterapp;
-        const notebook = lab.shell.currentWidget.content;
-        notebook.activeCellIndex = notebook.widgets.length - 1;
-        await lab.commands.execute('notebook:insert-cell-below');
-      });
+      await insertCellAtEnd(page);
       await cells.nth(count).waitFor({ timeout: 15_000 });
       await cells.nth(count).click();
       const link = '<a id="lab-command-link" href="#" data-commandlinker-command="notebook:insert-cell-below">go</a>';
