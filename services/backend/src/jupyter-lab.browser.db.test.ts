@@ -74,7 +74,7 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       runtime = await buildRuntimeApp({
         kernels: kernels.kernels,
         internalServiceToken: 'runtime-token',
-        lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log }),
+        lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, settingsDir: join(dataDir, 'lab-settings') }),
       });
       const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
       gateway = await buildGatewayApp({
@@ -257,34 +257,52 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       expect(await page.locator('#lab-output-rendered').innerText()).toBe('shown');
     }, 120_000);
 
-    it('runs no command a member set up for the others: no shortcut from the shared settings, no command link in an output, no "open from URL" (decision 0249)', async () => {
-      // The lab's settings are one store per workspace server: an editor's shortcut applied to
-      // every member, and ran its command with its arguments in their session.
+    it('runs no command a member set up for the others: settings are each member’s own, no command link in an output, no "open from URL" (decisions 0249, 0251)', async () => {
+      // The lab's settings were one store per workspace server: another member's shortcut applied
+      // to every member, and ran its command with its arguments in their session.
+      const planter = await createAndLogin(b, 'browser-planter@example.com');
+      await b.app.inject({
+        method: 'POST',
+        url: `/api/v1/platform/workspaces/${ws}/members`,
+        headers: bearer(b.adminToken),
+        payload: { user_id: planter.id, role: 'editor' },
+      });
+      const shortcut = (marker: string) =>
+        JSON.stringify({
+          raw: JSON.stringify({ shortcuts: [{ command: 'notebook:insert-cell-below', keys: ['Alt Q'], selector: 'body', args: { marker } }] }),
+        });
       const planted = await fetch(`${base}/jupyter/${ws}/lab/api/settings/@jupyterlab/shortcuts-extension:shortcuts`, {
         method: 'PUT',
-        headers: { ...bearer(editor.token), 'content-type': 'application/json' },
-        body: JSON.stringify({
-          raw: JSON.stringify({ shortcuts: [{ command: 'notebook:insert-cell-below', keys: ['Alt Q'], selector: 'body', args: { planted: true } }] }),
-        }),
+        headers: { ...bearer(planter.token), 'content-type': 'application/json' },
+        body: shortcut('planted'),
       });
       expect(planted.status).toBe(204);
+      // The member's own shortcut, saved from their lab, is theirs.
+      const own = await page.evaluate(
+        async ([path, body]) => (await fetch(path!, { method: 'PUT', headers: { 'content-type': 'application/json' }, body })).status,
+        [`/jupyter/${ws}/lab/api/settings/@jupyterlab/shortcuts-extension:shortcuts`, shortcut('own')],
+      );
+      expect(own).toBe(204);
       await page.reload();
       const cells = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content');
       await cells.first().waitFor({ timeout: 60_000 });
       const app = await page.evaluate(() => {
         const lab = (
           globalThis as unknown as {
-            jupyterapp: { commands: { hasCommand(id: string): boolean; keyBindings: ReadonlyArray<{ command: string; keys: readonly string[] }> } };
+            jupyterapp: {
+              commands: { hasCommand(id: string): boolean; keyBindings: ReadonlyArray<{ command: string; args?: { marker?: string } }> };
+            };
           }
         ).jupyterapp;
         return {
           openUrl: lab.commands.hasCommand('filebrowser:open-url'),
-          planted: lab.commands.keyBindings.filter((k) => k.keys.join(' ') === 'Alt Q').map((k) => k.command),
+          planted: lab.commands.keyBindings.filter((k) => k.args?.marker === 'planted').map((k) => k.command),
+          own: lab.commands.keyBindings.filter((k) => k.args?.marker === 'own').map((k) => k.command),
           // JupyterLab's own shortcuts are still there.
           runCell: lab.commands.keyBindings.some((k) => k.command === 'notebook:run-cell-and-select-next'),
         };
       });
-      expect(app).toEqual({ openUrl: false, planted: [], runCell: true });
+      expect(app).toEqual({ openUrl: false, planted: [], own: ['notebook:insert-cell-below'], runCell: true });
       // A cell's live output is rendered unsanitised: a command link in it runs nothing, and asks nothing.
       const count = await cells.count();
       await insertCellAtEnd(page);

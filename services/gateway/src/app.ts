@@ -24,7 +24,7 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
-import { ROUTES, UPSTREAMS, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
+import { ROUTES, UPSTREAMS, USER_ID_HEADER, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { OpenSockets } from './open-sockets.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
@@ -304,8 +304,11 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
   // drops the platform cookie and the Origin it already checked (Jupyter would compare the
   // Origin with its own address and refuse).
-  const jupyterHeaders = (headers: IncomingHttpHeaders): IncomingHttpHeaders => {
+  const jupyterHeaders = (headers: IncomingHttpHeaders, userId?: string): IncomingHttpHeaders => {
     const out: IncomingHttpHeaders = { ...headers, authorization: `token ${jupyterToken}` };
+    // Who the checked user is, for what the runtime keeps per user (decision 0251); never the client's word.
+    delete out[USER_ID_HEADER];
+    if (userId !== undefined) out[USER_ID_HEADER] = userId;
     const cookie = withoutCookie(headers.cookie, SESSION_COOKIE);
     if (cookie === undefined) delete out.cookie;
     else out.cookie = cookie;
@@ -384,7 +387,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         : {}),
       replyOptions: {
         getUpstream: (req) => pool.upstreamFor(checked ? checkedUser.get(req.raw as IncomingMessage) : undefined),
-        rewriteRequestHeaders: checked ? (req, headers) => jupyterHeaders(forwardHeaders(req, headers)) : forwardHeaders,
+        rewriteRequestHeaders: checked
+          ? (req, headers) => jupyterHeaders(forwardHeaders(req, headers), checkedUser.get(req.raw as IncomingMessage))
+          : forwardHeaders,
         onError: onUpstreamError,
         // A component's 503 goes to the client as it is, as from nginx and the fast path
         // (@fastify/reply-from would ask again up to ten times for a GET).

@@ -320,6 +320,14 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
     expect(backendAsked.at(-1)!.headers['x-codeagent-access']).toBe('write');
   });
 
+  it('names the checked user to the runtime, never the one a client names (decision 0251)', async () => {
+    expect((await fetch(`${base}/jupyter/${WS}/lab/api/settings`, { headers: bearerOf('editor-token') })).status).toBe(200);
+    expect(runtimeSeen.at(-1)!.headers['x-codeagent-user-id']).toBe('editor-1');
+    const forged = await fetch(`${base}/jupyter/${WS}/lab/api/settings`, { headers: { ...bearerOf('editor-token'), 'x-codeagent-user-id': 'viewer-1' } });
+    expect(forged.status).toBe(200);
+    expect(runtimeSeen.at(-1)!.headers['x-codeagent-user-id']).toBe('editor-1');
+  });
+
   it('answers 404 to a non-member, for an unknown workspace and a path without one, on HTTP and websockets', async () => {
     const before = runtimeSeen.length;
     for (const ws of [WS, OTHER_WS]) {

@@ -296,6 +296,8 @@ export function renderNginxConfig(opts: NginxOptions): string {
         ...forwarded,
         `proxy_set_header Authorization ${q(`token ${opts.jupyterToken}`)};`,
         'proxy_set_header Cookie $codeagent_jupyter_cookie;',
+        "# Who the checked user is, for what the runtime keeps per user (never the client's word).",
+        `proxy_set_header ${USER_ID_HEADER} $codeagent_user;`,
         'proxy_set_header Origin "";',
         'proxy_set_header Referer "";',
         '# Jupyter listens on loopback and accepts only local host names.',

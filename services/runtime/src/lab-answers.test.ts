@@ -9,7 +9,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserOrigin, labPageCsp } from './lab-answers.js';
 import { defaultLabHost } from './lab-host.js';
-import { labProxy, type LabProxy } from './lab-proxy.js';
+import { LAB_USER_HEADER, labProxy, type LabProxy } from './lab-proxy.js';
 import { CHECKED_ANSWER_MAX } from './relay.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 
@@ -132,7 +132,7 @@ describe('a taken-over workspace server behind the lab proxy', () => {
       status: () => ({ state: 'running' }),
       stop: () => Promise.resolve(),
     } as JupyterPool;
-    lab = labProxy({ pool, token: TOKEN, log: pino({ level: 'silent' }) });
+    lab = labProxy({ pool, token: TOKEN, log: pino({ level: 'silent' }), settingsDir: join(dir, 'settings') });
     front = createServer((req, res) => lab.request(req, res));
     front.on('upgrade', (req, socket: Socket, head: Buffer) => lab.upgrade(req, socket, head));
     await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
@@ -278,6 +278,46 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     // One plugin named 5000 times is one plugin (its schema is not multiplied).
     const dup = (await (await get('/lab/api/settings?dup=1')).json()) as { settings: unknown[] };
     expect(dup.settings).toHaveLength(1);
+  });
+
+  it('answers the settings of the user the gateway names from that user’s own store, never from the server (decision 0251)', async () => {
+    const alice = { [LAB_USER_HEADER]: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa' };
+    const bob = { [LAB_USER_HEADER]: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb' };
+    const shortcuts = '/lab/api/settings/@jupyterlab/shortcuts-extension:shortcuts';
+    const put = (path: string, user: Record<string, string>, body: string) =>
+      fetch(`${base}/jupyter/${WS}${path}`, { method: 'PUT', headers: { authorization: `token ${TOKEN}`, 'content-type': 'application/json', ...user }, body });
+    // Every installed plugin with its installed schema and no user value; nothing of the server's.
+    const list = (await (await get('/lab/api/settings', alice)).json()) as { settings: Array<{ id: string; raw: string; version: string }> };
+    const ids = list.settings.map((e) => e.id);
+    expect(ids).toEqual(expect.arrayContaining(['@jupyterlab/shortcuts-extension:shortcuts', '@jupyterlab/apputils-extension:themes']) as unknown);
+    expect(ids).toHaveLength(new Set(ids).size);
+    expect(ids).not.toContain('@evil/extension:plugin');
+    expect(list.settings.every((e) => e.raw === '{}')).toBe(true);
+    expect(list.settings.find((e) => e.id === '@jupyterlab/apputils-extension:themes')?.version).toBe('4.5.10');
+    expect(JSON.stringify(list)).not.toContain(EVIL);
+    // Alice's own shortcut (JSON5, as the settings editor writes it) is hers: Bob's stay the defaults.
+    const raw = "{\n  // mine\n  shortcuts: [{command: 'notebook:run-all-cells', keys: ['Alt R'], selector: 'body'}],\n}";
+    expect((await put(shortcuts, alice, JSON.stringify({ raw }))).status).toBe(204);
+    const hers = (await (await get(shortcuts, alice)).json()) as { raw: string; settings: unknown; last_modified: string | null };
+    expect(hers).toMatchObject({ raw, settings: { shortcuts: [{ command: 'notebook:run-all-cells', keys: ['Alt R'], selector: 'body' }] } });
+    expect(hers.last_modified).not.toBeNull();
+    expect((await (await get(shortcuts, bob)).json()) as unknown).toMatchObject({ raw: '{}', settings: {} });
+    // Refusals: an unknown plugin, not JSON5, not an object, too large, another method.
+    expect((await put('/lab/api/settings/@evil/extension:plugin', alice, JSON.stringify({ raw: '{}' }))).status).toBe(404);
+    expect((await put(shortcuts, alice, JSON.stringify({ raw: '{shortcuts: [' }))).status).toBe(400);
+    expect((await put(shortcuts, alice, JSON.stringify({ raw: '[1]' }))).status).toBe(400);
+    expect((await put(shortcuts, alice, '{"no": "raw"}')).status).toBe(400);
+    expect((await put(shortcuts, alice, JSON.stringify({ raw: `{"x": "${'x'.repeat(300 * 1024)}"}` }))).status).toBe(413);
+    expect((await fetch(`${base}/jupyter/${WS}${shortcuts}`, { method: 'DELETE', headers: { authorization: `token ${TOKEN}`, ...alice } })).status).toBe(405);
+    expect(((await (await get(shortcuts, alice)).json()) as { raw: string }).raw).toBe(raw);
+    // The translation settings stay the defaults (their locale is a URL JupyterLab loads code from).
+    const translation = '/lab/api/settings/@jupyterlab/translation-extension:plugin';
+    expect((await put(translation, alice, JSON.stringify({ raw: '{"locale": "%2e%2e/evil"}' }))).status).toBe(204);
+    expect((await (await get(translation, alice)).json()) as unknown).toMatchObject({ raw: '{}', settings: {} });
+    // Without a user (or with a header that is no user id) the server answers, checked as before.
+    const relayed = (await (await get('/lab/api/settings', { [LAB_USER_HEADER]: '../../etc' })).json()) as { settings: Array<{ id: string }> };
+    expect(relayed.settings.map((e) => e.id)).toContain('@jupyterlab/translation-extension:plugin');
+    expect(relayed.settings.length).toBeLessThan(10);
   });
 
   it('every other answer is sandboxed (no flag of the server widens it) and never a script', async () => {

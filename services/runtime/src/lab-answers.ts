@@ -20,9 +20,10 @@
  * Node's own modules only: `codeagent jupyterlab` (the CLI's one lab) uses it too.
  */
 import { createReadStream, readdirSync, readFileSync } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { extname, join } from 'node:path';
+import { dirname, extname, join } from 'node:path';
 import JSON5 from 'json5';
 import type { AnswerCheck } from './relay.js';
 
@@ -436,14 +437,25 @@ export function labAnswerHeaders(rest: string, headers: IncomingHttpHeaders, bas
   return out;
 }
 
+/** The installed settings plugins: their ids, JSON schemas and package versions. */
+export interface PluginSchemas {
+  /** Every installed plugin id (`<package>:<plugin>`), sorted. */
+  ids: () => string[];
+  /** The installed schema of a plugin, or undefined when it is not installed. */
+  schemaOf: (id: string) => unknown;
+  /** Its package's version, as jupyterlab_server gives it (`N/A` when unknown). */
+  versionOf: (id: string) => string;
+}
+
 /**
  * The installed JSON schemas of the settings plugins, by plugin id (`<package>:<plugin>`): the
  * host's `build/schemas/<package>/<plugin>.json` and each prebuilt extension's own, listed once,
  * so that ids a server makes up cost a map lookup.
  */
-function schemaReader(files: LabFiles): (id: string) => unknown {
+export function pluginSchemas(files: LabFiles): PluginSchemas {
   let index: Map<string, string> | undefined;
   const cache = new Map<string, unknown>();
+  const versions = new Map<string, string>();
   const list = (dir: string, into: Map<string, string>) => {
     const packages: string[] = [];
     for (const entry of safeReaddir(dir)) {
@@ -454,7 +466,7 @@ function schemaReader(files: LabFiles): (id: string) => unknown {
       for (const file of safeReaddir(join(dir, pkg)))
         if (file.endsWith('.json') && !into.has(`${pkg}:${file.slice(0, -5)}`)) into.set(`${pkg}:${file.slice(0, -5)}`, join(dir, pkg, file));
   };
-  return (id) => {
+  const indexed = (): Map<string, string> => {
     if (index === undefined) {
       index = new Map();
       list(join(files.hostDir, 'build', 'schemas'), index);
@@ -464,16 +476,37 @@ function schemaReader(files: LabFiles): (id: string) => unknown {
           for (const name of names) list(join(files.extensionsDir, name, 'schemas'), index);
         }
     }
-    const file = index.get(id);
-    if (file === undefined) return undefined;
-    if (!cache.has(id)) {
-      try {
-        cache.set(id, JSON.parse(readFileSync(file, 'utf8')));
-      } catch {
-        cache.set(id, undefined);
+    return index;
+  };
+  return {
+    ids: () => [...indexed().keys()].sort(),
+    schemaOf: (id) => {
+      const file = indexed().get(id);
+      if (file === undefined) return undefined;
+      if (!cache.has(id)) {
+        try {
+          cache.set(id, JSON.parse(readFileSync(file, 'utf8')));
+        } catch {
+          cache.set(id, undefined);
+        }
       }
-    }
-    return cache.get(id);
+      return cache.get(id);
+    },
+    versionOf: (id) => {
+      const file = indexed().get(id);
+      if (file === undefined) return 'N/A';
+      let version = versions.get(id);
+      if (version === undefined) {
+        try {
+          const pkg = JSON.parse(readFileSync(join(dirname(file), 'package.json.orig'), 'utf8')) as { version?: unknown };
+          version = typeof pkg.version === 'string' ? pkg.version : 'N/A';
+        } catch {
+          version = 'N/A';
+        }
+        versions.set(id, version);
+      }
+      return version;
+    },
   };
 }
 
@@ -527,7 +560,7 @@ function userSettings(raw: unknown): Record<string, unknown> {
  * are the installed defaults.
  */
 export function settingsCheck(files: LabFiles): (method: string | undefined, rest: string) => AnswerCheck | undefined {
-  const schemaOf = schemaReader(files);
+  const { schemaOf } = pluginSchemas(files);
   const bindings = new Map<string, string[]>();
   const bindingKeys = (id: string, schema: unknown): string[] => {
     let keys = bindings.get(id);
@@ -577,5 +610,106 @@ export function settingsCheck(files: LabFiles): (method: string | undefined, res
         return Promise.resolve(refused);
       }
     };
+  };
+}
+
+/** The largest settings text of one plugin a user may store (JupyterLab's are a few KiB). */
+export const USER_SETTINGS_MAX_BYTES = 256 * 1024;
+
+/**
+ * JupyterLab's settings API (`GET /lab/api/settings`, `GET` and `PUT …/settings/<plugin id>`)
+ * answered by the runtime from a store of each platform user's own (decision 0251), never by the
+ * workspace's server: what one member sets (a theme, a shortcut, the code agent's password in the
+ * bridge extension's settings) is theirs alone, in every workspace, and neither another member
+ * nor a kernel can write it. `dir` holds `<user id>/<plugin id>.json5`; the answers have
+ * jupyterlab_server's shape, with the installed schemas. Says false for a path it does not answer.
+ */
+export function userSettingsAnswers(files: LabFiles, dir: string): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
+  const plugins = pluginSchemas(files);
+  const fileOf = (userId: string, id: string) => join(dir, userId, `${encodeURIComponent(id)}.json5`);
+  const entry = async (userId: string, id: string) => {
+    let raw = '{}';
+    let lastModified: string | null = null;
+    let created: string | null = null;
+    // No language pack is installed: the translation settings are the defaults (decision 0245).
+    if (id !== TRANSLATION_PLUGIN) {
+      try {
+        const file = fileOf(userId, id);
+        const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
+        raw = text;
+        lastModified = st.mtime.toISOString();
+        created = st.birthtime.toISOString();
+      } catch {
+        // none stored: the defaults
+      }
+    }
+    return { id, schema: plugins.schemaOf(id), version: plugins.versionOf(id), raw, settings: userSettings(raw), last_modified: lastModified, created };
+  };
+  return (req, res, userId, rest) => {
+    const m = LAB_SETTINGS.exec(splitQuery(rest)[0]);
+    if (!m) return false;
+    const id = m[1] === undefined || m[1] === '' ? undefined : decodeSafely(m[1]);
+    const user = userId.toLowerCase();
+    const refuse = (status: number, message: string) => {
+      req.resume();
+      jsonAnswer(res, status, { message });
+    };
+    if (id !== undefined && plugins.schemaOf(id) === undefined) {
+      refuse(404, `no settings plugin ${id} is installed`);
+      return true;
+    }
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      req.resume();
+      const answer = id === undefined ? Promise.all(plugins.ids().map((p) => entry(user, p))).then((settings) => ({ settings })) : entry(user, id);
+      answer.then(
+        (body) => jsonAnswer(res, 200, body),
+        () => jsonAnswer(res, 500, { message: 'the settings could not be read' }),
+      );
+      return true;
+    }
+    if (req.method !== 'PUT' || id === undefined) {
+      refuse(405, 'settings are read with GET and saved with PUT of one plugin');
+      return true;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > USER_SETTINGS_MAX_BYTES + 1024) over = true;
+      else chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (over) return jsonAnswer(res, 413, { message: `the settings are larger than ${USER_SETTINGS_MAX_BYTES} bytes` });
+      let raw: unknown;
+      try {
+        raw = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { raw?: unknown }).raw;
+      } catch {
+        return jsonAnswer(res, 400, { message: "send JSON of the form {'raw': '<the settings as JSON5>'}" });
+      }
+      if (typeof raw !== 'string') return jsonAnswer(res, 400, { message: "send JSON of the form {'raw': '<the settings as JSON5>'}" });
+      if (Buffer.byteLength(raw) > USER_SETTINGS_MAX_BYTES)
+        return jsonAnswer(res, 413, { message: `the settings are larger than ${USER_SETTINGS_MAX_BYTES} bytes` });
+      let parsed: unknown;
+      try {
+        parsed = JSON5.parse<unknown>(raw);
+      } catch (err) {
+        return jsonAnswer(res, 400, { message: `the settings are not JSON5: ${(err as Error).message}` });
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return jsonAnswer(res, 400, { message: 'the settings are not an object' });
+      const file = fileOf(user, id);
+      const temporary = `${file}.${randomUUID()}.tmp`;
+      mkdir(dirname(file), { recursive: true, mode: 0o700 })
+        .then(() => writeFile(temporary, raw, { mode: 0o600 }))
+        .then(() => rename(temporary, file))
+        .then(
+          () => res.writeHead(204, { 'cache-control': 'no-store' }).end(),
+          () => {
+            void unlink(temporary).catch(() => undefined);
+            jsonAnswer(res, 500, { message: 'the settings could not be saved' });
+          },
+        );
+    });
+    return true;
   };
 }

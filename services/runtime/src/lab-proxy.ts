@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
-import { answerOwnLabPath, labAnswerHeaders, settingsCheck, type LabFiles } from './lab-answers.js';
+import { answerOwnLabPath, labAnswerHeaders, settingsCheck, userSettingsAnswers, type LabFiles } from './lab-answers.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
 
 /** A workspace server's root and lab state as its users see them (servers.ts, the sandbox layout): shown in its page config. */
@@ -21,7 +21,16 @@ export interface LabProxyOptions {
    */
   token: string;
   log: FastifyBaseLogger;
+  /**
+   * Where each platform user's JupyterLab settings are kept (decision 0251): the settings API is
+   * then answered from there for a request the gateway names its user in (`x-codeagent-user-id`).
+   * Without it, or without that header, the workspace's server answers (its settings checked).
+   */
+  settingsDir?: string | undefined;
 }
+
+/** The user the gateway checked, as it names them to the runtime (the same header as the session check's answer). */
+export const LAB_USER_HEADER = 'x-codeagent-user-id';
 
 export interface LabProxy {
   /** Whether a request path belongs to the lab proxy (`/jupyter/…`). */
@@ -103,6 +112,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
   // JupyterLab's pages and files come from the installed host, never from a workspace's server (decision 0245).
   const files: LabFiles | undefined = pool.lab;
   const settings = files ? settingsCheck(files) : () => undefined;
+  const ownSettings = files && opts.settingsDir !== undefined ? userSettingsAnswers(files, opts.settingsDir) : undefined;
   const upgraded = new Set<Duplex>();
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */
@@ -155,6 +165,8 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       // JupyterLab's pages and files: the installed ones, whatever the server would answer.
       if (files && answerOwnLabPath(req, res, target.rest, files, { base: `/jupyter/${target.workspaceId}/`, serverRoot: SERVER_ROOT, stateDir: STATE_DIR }))
         return;
+      const user = req.headers[LAB_USER_HEADER];
+      if (ownSettings && typeof user === 'string' && isUuid(user) && ownSettings(req, res, user, target.rest)) return;
       // Taken before the server writes: the save's upload through the mount ends after it.
       const since = new Date();
       serverFor(target.workspaceId).then(

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { Config } from '@codeagent/config';
 import { DATABASE_POOL_SIZES, openDatabase, openPlatformDatabase, platformConnection, type Database, type Listener } from '@codeagent/db';
 import { databaseUidAllocator } from '@codeagent/sandbox';
@@ -39,7 +40,7 @@ export async function startRuntime(config: Config): Promise<void> {
     },
   });
   // Each workspace's JupyterLab at /jupyter/<id>/, for the gateway (which checks the user first).
-  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log });
+  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log, settingsDir: join(config.dataDir, 'lab-settings') });
   const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log, lab });
   app.addHook('onClose', async () => {
     await following?.close();
