@@ -15,7 +15,7 @@ import { mountTokenKey } from '@codeagent/auth';
 import { WorkspaceMounts, buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
 import { startTestS3Store, type TestS3Store } from '@codeagent/storage/testing';
-import { INTERNAL_TOKEN, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+import { INTERNAL_TOKEN, addMembers, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const LAB_TOKEN = 'lab-token-for-the-browser-test';
@@ -86,12 +86,7 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
         id: string;
       }>().id;
       editor = await createAndLogin(b, 'browser-editor@example.com');
-      await b.app.inject({
-        method: 'POST',
-        url: `/api/v1/platform/workspaces/${ws}/members`,
-        headers: bearer(b.adminToken),
-        payload: { user_id: editor.id, role: 'editor' },
-      });
+      await addMembers(b, ws, [[editor, 'editor']]);
       browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
       page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
     }, 120_000);
@@ -261,12 +256,7 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       // The lab's settings were one store per workspace server: another member's shortcut applied
       // to every member, and ran its command with its arguments in their session.
       const planter = await createAndLogin(b, 'browser-planter@example.com');
-      await b.app.inject({
-        method: 'POST',
-        url: `/api/v1/platform/workspaces/${ws}/members`,
-        headers: bearer(b.adminToken),
-        payload: { user_id: planter.id, role: 'editor' },
-      });
+      await addMembers(b, ws, [[planter, 'editor']]);
       const shortcut = (marker: string) =>
         JSON.stringify({
           raw: JSON.stringify({ shortcuts: [{ command: 'notebook:insert-cell-below', keys: ['Alt Q'], selector: 'body', args: { marker } }] }),
