@@ -5,7 +5,7 @@ export { HashingBusyError, HashingGate, defaultHashingLimits } from './hashing-g
 export type { HashingLimits } from './hashing-gate.js';
 export { issueUserToken, verifyUserToken, InvalidTokenError } from './jwt.js';
 export type { UserTokenClaims, IssuedToken } from './jwt.js';
-export { INTERNAL_TOKEN_HEADER } from './internal-token.js';
+export { INTERNAL_TOKEN_HEADER, USER_ID_HEADER } from './internal-token.js';
 export {
   SESSION_COOKIE,
   SAFE_METHODS,

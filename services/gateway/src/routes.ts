@@ -157,7 +157,7 @@ export const REQUIRE_HEADER = 'x-codeagent-require';
  */
 export const REFUSAL_HEADER = 'x-codeagent-refusal';
 /** Headers of the session check's answer: who the user is (the ingress keeps them on one Jupyter instance). */
-export const USER_ID_HEADER = 'x-codeagent-user-id';
+export { USER_ID_HEADER } from '@codeagent/auth';
 
 /** The ingress's answer when a component failed: 504 when it did not answer in time, 502 for anything else. */
 export function upstreamFailure(timedOut: boolean): { status: 502 | 504; body: { error: string; message: string } } {

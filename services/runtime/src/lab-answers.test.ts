@@ -9,7 +9,8 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserOrigin, labPageCsp } from './lab-answers.js';
 import { defaultLabHost } from './lab-host.js';
-import { LAB_USER_HEADER, labProxy, type LabProxy } from './lab-proxy.js';
+import { USER_ID_HEADER } from '@codeagent/auth';
+import { labProxy, type LabProxy } from './lab-proxy.js';
 import { CHECKED_ANSWER_MAX } from './relay.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 
@@ -281,8 +282,8 @@ describe('a taken-over workspace server behind the lab proxy', () => {
   });
 
   it('answers the settings of the user the gateway names from that user’s own store, never from the server (decision 0251)', async () => {
-    const alice = { [LAB_USER_HEADER]: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa' };
-    const bob = { [LAB_USER_HEADER]: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb' };
+    const alice = { [USER_ID_HEADER]: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa' };
+    const bob = { [USER_ID_HEADER]: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb' };
     const shortcuts = '/lab/api/settings/@jupyterlab/shortcuts-extension:shortcuts';
     const put = (path: string, user: Record<string, string>, body: string) =>
       fetch(`${base}/jupyter/${WS}${path}`, { method: 'PUT', headers: { authorization: `token ${TOKEN}`, 'content-type': 'application/json', ...user }, body });
@@ -315,7 +316,7 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     expect((await put(translation, alice, JSON.stringify({ raw: '{"locale": "%2e%2e/evil"}' }))).status).toBe(204);
     expect((await (await get(translation, alice)).json()) as unknown).toMatchObject({ raw: '{}', settings: {} });
     // Without a user (or with a header that is no user id) the server answers, checked as before.
-    const relayed = (await (await get('/lab/api/settings', { [LAB_USER_HEADER]: '../../etc' })).json()) as { settings: Array<{ id: string }> };
+    const relayed = (await (await get('/lab/api/settings', { [USER_ID_HEADER]: '../../etc' })).json()) as { settings: Array<{ id: string }> };
     expect(relayed.settings.map((e) => e.id)).toContain('@jupyterlab/translation-extension:plugin');
     expect(relayed.settings.length).toBeLessThan(10);
   });

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
+import { USER_ID_HEADER } from '@codeagent/auth';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { answerOwnLabPath, labAnswerHeaders, settingsCheck, userSettingsAnswers, type LabFiles } from './lab-answers.js';
@@ -28,9 +29,6 @@ export interface LabProxyOptions {
    */
   settingsDir?: string | undefined;
 }
-
-/** The user the gateway checked, as it names them to the runtime (the same header as the session check's answer). */
-export const LAB_USER_HEADER = 'x-codeagent-user-id';
 
 export interface LabProxy {
   /** Whether a request path belongs to the lab proxy (`/jupyter/…`). */
@@ -165,7 +163,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       // JupyterLab's pages and files: the installed ones, whatever the server would answer.
       if (files && answerOwnLabPath(req, res, target.rest, files, { base: `/jupyter/${target.workspaceId}/`, serverRoot: SERVER_ROOT, stateDir: STATE_DIR }))
         return;
-      const user = req.headers[LAB_USER_HEADER];
+      const user = req.headers[USER_ID_HEADER];
       if (ownSettings && typeof user === 'string' && isUuid(user) && ownSettings(req, res, user, target.rest)) return;
       // Taken before the server writes: the save's upload through the mount ends after it.
       const since = new Date();

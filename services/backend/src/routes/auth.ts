@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { SESSION_COOKIE, admitPasswordCheck, issueUserToken, sessionCookieOptions } from '@codeagent/auth';
+import { SESSION_COOKIE, USER_ID_HEADER, admitPasswordCheck, issueUserToken, sessionCookieOptions } from '@codeagent/auth';
 import { ForbiddenError, NotFoundError, UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
 import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
@@ -111,7 +111,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
       // For nginx's auth_request, which sees only the status and headers: who the user is (the
       // ingress keeps one user on one Jupyter instance), and a 403 when the ingress requires a
       // system administrator (`X-Codeagent-Require: system_admin`; it only ever narrows).
-      reply.header('x-codeagent-user-id', req.user.id);
+      reply.header(USER_ID_HEADER, req.user.id);
       if (req.headers['x-codeagent-require'] === 'system_admin' && !admin) {
         throw new ForbiddenError('JupyterLab is open to system administrators only until each workspace has its own JupyterLab server');
       }
