@@ -321,6 +321,48 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     expect(relayed.settings.length).toBeLessThan(10);
   });
 
+  it('answers the layouts of the user the gateway names from that user’s own store (decision 0251)', async () => {
+    const alice = { [USER_ID_HEADER]: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa' };
+    const bob = { [USER_ID_HEADER]: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb' };
+    const call = (method: string, path: string, user: Record<string, string>, body?: string) =>
+      fetch(`${base}/jupyter/${WS}/lab/api/workspaces${path}`, {
+        method,
+        headers: { authorization: `token ${TOKEN}`, ...user },
+        ...(body === undefined ? {} : { body }),
+      });
+    const layout = { data: { 'layout-restorer:data': { main: { current: 'notebook:secret-plans.ipynb' } } }, metadata: { id: '/default' } };
+    // None stored: the empty layout, as jupyterlab_server answers.
+    expect(await (await call('GET', '/default', alice)).json()).toEqual({ data: {}, metadata: { id: '/default' } });
+    expect((await call('PUT', '/default', alice, JSON.stringify(layout))).status).toBe(204);
+    const hers = (await (await call('GET', '/default', alice)).json()) as { data: unknown; metadata: { id: string; last_modified: string } };
+    expect(hers.data).toEqual(layout.data);
+    expect(hers.metadata.last_modified).toEqual(expect.any(String));
+    expect(await (await call('GET', '', alice)).json()).toMatchObject({ workspaces: { ids: ['/default'], values: [{ data: layout.data }] } });
+    // Bob sees none of it.
+    expect(await (await call('GET', '/default', bob)).json()).toEqual({ data: {}, metadata: { id: '/default' } });
+    expect(await (await call('GET', '', bob)).json()).toEqual({ workspaces: { ids: [], values: [] } });
+    // Refusals: another id than the name, not JSON, a name that is no layout name, no name, too many.
+    expect((await call('PUT', '/other', alice, JSON.stringify(layout))).status).toBe(400);
+    expect((await call('PUT', '/default', alice, '{')).status).toBe(400);
+    expect((await call('GET', '/a.b', alice)).status).toBe(404);
+    expect((await call('GET', '/..%2f..%2fetc', alice)).status).toBe(400);
+    expect((await call('PUT', '', alice, JSON.stringify(layout))).status).toBe(400);
+    // (All at once: the count holds under parallel saves.)
+    const names = Array.from({ length: 60 }, (_, i) => `w${i + 1}`);
+    const saves = await Promise.all(names.map((n) => call('PUT', `/${n}`, alice, JSON.stringify({ data: {}, metadata: { id: `/${n}` } }))));
+    expect(saves.filter((r) => r.status === 204)).toHaveLength(49);
+    expect(saves.filter((r) => r.status === 409)).toHaveLength(11);
+    expect(((await (await call('GET', '', alice)).json()) as { workspaces: { ids: string[] } }).workspaces.ids).toHaveLength(50);
+    const kept = names.find((_, i) => saves[i]!.status === 204)!;
+    const refused = names.find((_, i) => saves[i]!.status === 409)!;
+    // Replacing one is always possible; a new one once another is gone.
+    expect((await call('PUT', '/default', alice, JSON.stringify(layout))).status).toBe(204);
+    expect((await call('DELETE', `/${kept}`, alice)).status).toBe(204);
+    expect((await call('DELETE', `/${kept}`, alice)).status).toBe(404);
+    // An id without its leading slash is the same layout (jupyterlab_server takes both).
+    expect((await call('PUT', `/${refused}`, alice, JSON.stringify({ data: {}, metadata: { id: refused } }))).status).toBe(204);
+  });
+
   it('every other answer is sandboxed (no flag of the server widens it) and never a script', async () => {
     const file = await get('/files/page.html');
     const csp = file.headers.get('content-security-policy')!;

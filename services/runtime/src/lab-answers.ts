@@ -20,11 +20,12 @@
  * Node's own modules only: `codeagent jupyterlab` (the CLI's one lab) uses it too.
  */
 import { createReadStream, readdirSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, extname, join } from 'node:path';
 import JSON5 from 'json5';
+import { KeyedLock } from '@codeagent/service-kit';
 import type { AnswerCheck } from './relay.js';
 
 /** The JupyterLab host's installed files: `extensions/lab-host` and the prebuilt extensions' directory. */
@@ -671,19 +672,11 @@ export function userSettingsAnswers(files: LabFiles, dir: string): (req: Incomin
       refuse(405, 'settings are read with GET and saved with PUT of one plugin');
       return true;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > USER_SETTINGS_MAX_BYTES + 1024) over = true;
-      else chunks.push(chunk);
-    });
-    req.on('end', () => {
-      if (over) return jsonAnswer(res, 413, { message: `the settings are larger than ${USER_SETTINGS_MAX_BYTES} bytes` });
+    bodyOf(req, USER_SETTINGS_MAX_BYTES + 1024, (body) => {
+      if (body === undefined) return jsonAnswer(res, 413, { message: `the settings are larger than ${USER_SETTINGS_MAX_BYTES} bytes` });
       let raw: unknown;
       try {
-        raw = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { raw?: unknown }).raw;
+        raw = (JSON.parse(body.toString('utf8')) as { raw?: unknown }).raw;
       } catch {
         return jsonAnswer(res, 400, { message: "send JSON of the form {'raw': '<the settings as JSON5>'}" });
       }
@@ -697,18 +690,140 @@ export function userSettingsAnswers(files: LabFiles, dir: string): (req: Incomin
         return jsonAnswer(res, 400, { message: `the settings are not JSON5: ${(err as Error).message}` });
       }
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return jsonAnswer(res, 400, { message: 'the settings are not an object' });
-      const file = fileOf(user, id);
-      const temporary = `${file}.${randomUUID()}.tmp`;
-      mkdir(dirname(file), { recursive: true, mode: 0o700 })
-        .then(() => writeFile(temporary, raw, { mode: 0o600 }))
-        .then(() => rename(temporary, file))
-        .then(
-          () => res.writeHead(204, { 'cache-control': 'no-store' }).end(),
-          () => {
-            void unlink(temporary).catch(() => undefined);
-            jsonAnswer(res, 500, { message: 'the settings could not be saved' });
-          },
-        );
+      saved(res, writeWhole(fileOf(user, id), raw), 'the settings could not be saved');
+    });
+    return true;
+  };
+}
+
+/** The request's body, or undefined (the rest unread) when it is longer than `max` bytes. */
+function bodyOf(req: IncomingMessage, max: number, done: (body: Buffer | undefined) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  req.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size <= max) chunks.push(chunk);
+  });
+  req.on('end', () => done(size > max ? undefined : Buffer.concat(chunks)));
+}
+
+/** Writes `text` to `file` whole: a temporary file beside it, then renamed (a reader sees the old text or the new). */
+async function writeWhole(file: string, text: string): Promise<void> {
+  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  const temporary = `${file}.${randomUUID()}.tmp`;
+  try {
+    await writeFile(temporary, text, { mode: 0o600 });
+    await rename(temporary, file);
+  } catch (err) {
+    await unlink(temporary).catch(() => undefined);
+    throw err;
+  }
+}
+
+/** 204 once `write` is done, or 500 naming what could not be saved. */
+function saved(res: ServerResponse, write: Promise<void>, failure: string): void {
+  write.then(
+    () => res.writeHead(204, { 'cache-control': 'no-store' }).end(),
+    () => jsonAnswer(res, 500, { message: failure }),
+  );
+}
+
+const LAB_WORKSPACES = /^\/lab\/api\/workspaces(?:\/(.*))?$/;
+/** The names JupyterLab's page routes accept for a layout (`/lab/workspaces/<name>`). */
+const WORKSPACE_NAME = /^[A-Za-z0-9_-]{1,100}$/;
+/** The largest layout a user may store, and how many. */
+export const USER_WORKSPACE_MAX_BYTES = 1024 * 1024;
+export const USER_WORKSPACES_MAX = 50;
+
+/**
+ * JupyterLab's layouts (`/lab/api/workspaces`: list, `GET`, `PUT`, `DELETE` of one), answered
+ * like the settings (userSettingsAnswers, decision 0251) from `dir/<user id>/workspaces/<name>.json`,
+ * in jupyterlab_server's shape: what one member has open is not another's. Says false for a path
+ * it does not answer.
+ */
+export function userWorkspacesAnswers(dir: string): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
+  const folderOf = (userId: string) => join(dir, userId.toLowerCase(), 'workspaces');
+  const writes = new KeyedLock();
+  const load = async (file: string): Promise<Record<string, unknown>> => {
+    const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
+    const workspace = JSON.parse(text) as { metadata?: Record<string, unknown> };
+    return { ...workspace, metadata: { ...workspace.metadata, last_modified: st.mtime.toISOString(), created: st.birthtime.toISOString() } };
+  };
+  return (req, res, userId, rest) => {
+    const m = LAB_WORKSPACES.exec(splitQuery(rest)[0]);
+    if (!m) return false;
+    const folder = folderOf(userId);
+    const name = m[1] === undefined || m[1] === '' ? undefined : decodeSafely(m[1]);
+    const refuse = (status: number, message: string) => {
+      req.resume();
+      jsonAnswer(res, status, { message });
+    };
+    if (name !== undefined && !WORKSPACE_NAME.test(name)) {
+      refuse(404, 'a layout name is 1 to 100 letters, digits, - or _');
+      return true;
+    }
+    const file = name === undefined ? '' : join(folder, `${name}.json`);
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      req.resume();
+      const answer =
+        name === undefined
+          ? readdir(folder)
+              .catch(() => [] as string[])
+              .then((entries) =>
+                Promise.all(
+                  entries
+                    .filter((e) => e.endsWith('.json'))
+                    .sort()
+                    .map((e) => load(join(folder, e))),
+                ),
+              )
+              .then((values) => ({ workspaces: { ids: values.map((v) => (v.metadata as { id?: unknown }).id), values } }))
+          : load(file).catch((err: NodeJS.ErrnoException) => {
+              if (err.code === 'ENOENT') return { data: {}, metadata: { id: `/${name}` } };
+              throw err;
+            });
+      answer.then(
+        (body) => jsonAnswer(res, 200, body),
+        () => jsonAnswer(res, 500, { message: 'the layouts could not be read' }),
+      );
+      return true;
+    }
+    if (name === undefined) {
+      refuse(400, 'name the layout: /lab/api/workspaces/<name>');
+      return true;
+    }
+    if (req.method === 'DELETE') {
+      req.resume();
+      unlink(file).then(
+        () => res.writeHead(204, { 'cache-control': 'no-store' }).end(),
+        (err: NodeJS.ErrnoException) => jsonAnswer(res, err.code === 'ENOENT' ? 404 : 500, { message: `no layout ${name}` }),
+      );
+      return true;
+    }
+    if (req.method !== 'PUT') {
+      refuse(405, 'layouts are read with GET, saved with PUT and removed with DELETE');
+      return true;
+    }
+    bodyOf(req, USER_WORKSPACE_MAX_BYTES, (body) => {
+      if (body === undefined) return jsonAnswer(res, 413, { message: `the layout is larger than ${USER_WORKSPACE_MAX_BYTES} bytes` });
+      let workspace: { metadata?: { id?: unknown } } | undefined;
+      try {
+        workspace = JSON.parse(body.toString('utf8')) as { metadata?: { id?: unknown } };
+      } catch (err) {
+        return jsonAnswer(res, 400, { message: `the layout is not JSON: ${(err as Error).message}` });
+      }
+      const id = typeof workspace?.metadata?.id === 'string' ? decodeSafely(workspace.metadata.id.replace(/^(?!\/)/, '/')) : undefined;
+      if (id !== `/${name}`) return jsonAnswer(res, 400, { message: `the layout's metadata.id must be /${name}` });
+      // One save of a user's at a time: the count is checked and the file written together.
+      void writes.run(folder, async () => {
+        const entries = await readdir(folder).catch(() => [] as string[]);
+        if (!entries.includes(`${name}.json`) && entries.filter((e) => e.endsWith('.json')).length >= USER_WORKSPACES_MAX) {
+          return jsonAnswer(res, 409, { message: `at most ${USER_WORKSPACES_MAX} layouts are kept: delete one first` });
+        }
+        const write = writeWhole(file, body.toString('utf8'));
+        saved(res, write, 'the layout could not be saved');
+        await write.catch(() => undefined);
+      });
     });
     return true;
   };

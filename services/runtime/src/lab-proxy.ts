@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { USER_ID_HEADER } from '@codeagent/auth';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
-import { answerOwnLabPath, labAnswerHeaders, settingsCheck, userSettingsAnswers, type LabFiles } from './lab-answers.js';
+import { answerOwnLabPath, labAnswerHeaders, settingsCheck, userSettingsAnswers, userWorkspacesAnswers, type LabFiles } from './lab-answers.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
 
 /** A workspace server's root and lab state as its users see them (servers.ts, the sandbox layout): shown in its page config. */
@@ -23,9 +23,10 @@ export interface LabProxyOptions {
   token: string;
   log: FastifyBaseLogger;
   /**
-   * Where each platform user's JupyterLab settings are kept (decision 0251): the settings API is
-   * then answered from there for a request the gateway names its user in (`x-codeagent-user-id`).
-   * Without it, or without that header, the workspace's server answers (its settings checked).
+   * Where each platform user's JupyterLab settings and layouts are kept (decision 0251): the
+   * settings and workspaces APIs are then answered from there for a request the gateway names its
+   * user in (`x-codeagent-user-id`). Without it, or without that header, the workspace's server
+   * answers (its settings checked).
    */
   settingsDir?: string | undefined;
 }
@@ -111,6 +112,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
   const files: LabFiles | undefined = pool.lab;
   const settings = files ? settingsCheck(files) : () => undefined;
   const ownSettings = files && opts.settingsDir !== undefined ? userSettingsAnswers(files, opts.settingsDir) : undefined;
+  const ownLayouts = opts.settingsDir !== undefined ? userWorkspacesAnswers(opts.settingsDir) : undefined;
   const upgraded = new Set<Duplex>();
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */
@@ -164,7 +166,9 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       if (files && answerOwnLabPath(req, res, target.rest, files, { base: `/jupyter/${target.workspaceId}/`, serverRoot: SERVER_ROOT, stateDir: STATE_DIR }))
         return;
       const user = req.headers[USER_ID_HEADER];
-      if (ownSettings && typeof user === 'string' && isUuid(user) && ownSettings(req, res, user, target.rest)) return;
+      if (typeof user === 'string' && isUuid(user)) {
+        if (ownSettings?.(req, res, user, target.rest) === true || ownLayouts?.(req, res, user, target.rest) === true) return;
+      }
       // Taken before the server writes: the save's upload through the mount ends after it.
       const since = new Date();
       serverFor(target.workspaceId).then(
