@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '@codeagent/config';
-import { SANDBOX_EXTENSIONS_DIR, SANDBOX_LAB_DIR, answerOwnLabPath, labAnswerHeaders, settingsCheck } from '@codeagent/runtime/lab-answers';
+import { SANDBOX_EXTENSIONS_DIR, SANDBOX_LAB_DIR, answerOwnLabPath, labAnswerHeaders, pluginSchemas, settingsCheck } from '@codeagent/runtime/lab-answers';
 import { carriesToken, relayRequest, relayUpgrade } from '@codeagent/runtime/relay';
 import { prepareSandbox, type Sandbox } from '@codeagent/sandbox';
 
@@ -152,7 +152,7 @@ function tokenSwappingProxy(socketPath: string, outer: string, inner: string): S
   // JupyterLab's pages and files from the installed host, the server's answers confined: what
   // the runtime does for each workspace's lab (decision 0245; the kernels share the server's uid).
   const files = { hostDir: HOST_DIR, extensionsDir: LABEXTENSIONS };
-  const settings = settingsCheck(files);
+  const settings = settingsCheck(pluginSchemas(files));
   const page = { base: BASE_URL, serverRoot: '/workspace', stateDir: '/workspace/.jupyterlab-state' };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     if (!carriesToken(req, outer)) {

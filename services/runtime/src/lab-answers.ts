@@ -107,6 +107,12 @@ const jsonAnswer = (res: ServerResponse, status: number, body: unknown) => {
     .end(JSON.stringify(body));
 };
 
+/** An error answer before the request's body was read (which is let go). */
+function refuse(req: IncomingMessage, res: ServerResponse, status: number, message: string): void {
+  req.resume();
+  jsonAnswer(res, status, { message });
+}
+
 /**
  * Answers the lab paths that are the trusted side's own (JupyterLab's pages, its installed
  * files, translations) and says true; false for a path the server answers. `rest` is the path
@@ -560,8 +566,8 @@ function userSettings(raw: unknown): Record<string, unknown> {
  * administrator's session into the workspace; decision 0249). The menus, shortcuts and toolbars
  * are the installed defaults.
  */
-export function settingsCheck(files: LabFiles): (method: string | undefined, rest: string) => AnswerCheck | undefined {
-  const { schemaOf } = pluginSchemas(files);
+export function settingsCheck(plugins: PluginSchemas): (method: string | undefined, rest: string) => AnswerCheck | undefined {
+  const { schemaOf } = plugins;
   const bindings = new Map<string, string[]>();
   const bindingKeys = (id: string, schema: unknown): string[] => {
     let keys = bindings.get(id);
@@ -625,8 +631,7 @@ export const USER_SETTINGS_MAX_BYTES = 256 * 1024;
  * nor a kernel can write it. `dir` holds `<user id>/<plugin id>.json5`; the answers have
  * jupyterlab_server's shape, with the installed schemas. Says false for a path it does not answer.
  */
-export function userSettingsAnswers(files: LabFiles, dir: string): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
-  const plugins = pluginSchemas(files);
+export function userSettingsAnswers(plugins: PluginSchemas, dir: string): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
   const fileOf = (userId: string, id: string) => join(dir, userId, `${encodeURIComponent(id)}.json5`);
   const entry = async (userId: string, id: string) => {
     let raw = '{}';
@@ -651,12 +656,8 @@ export function userSettingsAnswers(files: LabFiles, dir: string): (req: Incomin
     if (!m) return false;
     const id = m[1] === undefined || m[1] === '' ? undefined : decodeSafely(m[1]);
     const user = userId.toLowerCase();
-    const refuse = (status: number, message: string) => {
-      req.resume();
-      jsonAnswer(res, status, { message });
-    };
     if (id !== undefined && plugins.schemaOf(id) === undefined) {
-      refuse(404, `no settings plugin ${id} is installed`);
+      refuse(req, res, 404, `no settings plugin ${id} is installed`);
       return true;
     }
     if (req.method === 'GET' || req.method === 'HEAD') {
@@ -669,7 +670,7 @@ export function userSettingsAnswers(files: LabFiles, dir: string): (req: Incomin
       return true;
     }
     if (req.method !== 'PUT' || id === undefined) {
-      refuse(405, 'settings are read with GET and saved with PUT of one plugin');
+      refuse(req, res, 405, 'settings are read with GET and saved with PUT of one plugin');
       return true;
     }
     bodyOf(req, USER_SETTINGS_MAX_BYTES + 1024, (body) => {
@@ -754,12 +755,8 @@ export function userWorkspacesAnswers(dir: string): (req: IncomingMessage, res: 
     if (!m) return false;
     const folder = folderOf(userId);
     const name = m[1] === undefined || m[1] === '' ? undefined : decodeSafely(m[1]);
-    const refuse = (status: number, message: string) => {
-      req.resume();
-      jsonAnswer(res, status, { message });
-    };
     if (name !== undefined && !WORKSPACE_NAME.test(name)) {
-      refuse(404, 'a layout name is 1 to 100 letters, digits, - or _');
+      refuse(req, res, 404, 'a layout name is 1 to 100 letters, digits, - or _');
       return true;
     }
     const file = name === undefined ? '' : join(folder, `${name}.json`);
@@ -789,7 +786,7 @@ export function userWorkspacesAnswers(dir: string): (req: IncomingMessage, res: 
       return true;
     }
     if (name === undefined) {
-      refuse(400, 'name the layout: /lab/api/workspaces/<name>');
+      refuse(req, res, 400, 'name the layout: /lab/api/workspaces/<name>');
       return true;
     }
     if (req.method === 'DELETE') {
@@ -801,7 +798,7 @@ export function userWorkspacesAnswers(dir: string): (req: IncomingMessage, res: 
       return true;
     }
     if (req.method !== 'PUT') {
-      refuse(405, 'layouts are read with GET, saved with PUT and removed with DELETE');
+      refuse(req, res, 405, 'layouts are read with GET, saved with PUT and removed with DELETE');
       return true;
     }
     bodyOf(req, USER_WORKSPACE_MAX_BYTES, (body) => {

@@ -4,7 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { USER_ID_HEADER } from '@codeagent/auth';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
-import { answerOwnLabPath, labAnswerHeaders, settingsCheck, userSettingsAnswers, userWorkspacesAnswers, type LabFiles } from './lab-answers.js';
+import { answerOwnLabPath, labAnswerHeaders, pluginSchemas, settingsCheck, userSettingsAnswers, userWorkspacesAnswers, type LabFiles } from './lab-answers.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
 
 /** A workspace server's root and lab state as its users see them (servers.ts, the sandbox layout): shown in its page config. */
@@ -110,8 +110,10 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
   const { pool, log } = opts;
   // JupyterLab's pages and files come from the installed host, never from a workspace's server (decision 0245).
   const files: LabFiles | undefined = pool.lab;
-  const settings = files ? settingsCheck(files) : () => undefined;
-  const ownSettings = files && opts.settingsDir !== undefined ? userSettingsAnswers(files, opts.settingsDir) : undefined;
+  // (One index of the installed settings schemas for both ways of answering the settings.)
+  const plugins = files ? pluginSchemas(files) : undefined;
+  const settings = plugins ? settingsCheck(plugins) : () => undefined;
+  const ownSettings = plugins && opts.settingsDir !== undefined ? userSettingsAnswers(plugins, opts.settingsDir) : undefined;
   const ownLayouts = opts.settingsDir !== undefined ? userWorkspacesAnswers(opts.settingsDir) : undefined;
   const upgraded = new Set<Duplex>();
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
