@@ -205,6 +205,24 @@ export interface WorkspaceUsageTable {
   bytes: number;
 }
 
+/** A user's JupyterLab settings of one plugin, as JSON5 text (migration 019, decision 0252). */
+export interface LabSettingsTable {
+  user_id: string;
+  plugin_id: string;
+  raw: string;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
+/** A user's JupyterLab layout (a "workspace" in JupyterLab's words), as JSON text (migration 019). */
+export interface LabLayoutsTable {
+  user_id: string;
+  name: string;
+  layout: string;
+  created_at: CreatedAt;
+  updated_at: Timestamp;
+}
+
 export interface DB {
   platform_roles: PlatformRolesTable;
   users: UsersTable;
@@ -225,6 +243,8 @@ export interface DB {
   cluster_rate_buckets: ClusterRateBucketsTable;
   service_leases: ServiceLeasesTable;
   workspace_usage: WorkspaceUsageTable;
+  lab_settings: LabSettingsTable;
+  lab_layouts: LabLayoutsTable;
 }
 
 export type UserRow = Selectable<UsersTable>;

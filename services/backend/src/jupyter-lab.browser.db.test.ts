@@ -12,7 +12,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
 import { mountTokenKey } from '@codeagent/auth';
-import { WorkspaceMounts, buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
+import { WorkspaceMounts, buildRuntimeApp, databaseLabState, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
 import { startTestS3Store, type TestS3Store } from '@codeagent/storage/testing';
 import { INTERNAL_TOKEN, addMembers, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
@@ -74,7 +74,7 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
       runtime = await buildRuntimeApp({
         kernels: kernels.kernels,
         internalServiceToken: 'runtime-token',
-        lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, settingsDir: join(dataDir, 'lab-settings') }),
+        lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, labState: databaseLabState(() => Promise.resolve(b.t.database.db)) }),
       });
       const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
       gateway = await buildGatewayApp({

@@ -14,6 +14,8 @@ export type { FailedTransfer, FlushEnd, WorkspaceMount, WorkspaceMountOptions, R
 export { labProxy, progressPage } from './lab-proxy.js';
 export type { LabProxy, LabProxyOptions } from './lab-proxy.js';
 export { defaultLabHost } from './lab-host.js';
+export { databaseLabState, importLabStateFiles } from './lab-state.js';
+export type { LabStateStore, StoredLabText } from './lab-state.js';
 export { labBasePath, labHostBuilt } from './servers.js';
 export type { LabHost, ServerStatus } from './servers.js';
 export { WorkspaceMounts, workspaceMountsFor } from './mounts.js';

@@ -9,7 +9,6 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserOrigin, labPageCsp } from './lab-answers.js';
 import { defaultLabHost } from './lab-host.js';
-import { USER_ID_HEADER } from '@codeagent/auth';
 import { labProxy, type LabProxy } from './lab-proxy.js';
 import { CHECKED_ANSWER_MAX } from './relay.js';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
@@ -133,7 +132,7 @@ describe('a taken-over workspace server behind the lab proxy', () => {
       status: () => ({ state: 'running' }),
       stop: () => Promise.resolve(),
     } as JupyterPool;
-    lab = labProxy({ pool, token: TOKEN, log: pino({ level: 'silent' }), settingsDir: join(dir, 'settings') });
+    lab = labProxy({ pool, token: TOKEN, log: pino({ level: 'silent' }) });
     front = createServer((req, res) => lab.request(req, res));
     front.on('upgrade', (req, socket: Socket, head: Buffer) => lab.upgrade(req, socket, head));
     await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
@@ -279,88 +278,6 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     // One plugin named 5000 times is one plugin (its schema is not multiplied).
     const dup = (await (await get('/lab/api/settings?dup=1')).json()) as { settings: unknown[] };
     expect(dup.settings).toHaveLength(1);
-  });
-
-  it('answers the settings of the user the gateway names from that user’s own store, never from the server (decision 0251)', async () => {
-    const alice = { [USER_ID_HEADER]: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa' };
-    const bob = { [USER_ID_HEADER]: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb' };
-    const shortcuts = '/lab/api/settings/@jupyterlab/shortcuts-extension:shortcuts';
-    const put = (path: string, user: Record<string, string>, body: string) =>
-      fetch(`${base}/jupyter/${WS}${path}`, { method: 'PUT', headers: { authorization: `token ${TOKEN}`, 'content-type': 'application/json', ...user }, body });
-    // Every installed plugin with its installed schema and no user value; nothing of the server's.
-    const list = (await (await get('/lab/api/settings', alice)).json()) as { settings: Array<{ id: string; raw: string; version: string }> };
-    const ids = list.settings.map((e) => e.id);
-    expect(ids).toEqual(expect.arrayContaining(['@jupyterlab/shortcuts-extension:shortcuts', '@jupyterlab/apputils-extension:themes']) as unknown);
-    expect(ids).toHaveLength(new Set(ids).size);
-    expect(ids).not.toContain('@evil/extension:plugin');
-    expect(list.settings.every((e) => e.raw === '{}')).toBe(true);
-    expect(list.settings.find((e) => e.id === '@jupyterlab/apputils-extension:themes')?.version).toBe('4.5.10');
-    expect(JSON.stringify(list)).not.toContain(EVIL);
-    // Alice's own shortcut (JSON5, as the settings editor writes it) is hers: Bob's stay the defaults.
-    const raw = "{\n  // mine\n  shortcuts: [{command: 'notebook:run-all-cells', keys: ['Alt R'], selector: 'body'}],\n}";
-    expect((await put(shortcuts, alice, JSON.stringify({ raw }))).status).toBe(204);
-    const hers = (await (await get(shortcuts, alice)).json()) as { raw: string; settings: unknown; last_modified: string | null };
-    expect(hers).toMatchObject({ raw, settings: { shortcuts: [{ command: 'notebook:run-all-cells', keys: ['Alt R'], selector: 'body' }] } });
-    expect(hers.last_modified).not.toBeNull();
-    expect((await (await get(shortcuts, bob)).json()) as unknown).toMatchObject({ raw: '{}', settings: {} });
-    // Refusals: an unknown plugin, not JSON5, not an object, too large, another method.
-    expect((await put('/lab/api/settings/@evil/extension:plugin', alice, JSON.stringify({ raw: '{}' }))).status).toBe(404);
-    expect((await put(shortcuts, alice, JSON.stringify({ raw: '{shortcuts: [' }))).status).toBe(400);
-    expect((await put(shortcuts, alice, JSON.stringify({ raw: '[1]' }))).status).toBe(400);
-    expect((await put(shortcuts, alice, '{"no": "raw"}')).status).toBe(400);
-    expect((await put(shortcuts, alice, JSON.stringify({ raw: `{"x": "${'x'.repeat(300 * 1024)}"}` }))).status).toBe(413);
-    expect((await fetch(`${base}/jupyter/${WS}${shortcuts}`, { method: 'DELETE', headers: { authorization: `token ${TOKEN}`, ...alice } })).status).toBe(405);
-    expect(((await (await get(shortcuts, alice)).json()) as { raw: string }).raw).toBe(raw);
-    // The translation settings stay the defaults (their locale is a URL JupyterLab loads code from).
-    const translation = '/lab/api/settings/@jupyterlab/translation-extension:plugin';
-    expect((await put(translation, alice, JSON.stringify({ raw: '{"locale": "%2e%2e/evil"}' }))).status).toBe(204);
-    expect((await (await get(translation, alice)).json()) as unknown).toMatchObject({ raw: '{}', settings: {} });
-    // Without a user (or with a header that is no user id) the server answers, checked as before.
-    const relayed = (await (await get('/lab/api/settings', { [USER_ID_HEADER]: '../../etc' })).json()) as { settings: Array<{ id: string }> };
-    expect(relayed.settings.map((e) => e.id)).toContain('@jupyterlab/translation-extension:plugin');
-    expect(relayed.settings.length).toBeLessThan(10);
-  });
-
-  it('answers the layouts of the user the gateway names from that user’s own store (decision 0251)', async () => {
-    const alice = { [USER_ID_HEADER]: 'aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa' };
-    const bob = { [USER_ID_HEADER]: 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb' };
-    const call = (method: string, path: string, user: Record<string, string>, body?: string) =>
-      fetch(`${base}/jupyter/${WS}/lab/api/workspaces${path}`, {
-        method,
-        headers: { authorization: `token ${TOKEN}`, ...user },
-        ...(body === undefined ? {} : { body }),
-      });
-    const layout = { data: { 'layout-restorer:data': { main: { current: 'notebook:secret-plans.ipynb' } } }, metadata: { id: '/default' } };
-    // None stored: the empty layout, as jupyterlab_server answers.
-    expect(await (await call('GET', '/default', alice)).json()).toEqual({ data: {}, metadata: { id: '/default' } });
-    expect((await call('PUT', '/default', alice, JSON.stringify(layout))).status).toBe(204);
-    const hers = (await (await call('GET', '/default', alice)).json()) as { data: unknown; metadata: { id: string; last_modified: string } };
-    expect(hers.data).toEqual(layout.data);
-    expect(hers.metadata.last_modified).toEqual(expect.any(String));
-    expect(await (await call('GET', '', alice)).json()).toMatchObject({ workspaces: { ids: ['/default'], values: [{ data: layout.data }] } });
-    // Bob sees none of it.
-    expect(await (await call('GET', '/default', bob)).json()).toEqual({ data: {}, metadata: { id: '/default' } });
-    expect(await (await call('GET', '', bob)).json()).toEqual({ workspaces: { ids: [], values: [] } });
-    // Refusals: another id than the name, not JSON, a name that is no layout name, no name, too many.
-    expect((await call('PUT', '/other', alice, JSON.stringify(layout))).status).toBe(400);
-    expect((await call('PUT', '/default', alice, '{')).status).toBe(400);
-    expect((await call('GET', '/a.b', alice)).status).toBe(404);
-    expect((await call('GET', '/..%2f..%2fetc', alice)).status).toBe(400);
-    expect((await call('PUT', '', alice, JSON.stringify(layout))).status).toBe(400);
-    // (All at once: the count holds under parallel saves.)
-    const names = Array.from({ length: 60 }, (_, i) => `w${i + 1}`);
-    const saves = await Promise.all(names.map((n) => call('PUT', `/${n}`, alice, JSON.stringify({ data: {}, metadata: { id: `/${n}` } }))));
-    expect(saves.filter((r) => r.status === 204)).toHaveLength(49);
-    expect(saves.filter((r) => r.status === 409)).toHaveLength(11);
-    expect(((await (await call('GET', '', alice)).json()) as { workspaces: { ids: string[] } }).workspaces.ids).toHaveLength(50);
-    const kept = names.find((_, i) => saves[i]!.status === 204)!;
-    const refused = names.find((_, i) => saves[i]!.status === 409)!;
-    // Replacing one is always possible; a new one once another is gone.
-    expect((await call('PUT', '/default', alice, JSON.stringify(layout))).status).toBe(204);
-    expect((await call('DELETE', `/${kept}`, alice)).status).toBe(204);
-    expect((await call('DELETE', `/${kept}`, alice)).status).toBe(404);
-    // An id without its leading slash is the same layout (jupyterlab_server takes both).
-    expect((await call('PUT', `/${refused}`, alice, JSON.stringify({ data: {}, metadata: { id: refused } }))).status).toBe(204);
   });
 
   it('every other answer is sandboxed (no flag of the server widens it) and never a script', async () => {

@@ -17,15 +17,15 @@
  *   (no cookie, no `Clear-Site-Data`, no redirect out of the lab); relay.ts rebuilds websocket
  *   handshake answers the same way.
  *
- * Node's own modules only: `codeagent jupyterlab` (the CLI's one lab) uses it too.
+ * No database and no framework (json5 aside): `codeagent jupyterlab` (the CLI's one lab) uses it too;
+ * the users' own settings and layouts come from a store it is given (lab-state.ts).
  */
 import { createReadStream, readdirSync, readFileSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
-import { randomUUID } from 'node:crypto';
+import { stat } from 'node:fs/promises';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, extname, join } from 'node:path';
 import JSON5 from 'json5';
-import { KeyedLock } from '@codeagent/service-kit';
+import type { LabStateStore, StoredLabText } from './lab-state.js';
 import type { AnswerCheck } from './relay.js';
 
 /** The JupyterLab host's installed files: `extensions/lab-host` and the prebuilt extensions' directory. */
@@ -625,31 +625,29 @@ export const USER_SETTINGS_MAX_BYTES = 256 * 1024;
 
 /**
  * JupyterLab's settings API (`GET /lab/api/settings`, `GET` and `PUT …/settings/<plugin id>`)
- * answered by the runtime from a store of each platform user's own (decision 0251), never by the
- * workspace's server: what one member sets (a theme, a shortcut, the code agent's password in the
- * bridge extension's settings) is theirs alone, in every workspace, and neither another member
- * nor a kernel can write it. `dir` holds `<user id>/<plugin id>.json5`; the answers have
- * jupyterlab_server's shape, with the installed schemas. Says false for a path it does not answer.
+ * answered by the runtime from a store of each platform user's own (decisions 0251, 0252), never
+ * by the workspace's server: what one member sets (a theme, a shortcut, the code agent's password
+ * in the bridge extension's settings) is theirs alone, in every workspace, and neither another
+ * member nor a kernel can write it. The answers have jupyterlab_server's shape, with the installed
+ * schemas. Says false for a path it does not answer.
  */
-export function userSettingsAnswers(plugins: PluginSchemas, dir: string): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
-  const fileOf = (userId: string, id: string) => join(dir, userId, `${encodeURIComponent(id)}.json5`);
-  const entry = async (userId: string, id: string) => {
-    let raw = '{}';
-    let lastModified: string | null = null;
-    let created: string | null = null;
+export function userSettingsAnswers(
+  plugins: PluginSchemas,
+  store: LabStateStore,
+): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
+  const entry = (id: string, stored: StoredLabText | undefined) => {
     // No language pack is installed: the translation settings are the defaults (decision 0245).
-    if (id !== TRANSLATION_PLUGIN) {
-      try {
-        const file = fileOf(userId, id);
-        const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
-        raw = text;
-        lastModified = st.mtime.toISOString();
-        created = st.birthtime.toISOString();
-      } catch {
-        // none stored: the defaults
-      }
-    }
-    return { id, schema: plugins.schemaOf(id), version: plugins.versionOf(id), raw, settings: userSettings(raw), last_modified: lastModified, created };
+    const own = id === TRANSLATION_PLUGIN ? undefined : stored;
+    const raw = own?.text ?? '{}';
+    return {
+      id,
+      schema: plugins.schemaOf(id),
+      version: plugins.versionOf(id),
+      raw,
+      settings: userSettings(raw),
+      last_modified: own?.updated.toISOString() ?? null,
+      created: own?.created.toISOString() ?? null,
+    };
   };
   return (req, res, userId, rest) => {
     const m = LAB_SETTINGS.exec(splitQuery(rest)[0]);
@@ -662,7 +660,10 @@ export function userSettingsAnswers(plugins: PluginSchemas, dir: string): (req: 
     }
     if (req.method === 'GET' || req.method === 'HEAD') {
       req.resume();
-      const answer = id === undefined ? Promise.all(plugins.ids().map((p) => entry(user, p))).then((settings) => ({ settings })) : entry(user, id);
+      const answer =
+        id === undefined
+          ? store.settings(user).then((own) => ({ settings: plugins.ids().map((p) => entry(p, own.get(p))) }))
+          : store.setting(user, id).then((own) => entry(id, own));
       answer.then(
         (body) => jsonAnswer(res, 200, body),
         () => jsonAnswer(res, 500, { message: 'the settings could not be read' }),
@@ -691,7 +692,7 @@ export function userSettingsAnswers(plugins: PluginSchemas, dir: string): (req: 
         return jsonAnswer(res, 400, { message: `the settings are not JSON5: ${(err as Error).message}` });
       }
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return jsonAnswer(res, 400, { message: 'the settings are not an object' });
-      saved(res, writeWhole(fileOf(user, id), raw), 'the settings could not be saved');
+      saved(res, store.saveSetting(user, id, raw), 'the settings could not be saved');
     });
     return true;
   };
@@ -706,19 +707,6 @@ function bodyOf(req: IncomingMessage, max: number, done: (body: Buffer | undefin
     if (size <= max) chunks.push(chunk);
   });
   req.on('end', () => done(size > max ? undefined : Buffer.concat(chunks)));
-}
-
-/** Writes `text` to `file` whole: a temporary file beside it, then renamed (a reader sees the old text or the new). */
-async function writeWhole(file: string, text: string): Promise<void> {
-  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-  const temporary = `${file}.${randomUUID()}.tmp`;
-  try {
-    await writeFile(temporary, text, { mode: 0o600 });
-    await rename(temporary, file);
-  } catch (err) {
-    await unlink(temporary).catch(() => undefined);
-    throw err;
-  }
 }
 
 /** 204 once `write` is done, or 500 naming what could not be saved. */
@@ -738,47 +726,34 @@ export const USER_WORKSPACES_MAX = 50;
 
 /**
  * JupyterLab's layouts (`/lab/api/workspaces`: list, `GET`, `PUT`, `DELETE` of one), answered
- * like the settings (userSettingsAnswers, decision 0251) from `dir/<user id>/workspaces/<name>.json`,
- * in jupyterlab_server's shape: what one member has open is not another's. Says false for a path
- * it does not answer.
+ * like the settings (userSettingsAnswers, decisions 0251, 0252) from the user's own store, in
+ * jupyterlab_server's shape: what one member has open is not another's. Says false for a path it
+ * does not answer.
  */
-export function userWorkspacesAnswers(dir: string): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
-  const folderOf = (userId: string) => join(dir, userId.toLowerCase(), 'workspaces');
-  const writes = new KeyedLock();
-  const load = async (file: string): Promise<Record<string, unknown>> => {
-    const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
-    const workspace = JSON.parse(text) as { metadata?: Record<string, unknown> };
-    return { ...workspace, metadata: { ...workspace.metadata, last_modified: st.mtime.toISOString(), created: st.birthtime.toISOString() } };
+export function userWorkspacesAnswers(store: LabStateStore): (req: IncomingMessage, res: ServerResponse, userId: string, rest: string) => boolean {
+  // The stored text with the times jupyterlab_server adds to its metadata.
+  const shown = (stored: StoredLabText): Record<string, unknown> => {
+    const workspace = JSON.parse(stored.text) as { metadata?: Record<string, unknown> };
+    return { ...workspace, metadata: { ...workspace.metadata, last_modified: stored.updated.toISOString(), created: stored.created.toISOString() } };
   };
   return (req, res, userId, rest) => {
     const m = LAB_WORKSPACES.exec(splitQuery(rest)[0]);
     if (!m) return false;
-    const folder = folderOf(userId);
+    const user = userId.toLowerCase();
     const name = m[1] === undefined || m[1] === '' ? undefined : decodeSafely(m[1]);
     if (name !== undefined && !WORKSPACE_NAME.test(name)) {
       refuse(req, res, 404, 'a layout name is 1 to 100 letters, digits, - or _');
       return true;
     }
-    const file = name === undefined ? '' : join(folder, `${name}.json`);
     if (req.method === 'GET' || req.method === 'HEAD') {
       req.resume();
       const answer =
         name === undefined
-          ? readdir(folder)
-              .catch(() => [] as string[])
-              .then((entries) =>
-                Promise.all(
-                  entries
-                    .filter((e) => e.endsWith('.json'))
-                    .sort()
-                    .map((e) => load(join(folder, e))),
-                ),
-              )
-              .then((values) => ({ workspaces: { ids: values.map((v) => (v.metadata as { id?: unknown }).id), values } }))
-          : load(file).catch((err: NodeJS.ErrnoException) => {
-              if (err.code === 'ENOENT') return { data: {}, metadata: { id: `/${name}` } };
-              throw err;
-            });
+          ? store.layouts(user).then((all) => {
+              const values = all.map(shown);
+              return { workspaces: { ids: values.map((v) => (v.metadata as { id?: unknown }).id), values } };
+            })
+          : store.layout(user, name).then((stored) => (stored === undefined ? { data: {}, metadata: { id: `/${name}` } } : shown(stored)));
       answer.then(
         (body) => jsonAnswer(res, 200, body),
         () => jsonAnswer(res, 500, { message: 'the layouts could not be read' }),
@@ -791,9 +766,9 @@ export function userWorkspacesAnswers(dir: string): (req: IncomingMessage, res: 
     }
     if (req.method === 'DELETE') {
       req.resume();
-      unlink(file).then(
-        () => res.writeHead(204, { 'cache-control': 'no-store' }).end(),
-        (err: NodeJS.ErrnoException) => jsonAnswer(res, err.code === 'ENOENT' ? 404 : 500, { message: `no layout ${name}` }),
+      store.deleteLayout(user, name).then(
+        (deleted) => (deleted ? res.writeHead(204, { 'cache-control': 'no-store' }).end() : jsonAnswer(res, 404, { message: `no layout ${name}` })),
+        () => jsonAnswer(res, 500, { message: 'the layout could not be removed' }),
       );
       return true;
     }
@@ -804,23 +779,21 @@ export function userWorkspacesAnswers(dir: string): (req: IncomingMessage, res: 
     bodyOf(req, USER_WORKSPACE_MAX_BYTES, (body) => {
       if (body === undefined) return jsonAnswer(res, 413, { message: `the layout is larger than ${USER_WORKSPACE_MAX_BYTES} bytes` });
       let workspace: { metadata?: { id?: unknown } } | undefined;
+      const text = body.toString('utf8');
       try {
-        workspace = JSON.parse(body.toString('utf8')) as { metadata?: { id?: unknown } };
+        workspace = JSON.parse(text) as { metadata?: { id?: unknown } };
       } catch (err) {
         return jsonAnswer(res, 400, { message: `the layout is not JSON: ${(err as Error).message}` });
       }
       const id = typeof workspace?.metadata?.id === 'string' ? decodeSafely(workspace.metadata.id.replace(/^(?!\/)/, '/')) : undefined;
       if (id !== `/${name}`) return jsonAnswer(res, 400, { message: `the layout's metadata.id must be /${name}` });
-      // One save of a user's at a time: the count is checked and the file written together.
-      void writes.run(folder, async () => {
-        const entries = await readdir(folder).catch(() => [] as string[]);
-        if (!entries.includes(`${name}.json`) && entries.filter((e) => e.endsWith('.json')).length >= USER_WORKSPACES_MAX) {
-          return jsonAnswer(res, 409, { message: `at most ${USER_WORKSPACES_MAX} layouts are kept: delete one first` });
-        }
-        const write = writeWhole(file, body.toString('utf8'));
-        saved(res, write, 'the layout could not be saved');
-        await write.catch(() => undefined);
-      });
+      store.saveLayout(user, name, text, USER_WORKSPACES_MAX).then(
+        (outcome) =>
+          outcome === 'saved'
+            ? res.writeHead(204, { 'cache-control': 'no-store' }).end()
+            : jsonAnswer(res, 409, { message: `at most ${USER_WORKSPACES_MAX} layouts are kept: delete one first` }),
+        () => jsonAnswer(res, 500, { message: 'the layout could not be saved' }),
+      );
     });
     return true;
   };

@@ -5,6 +5,7 @@ import { USER_ID_HEADER } from '@codeagent/auth';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { answerOwnLabPath, labAnswerHeaders, pluginSchemas, settingsCheck, userSettingsAnswers, userWorkspacesAnswers, type LabFiles } from './lab-answers.js';
+import type { LabStateStore } from './lab-state.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
 
 /** A workspace server's root and lab state as its users see them (servers.ts, the sandbox layout): shown in its page config. */
@@ -23,12 +24,12 @@ export interface LabProxyOptions {
   token: string;
   log: FastifyBaseLogger;
   /**
-   * Where each platform user's JupyterLab settings and layouts are kept (decision 0251): the
-   * settings and workspaces APIs are then answered from there for a request the gateway names its
-   * user in (`x-codeagent-user-id`). Without it, or without that header, the workspace's server
-   * answers (its settings checked).
+   * Where each platform user's JupyterLab settings and layouts are kept (decisions 0251, 0252):
+   * the settings and workspaces APIs are then answered from there for a request the gateway
+   * names its user in (`x-codeagent-user-id`). Without it, or without that header, the
+   * workspace's server answers (its settings checked).
    */
-  settingsDir?: string | undefined;
+  labState?: LabStateStore | undefined;
 }
 
 export interface LabProxy {
@@ -113,8 +114,8 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
   // (One index of the installed settings schemas for both ways of answering the settings.)
   const plugins = files ? pluginSchemas(files) : undefined;
   const settings = plugins ? settingsCheck(plugins) : () => undefined;
-  const ownSettings = plugins && opts.settingsDir !== undefined ? userSettingsAnswers(plugins, opts.settingsDir) : undefined;
-  const ownLayouts = opts.settingsDir !== undefined ? userWorkspacesAnswers(opts.settingsDir) : undefined;
+  const ownSettings = plugins && opts.labState !== undefined ? userSettingsAnswers(plugins, opts.labState) : undefined;
+  const ownLayouts = opts.labState !== undefined ? userWorkspacesAnswers(opts.labState) : undefined;
   const upgraded = new Set<Duplex>();
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */

@@ -8,6 +8,7 @@ import { createKernels } from './kernels-factory.js';
 import { labProxy } from './lab-proxy.js';
 import { defaultLabHost } from './lab-host.js';
 import { workspaceMountsFor } from './mounts.js';
+import { databaseLabState, importLabStateFiles } from './lab-state.js';
 
 /** Starts the runtime alone (`codeagent runtime`) on 127.0.0.1:RUNTIME_PORT. */
 export async function startRuntime(config: Config): Promise<void> {
@@ -22,6 +23,19 @@ export async function startRuntime(config: Config): Promise<void> {
     database = await openDatabase({ connection: platformConnection(config), poolSize: DATABASE_POOL_SIZES.runtime, applicationName: 'codeagent runtime' });
     following = mounts.follow(database);
   }
+  // Otherwise opened at its first use (a uid to allocate, a user's lab settings), once.
+  let opening: Promise<Database> | undefined;
+  const platformDatabase = (): Promise<Database> => {
+    if (database) return Promise.resolve(database);
+    opening ??= openPlatformDatabase(config, 'runtime').then(
+      (opened) => (database = opened),
+      (err: unknown) => {
+        opening = undefined;
+        throw err;
+      },
+    );
+    return opening;
+  };
   const kernels = await createKernels({
     sandbox: config.sandbox,
     python: config.jupyter.python,
@@ -35,12 +49,29 @@ export async function startRuntime(config: Config): Promise<void> {
     // backend applies the migrations; the first allocation happens at the first kernel start).
     uids: async (prepared) => {
       if (prepared.mode !== 'root') return undefined;
-      database ??= await openPlatformDatabase(config, 'runtime');
-      return databaseUidAllocator(database.db, config.sandbox.uidBase);
+      return databaseUidAllocator((await platformDatabase()).db, config.sandbox.uidBase);
     },
   });
   // Each workspace's JupyterLab at /jupyter/<id>/, for the gateway (which checks the user first).
-  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log, settingsDir: join(config.dataDir, 'lab-settings') });
+  // Each user's lab settings and layouts, in the database (decision 0252); those an earlier
+  // runtime kept in DATA_DIR/lab-settings (decision 0251) are moved there at the first use.
+  let imported: Promise<unknown> | undefined;
+  const labState = databaseLabState(async () => {
+    const { db } = await platformDatabase();
+    imported ??= importLabStateFiles(db, join(config.dataDir, 'lab-settings')).then(
+      (moved) => moved && log.info(moved, 'moved the lab settings and layouts of DATA_DIR/lab-settings into the database'),
+      (err: unknown) => {
+        imported = undefined;
+        log.warn(
+          { reason: (err as Error).message },
+          'the lab settings of DATA_DIR/lab-settings could not be moved into the database; trying again at the next use',
+        );
+      },
+    );
+    await imported;
+    return db;
+  });
+  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log, labState });
   const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log, lab });
   app.addHook('onClose', async () => {
     await following?.close();
