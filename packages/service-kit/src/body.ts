@@ -16,6 +16,11 @@ export function requestBody(raw: IncomingMessage): Readable {
   raw.once('aborted', cutOff);
   raw.once('close', cutOff);
   raw.once('error', (err) => body.destroy(err));
+  // The failure is for the consumer, which may not have begun: a body waiting in a proxy's queue
+  // for a connection of a full pool has no listener yet, and an unheard error ends the process
+  // (the gateway died of it with every user's connections). A consumer that begins later finds
+  // the stream destroyed with its error and fails as it would have.
+  body.on('error', () => undefined);
   // A consumer that gave up (limit reached, storage failed) leaves the rest unread; Node does
   // not discard a body that was being read, so drain it here, or a proxy in front of us would
   // wait forever to finish sending it and never pass our answer on.
