@@ -4,7 +4,7 @@ export * from './http.js';
 export { TooManyRequestsError, QuotaExceededError, PreconditionFailedError, UnsupportedMediaTypeError, RangeNotSatisfiableError } from './errors.js';
 export { encodeCursor, decodeCursor, keysetPage, isUuid, ListQuery, listResponse } from './pagination.js';
 export type { ListQueryType, ListPage, CursorField, CursorKey } from './pagination.js';
-export { MAX_JSON_DEPTH, exceedsJsonDepth, ambiguousPathReason } from './request-guards.js';
+export { MAX_JSON_DEPTH, jsonTextExceedsDepth, ambiguousPathReason } from './request-guards.js';
 export { userAuth, type UserScopedCache } from './user-auth.js';
 export { HeardCache } from './heard-cache.js';
 export type { UserAuthOptions } from './user-auth.js';

@@ -6,7 +6,7 @@ import FindMyWay from 'find-my-way';
 import { lingerOnEarlyAnswers } from './linger.js';
 import { HashingBusyError } from '@codeagent/auth';
 import { AppError, BadRequestError, isOutOfSpace } from './errors.js';
-import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request-guards.js';
+import { MAX_JSON_DEPTH, ambiguousPathReason, jsonTextExceedsDepth } from './request-guards.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** PostgreSQL's codes for a U+0000 in text (22021, invalid byte sequence) and in jsonb (22P05, unsupported escape). */
@@ -32,6 +32,11 @@ export interface ServiceKitOptions {
    * service answers §8's `validation failed` for its schemas as for its own body rules.
    */
   validationError?: string;
+  /**
+   * Whether JSON bodies are parsed here, their depth checked first (default true); false for the
+   * gateway, which passes every body on unread (its proxy routes bring their own parsers).
+   */
+  parseJson?: boolean;
 }
 
 /** A value a schema allows, as a person would type it. */
@@ -97,17 +102,22 @@ export const serviceKit = fp<ServiceKitOptions>(
       done();
     });
 
-    // After parsing, before schema validation and the handler: a parsed JSON body (the only
-    // kind that is a plain object or array here; raw uploads stay streams) nests at most
-    // MAX_JSON_DEPTH levels, so nothing downstream (JSON.stringify, the driver) recurses too deep.
-    app.addHook('preValidation', (req, _reply, done) => {
-      if (exceedsJsonDepth(req.body)) {
-        return done(
-          new BadRequestError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`, { body: `nested deeper than ${MAX_JSON_DEPTH} levels` }),
-        );
-      }
-      done();
-    });
+    // A JSON body nests at most MAX_JSON_DEPTH levels, so nothing downstream (JSON.stringify,
+    // the driver) recurses too deep: checked on the text, before it is parsed (a deep body costs
+    // the parser far more than its size says), then parsed by Fastify's own parser (its
+    // prototype-poisoning rules).
+    if (opts.parseJson !== false) {
+      const parseJson = app.getDefaultJsonParser(app.initialConfig.onProtoPoisoning ?? 'error', app.initialConfig.onConstructorPoisoning ?? 'error');
+      app.removeContentTypeParser('application/json');
+      app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+        const text = typeof body === 'string' ? body : body.toString('utf8');
+        if (jsonTextExceedsDepth(text)) {
+          const tooDeep = `nested deeper than ${MAX_JSON_DEPTH} levels`;
+          return done(new BadRequestError(`request body is ${tooDeep}`, { body: tooDeep }), undefined);
+        }
+        void parseJson(req, text, done);
+      });
+    }
     lingerOnEarlyAnswers(app);
 
     app.setNotFoundHandler(async (req, reply) => {

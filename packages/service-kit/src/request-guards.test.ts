@@ -1,26 +1,29 @@
 import { request } from 'node:http';
 import Fastify from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { serviceKit } from './plugin.js';
-import { MAX_JSON_DEPTH, ambiguousPathReason, exceedsJsonDepth } from './request-guards.js';
+import { MAX_JSON_DEPTH, ambiguousPathReason, jsonTextExceedsDepth } from './request-guards.js';
 
 const nestedArrays = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
 const nestedObjects = (depth: number) => `${'{"a":'.repeat(depth - 1)}{}${'}'.repeat(depth - 1)}`;
 
 describe('JSON depth limit (docs/contract/spec.md §4.5)', () => {
-  it('counts the outermost object or array as level 1', () => {
-    expect(exceedsJsonDepth(JSON.parse(nestedArrays(MAX_JSON_DEPTH)))).toBe(false);
-    expect(exceedsJsonDepth(JSON.parse(nestedArrays(MAX_JSON_DEPTH + 1)))).toBe(true);
-    expect(exceedsJsonDepth(JSON.parse(nestedObjects(MAX_JSON_DEPTH)))).toBe(false);
-    expect(exceedsJsonDepth(JSON.parse(nestedObjects(MAX_JSON_DEPTH + 1)))).toBe(true);
-    expect(exceedsJsonDepth({ a: [1, { b: 'x' }], c: null })).toBe(false);
+  it('counts the outermost object or array as level 1, on the text before it is parsed', () => {
+    expect(jsonTextExceedsDepth(nestedArrays(MAX_JSON_DEPTH))).toBe(false);
+    expect(jsonTextExceedsDepth(nestedArrays(MAX_JSON_DEPTH + 1))).toBe(true);
+    expect(jsonTextExceedsDepth(nestedObjects(MAX_JSON_DEPTH))).toBe(false);
+    expect(jsonTextExceedsDepth(nestedObjects(MAX_JSON_DEPTH + 1))).toBe(true);
+    expect(jsonTextExceedsDepth(JSON.stringify({ a: [1, { b: 'x' }], c: null }))).toBe(false);
+    // Brackets inside strings, escaped quotes included, are text.
+    expect(jsonTextExceedsDepth(JSON.stringify({ s: '['.repeat(1000), t: 'a"[[[\\"' + '{'.repeat(100) }))).toBe(false);
+    // An escaped backslash ends before the quote: the string ends there.
+    expect(jsonTextExceedsDepth(`["\\\\"${'['.repeat(MAX_JSON_DEPTH)}`)).toBe(true);
+    expect(jsonTextExceedsDepth(`["\\\\"${'['.repeat(MAX_JSON_DEPTH - 1)}`)).toBe(false);
   });
 
-  it('walks a million levels without overflowing the stack, and ignores non-JSON bodies', () => {
-    expect(exceedsJsonDepth(JSON.parse(nestedArrays(1_000_000)))).toBe(true);
-    expect(exceedsJsonDepth(Buffer.from(nestedArrays(100)))).toBe(false);
-    expect(exceedsJsonDepth(nestedArrays(100))).toBe(false);
-    expect(exceedsJsonDepth(undefined)).toBe(false);
+  it('leaves text that is not JSON to the parser', () => {
+    expect(jsonTextExceedsDepth('not json at all {')).toBe(false);
+    expect(jsonTextExceedsDepth('')).toBe(false);
   });
 
   async function app() {
@@ -41,6 +44,27 @@ describe('JSON depth limit (docs/contract/spec.md §4.5)', () => {
     const ok = await a.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: nestedArrays(MAX_JSON_DEPTH) });
     expect(ok.statusCode).toBe(200);
     await a.close();
+  });
+
+  it('refuses a deep body before parsing it (1 MiB of `[` built a million arrays first), and keeps Fastify’s parsing rules', async () => {
+    const a = await app();
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      const deep = '['.repeat(1024 * 1024);
+      const res = await a.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json; charset=utf-8' }, payload: deep });
+      expect(res.statusCode).toBe(400);
+      expect(parse.mock.calls.filter(([text]) => typeof text === 'string' && text.length >= deep.length)).toEqual([]);
+      // Prototype poisoning, an empty body, text that is not JSON: refused as before.
+      for (const payload of ['{"__proto__": {"admin": true}}', '{"constructor": {"prototype": {"admin": true}}}', '', '{"a": ']) {
+        const bad = await a.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload });
+        expect(bad.statusCode).toBe(400);
+      }
+      const fine = await a.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload: '{"s": "[[[[", "n": [1, [2]]}' });
+      expect(fine.json()).toEqual({ length: JSON.stringify({ s: '[[[[', n: [1, [2]] }).length });
+    } finally {
+      parse.mockRestore();
+      await a.close();
+    }
   });
 });
 

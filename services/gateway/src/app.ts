@@ -233,7 +233,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   });
   // WebDAV's methods, proxied on the routes that ask for them (`webdav` in the route table).
   for (const method of WEBDAV_EXTRA_METHODS) app.addHttpMethod(method, { hasBody: true });
-  await app.register(serviceKit);
+  // (Bodies pass on unread: the components parse and check them.)
+  await app.register(serviceKit, { parseJson: false });
   securityHeaders(app);
   // Metrics are recorded here but served on the gateway's internal port: `/metrics` is a 404 here.
   if (opts.metrics) await app.register(opsRoutes, { metrics: opts.metrics, serveRoutes: false });

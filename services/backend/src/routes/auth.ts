@@ -18,6 +18,11 @@ export interface AuthRoutesOptions {
 
 /** The ingress names the workspace of a `/jupyter/<id>/` request, and whether it reads or writes. */
 const WORKSPACE_HEADER = 'x-codeagent-workspace';
+/**
+ * The largest body of a login or password change: its fields fit in a few KiB (e-mail 320,
+ * password 1,024 characters). The default 1 MiB let 20 logged-out logins at once hold 300 MB.
+ */
+export const AUTH_BODY_LIMIT = 16 * 1024;
 const ACCESS_HEADER = 'x-codeagent-access';
 
 // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
@@ -31,6 +36,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     '/auth/login',
     {
       config: { access: 'public' },
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: {
         tags: ['auth'],
         summary: 'Log in with email and password',
@@ -43,7 +49,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
             is_system_admin: Type.Boolean(),
             user: User,
           }),
-          ...errors(400, 401, 429),
+          ...errors(400, 401, 413, 429),
         },
       },
     },
@@ -139,11 +145,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     '/auth/password',
     {
       config: { access: 'user' },
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: {
         tags: ['auth'],
         summary: 'Change your own password; every other session of yours ends',
         body: Type.Object({ current_password: Type.String({ minLength: 1, maxLength: 1024 }), new_password: Password }, { additionalProperties: false }),
-        response: { 204: Type.Null(), ...errors(400, 401, 429) },
+        response: { 204: Type.Null(), ...errors(400, 401, 413, 429) },
       },
     },
     async (req, reply) => {

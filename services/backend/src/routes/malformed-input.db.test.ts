@@ -132,4 +132,31 @@ describe(`malformed input (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
     const workspace = await b.app.inject({ method: 'GET', url: `/api/v1/platform/workspaces/${ws}`, headers: bearer(b.adminToken) });
     expect(workspace.json<WorkspaceDto>().description).toBe('');
   });
+
+  it('logged out, a login of more than 16 KiB is 413 and a deep one 400, before any parsing or throttling', async () => {
+    const big = await b.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/login',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ email: 'admin@example.com', password: 'x'.repeat(20 * 1024) }),
+    });
+    expect(big.statusCode).toBe(413);
+    expect(big.json()).toMatchObject({ error: 'payload_too_large' });
+    const deep = await b.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/login',
+      headers: { 'content-type': 'application/json' },
+      payload: '['.repeat(16 * 1024),
+    });
+    expect(deep.statusCode).toBe(400);
+    expect(deep.json()).toMatchObject({ error: 'invalid_request', fields: { body: expect.stringMatching(/64/) as unknown } });
+    // A change of one's own password too.
+    const password = await b.app.inject({
+      method: 'POST',
+      url: '/api/v1/auth/password',
+      headers: bearer(editor.token),
+      payload: { current_password: 'x'.repeat(20 * 1024), new_password: 'a-new-password-1' },
+    });
+    expect(password.statusCode).toBe(413);
+  });
 });
