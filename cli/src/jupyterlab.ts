@@ -9,6 +9,7 @@ import type { Config } from '@codeagent/config';
 import { SANDBOX_EXTENSIONS_DIR, SANDBOX_LAB_DIR, answerOwnLabPath, labAnswerHeaders, pluginSchemas, settingsCheck } from '@codeagent/runtime/lab-answers';
 import { carriesToken, relayRequest, relayUpgrade } from '@codeagent/runtime/relay';
 import { prepareSandbox, type Sandbox } from '@codeagent/sandbox';
+import { connectInside } from '@codeagent/sandbox/inside';
 
 const HOST_DIR = fileURLToPath(new URL('../../extensions/lab-host/', import.meta.url));
 // The runtime's codeagent_nodelay module (TCP no-delay on kernel websockets), imported by main.py.
@@ -129,10 +130,13 @@ async function waitReady(sandbox: Sandbox, socketPath: string, token: string): P
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline && sandbox.running) {
     const ok = await new Promise<boolean>((resolve) => {
-      const req = request({ socketPath, path: `${BASE_URL}api/status`, headers: { authorization: `token ${token}`, host: 'localhost' } }, (res) => {
-        res.resume();
-        resolve(res.statusCode === 200);
-      });
+      const req = request(
+        { createConnection: () => connectInside(socketPath), path: `${BASE_URL}api/status`, headers: { authorization: `token ${token}`, host: 'localhost' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode === 200);
+        },
+      );
       req.on('error', () => resolve(false));
       req.end();
     });

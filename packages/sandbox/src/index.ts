@@ -8,3 +8,4 @@ export { checkUidRange, memoryUidAllocator, etcFiles, UidRangeError, DEFAULT_UID
 export type { UidAllocator, IdentityFiles } from './identity.js';
 export { databaseUidAllocator, UnknownWorkspaceError } from './uids-db.js';
 export { descendants, findDescendant, commandLine } from './proc.js';
+export { connectInside, pinSocket, readInside, SandboxPathError } from './inside.js';

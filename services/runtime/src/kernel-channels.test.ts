@@ -147,10 +147,13 @@ describe('kernel channels over ZeroMQ (decision 0190)', () => {
 
   it('gives up joining a kernel whose IOPub never answers', async () => {
     const prefix = join(dir, 'k3');
-    // Only a shell: nothing ever shows on IOPub.
+    // A shell, and an IOPub on which nothing ever shows.
     const shell = new Router({ linger: 0 });
     await shell.bind(`ipc://${prefix}-1`);
     open.push(shell);
+    const iopub = new Publisher({ linger: 0 });
+    await iopub.bind(`ipc://${prefix}-2`);
+    open.push(iopub);
     const started = Date.now();
     await expect(KernelChannels.open(info(prefix), prefix)).rejects.toThrow(/IOPub/);
     expect(Date.now() - started).toBeLessThan(20_000);
@@ -299,6 +302,9 @@ describe('kernel channels over ZeroMQ (decision 0190)', () => {
     await expect(check({ key: '' })).rejects.toThrow(/key/);
     await expect(check({ shell_port: '1; rm -rf /' })).rejects.toThrow(/ports/);
     await expect(check({ iopub_port: 70000 })).rejects.toThrow(/ports/);
-    await expect(check({ padding: 'x'.repeat(5000) })).rejects.toThrow(/too large/);
+    await expect(check({ padding: 'x'.repeat(5000) })).rejects.toThrow(/larger than 4096 bytes/);
+    // Nothing of what it holds is said when it is not JSON.
+    writeFileSync(file, 'root:*:20000:0:99999:7:::');
+    await expect(readConnection(file, expected)).rejects.toThrow(/^the kernel connection file is not JSON$/);
   });
 });

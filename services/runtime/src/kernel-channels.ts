@@ -1,5 +1,5 @@
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { pinSocket, readInside } from '@codeagent/sandbox/inside';
 import type { KernelMessage } from '@jupyterlab/services';
 import type { Dealer, Subscriber } from 'zeromq';
 
@@ -75,13 +75,20 @@ export interface ConnectionInfo {
 
 /**
  * Reads and checks a kernel's connection file. The file lives in the sandbox, writable by the
- * workspace's code, so nothing in it is trusted beyond the key: the transport must be `ipc`, the
- * socket prefix exactly the one the Jupyter server gives this kernel, the ports small integers.
+ * workspace's code, so nothing in it is trusted beyond the key: it must be a regular file of at
+ * most 4 KiB (not a symlink out of the sandbox, not a FIFO that blocks the reader: readInside,
+ * decision 0253), the transport `ipc`, the socket prefix exactly the one the Jupyter server
+ * gives this kernel, the ports small integers. No error says what the file holds.
  */
 export async function readConnection(file: string, expectedIp: string): Promise<ConnectionInfo> {
-  const text = await readFile(file, 'utf8');
-  if (text.length > 4096) throw new Error('the kernel connection file is too large');
-  const info = JSON.parse(text) as Partial<ConnectionInfo>;
+  const text = await readInside(file, 4096);
+  let info: Partial<ConnectionInfo>;
+  try {
+    info = JSON.parse(text) as Partial<ConnectionInfo>;
+  } catch {
+    throw new Error('the kernel connection file is not JSON');
+  }
+  if (typeof info !== 'object' || info === null) throw new Error('the kernel connection file is not a JSON object');
   const port = (p: unknown) => typeof p === 'number' && Number.isInteger(p) && p > 0 && p < 65536;
   if (info.transport !== 'ipc') throw new Error('the kernel does not use the ipc transport');
   if (info.ip !== expectedIp) throw new Error('the kernel connection file names other sockets');
@@ -89,6 +96,24 @@ export async function readConnection(file: string, expectedIp: string): Promise<
   if (typeof info.key !== 'string' || info.key.length === 0 || info.key.length > 256) throw new Error('the kernel connection file has no usable key');
   if (!port(info.shell_port) || !port(info.iopub_port)) throw new Error('the kernel connection file has no usable ports');
   return info as ConnectionInfo;
+}
+
+/**
+ * The kernel's socket at `path`, pinned (pinSocket) once the kernel has bound it: a kernel just
+ * started may not have yet (ZeroMQ would have kept trying to connect). Anything but a socket
+ * there fails at once.
+ */
+async function socketWhenBound(path: string): Promise<ReturnType<typeof pinSocket>> {
+  const deadline = Date.now() + JOIN_TIMEOUT_MS;
+  for (;;) {
+    try {
+      return pinSocket(path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if (Date.now() > deadline) throw new Error(`the kernel did not open its socket ${path} within ${JOIN_TIMEOUT_MS / 1000} s`, { cause: err });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
 }
 
 type Message = KernelMessage.IMessage;
@@ -122,6 +147,8 @@ export class KernelChannels {
     private readonly key: Buffer,
     private readonly shell: Dealer,
     private readonly iopub: Subscriber,
+    /** The kernel's two sockets as opened (pinSocket): ZeroMQ reconnects to exactly them, while the channels live. */
+    private readonly pinned: ReadonlyArray<{ close(): void }>,
   ) {
     void this.receive(this.shell, 'shell');
     void this.receive(this.iopub, 'iopub');
@@ -133,12 +160,22 @@ export class KernelChannels {
    */
   static async open(info: ConnectionInfo, socketPrefix: string): Promise<KernelChannels> {
     const { Dealer, Subscriber } = await loadZmq();
+    // The sockets are files of the sandbox its code can replace (by a symlink to a host socket):
+    // connected to as they were opened and checked, never by their path (decision 0253).
+    const shellSocket = await socketWhenBound(`${socketPrefix}-${info.shell_port}`);
+    let iopubSocket: ReturnType<typeof pinSocket>;
+    try {
+      iopubSocket = await socketWhenBound(`${socketPrefix}-${info.iopub_port}`);
+    } catch (err) {
+      shellSocket.close();
+      throw err;
+    }
     const shell = new Dealer({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: RECEIVE_QUEUE, linger: 0 });
     const iopub = new Subscriber({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: RECEIVE_QUEUE, linger: 0 });
-    shell.connect(`ipc://${socketPrefix}-${info.shell_port}`);
-    iopub.connect(`ipc://${socketPrefix}-${info.iopub_port}`);
+    shell.connect(`ipc://${shellSocket.address}`);
+    iopub.connect(`ipc://${iopubSocket.address}`);
     iopub.subscribe();
-    const channels = new KernelChannels(Buffer.from(info.key, 'utf8'), shell, iopub);
+    const channels = new KernelChannels(Buffer.from(info.key, 'utf8'), shell, iopub, [shellSocket, iopubSocket]);
     try {
       await channels.join();
     } catch (err) {
@@ -206,6 +243,11 @@ export class KernelChannels {
     this.closed = true;
     this.shell.close();
     this.iopub.close();
+    // (A moment later: ZeroMQ ends its sockets in its own thread, and a reconnect there must not
+    // reach another file under the same descriptor number.)
+    setTimeout(() => {
+      for (const socket of this.pinned) socket.close();
+    }, 1000).unref();
     for (const id of [...this.pending.keys()]) this.fail(id, new Error("the kernel's channels were closed"));
   }
 

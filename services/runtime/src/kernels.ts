@@ -1,5 +1,5 @@
 import { randomUUID, createHash } from 'node:crypto';
-import { statSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { KernelAPI, KernelConnection, type Kernel, type KernelMessage, type ServerConnection } from '@jupyterlab/services';
 import type { FastifyBaseLogger } from 'fastify';
 import { Contents, FilesLimitError, FilesRequiredError, SandboxFilesError, isSafeRelativePath, type CollectedFile, type SandboxFile } from './contents.js';
@@ -102,7 +102,8 @@ const CONNECT_WAIT_MS = 10_000;
 /** When and where a file was last written ('' when it cannot be read): tells a rewritten file from the one seen before. */
 function fileStamp(path: string): string {
   try {
-    const s = statSync(path);
+    // (Of the file itself: a symlink the kernel put there is not followed out of the sandbox.)
+    const s = lstatSync(path);
     return `${s.ino}:${s.mtimeMs}:${s.size}`;
   } catch {
     return '';

@@ -1,13 +1,13 @@
 /**
  * Relaying to a Jupyter server on its Unix socket with the server's own token: the runtime's
  * per-workspace servers (lab-proxy.ts) and `codeagent jupyterlab`'s one server use it alike.
- * Node's own modules and the token comparison only (`@codeagent/runtime/relay`): the CLI's
- * JupyterLab process loads this, not the runtime.
+ * Node's own modules, the token comparison and the sandbox's safe connect only
+ * (`@codeagent/runtime/relay`): the CLI's JupyterLab process loads this, not the runtime.
  */
 import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { INTERNAL_TOKEN_HEADER, safeEqual } from '@codeagent/auth';
+import { connectInside } from '@codeagent/sandbox/inside';
 
 /** Headers for a server on its Unix socket: its own token instead of the caller's, host `localhost`. */
 function innerHeaders(headers: IncomingHttpHeaders, token: string): IncomingHttpHeaders {
@@ -54,66 +54,69 @@ export function relayRequest(
 ): void {
   /** A checked answer grew too large and was answered 502: what the server does next no longer matters. */
   let over = false;
-  const upstream = request({ socketPath: server.path, method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) }, (up) => {
-    const status = up.statusCode ?? 502;
-    // Node's parser takes any three digits; `writeHead` throws on a final status outside 200–599.
-    if (status < 200 || status > 599) {
-      over = true;
-      up.destroy();
-      failed(new Error(`the server answered status ${status}`));
-      return;
-    }
-    // A checked answer is not passed on unchecked at another URL the browser would follow.
-    if (check !== undefined && status >= 300 && status < 400) {
-      over = true;
-      up.destroy();
-      failed(new Error(`the server answered ${status} (a redirect) where its answer is checked`));
-      return;
-    }
-    if (check === undefined || status >= 300) {
-      res.writeHead(status, answerHeaders(up.headers));
-      // An answer the server cuts short ends the client's too (else it waits for the rest).
-      up.on('error', () => res.destroy());
-      up.on('close', () => {
-        if (!up.complete) res.destroy();
-      });
-      up.pipe(res);
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let held = 0;
-    up.on('data', (chunk: Buffer) => {
-      if (over) return;
-      held += chunk.length;
-      chunks.push(chunk);
-      // A checked answer is a contents model or the lab's settings: a server that sends more is not well.
-      if (held > CHECKED_ANSWER_MAX) {
+  const upstream = request(
+    { createConnection: () => connectInside(server.path), method: req.method, path: req.url, headers: innerHeaders(req.headers, server.token) },
+    (up) => {
+      const status = up.statusCode ?? 502;
+      // Node's parser takes any three digits; `writeHead` throws on a final status outside 200–599.
+      if (status < 200 || status > 599) {
         over = true;
         up.destroy();
-        if (!res.headersSent) failed(new Error(`the answer to check exceeded ${CHECKED_ANSWER_MAX} bytes`));
+        failed(new Error(`the server answered status ${status}`));
+        return;
       }
-    });
-    up.on('error', () => {
-      if (!over) res.destroy();
-    });
-    up.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const original = () => res.writeHead(status, answerHeaders(up.headers)).end(body);
-      const replace = (instead: { status: number; body: Record<string, unknown> }) => {
-        let text: string;
-        try {
-          text = JSON.stringify(instead.body);
-        } catch (err) {
-          failed(err as Error);
-          return;
+      // A checked answer is not passed on unchecked at another URL the browser would follow.
+      if (check !== undefined && status >= 300 && status < 400) {
+        over = true;
+        up.destroy();
+        failed(new Error(`the server answered ${status} (a redirect) where its answer is checked`));
+        return;
+      }
+      if (check === undefined || status >= 300) {
+        res.writeHead(status, answerHeaders(up.headers));
+        // An answer the server cuts short ends the client's too (else it waits for the rest).
+        up.on('error', () => res.destroy());
+        up.on('close', () => {
+          if (!up.complete) res.destroy();
+        });
+        up.pipe(res);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let held = 0;
+      up.on('data', (chunk: Buffer) => {
+        if (over) return;
+        held += chunk.length;
+        chunks.push(chunk);
+        // A checked answer is a contents model or the lab's settings: a server that sends more is not well.
+        if (held > CHECKED_ANSWER_MAX) {
+          over = true;
+          up.destroy();
+          if (!res.headersSent) failed(new Error(`the answer to check exceeded ${CHECKED_ANSWER_MAX} bytes`));
         }
-        res.writeHead(instead.status, answerHeaders({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' })).end(text);
-      };
-      check(status, body)
-        .then((instead) => (instead === undefined ? original() : replace(instead)), original)
-        .catch(() => res.destroy());
-    });
-  });
+      });
+      up.on('error', () => {
+        if (!over) res.destroy();
+      });
+      up.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const original = () => res.writeHead(status, answerHeaders(up.headers)).end(body);
+        const replace = (instead: { status: number; body: Record<string, unknown> }) => {
+          let text: string;
+          try {
+            text = JSON.stringify(instead.body);
+          } catch (err) {
+            failed(err as Error);
+            return;
+          }
+          res.writeHead(instead.status, answerHeaders({ 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' })).end(text);
+        };
+        check(status, body)
+          .then((instead) => (instead === undefined ? original() : replace(instead)), original)
+          .catch(() => res.destroy());
+      });
+    },
+  );
   upstream.on('error', (err) => {
     if (over) return;
     if (!res.headersSent) failed(err);
@@ -131,7 +134,7 @@ export function relayRequest(
 
 /** A websocket upgrade relayed the same way: the request's head written again, then bytes both ways. */
 export function relayUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, server: SocketServer): void {
-  const up = connect(server.path);
+  const up = connectInside(server.path);
   up.on('error', () => socket.destroy());
   socket.on('error', () => up.destroy());
   socket.on('close', () => up.destroy());

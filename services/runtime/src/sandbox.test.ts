@@ -1,4 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { KernelAPI } from '@jupyterlab/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
@@ -298,6 +301,69 @@ describe('sandboxed kernels: one Jupyter server per workspace', () => {
     expect(writes.json<RunNotebookAnswer>().files).toEqual([]);
     expect(writes.json<RunNotebookAnswer>().files_error).toMatch(/more than 16 MiB .*SANDBOX_FILES_MAX_BYTES/);
   }, 60_000);
+
+  it("follows no symlink and opens no FIFO the workspace's code puts in place of its sockets and connection files (decision 0253)", async () => {
+    // Outside every sandbox: a file and a socket only the host sees.
+    const hostDir = mkdtempSync(join(tmpdir(), 'runtime-host-only-'));
+    chmodSync(hostDir, 0o755);
+    const secret = join(hostDir, 'secret.json');
+    writeFileSync(
+      secret,
+      JSON.stringify({ transport: 'ipc', ip: 'HOST-ONLY-SECRET', signature_scheme: 'hmac-sha256', key: 'k', shell_port: 1, iopub_port: 2 }),
+    );
+    chmodSync(secret, 0o644);
+    const hostSocket = join(hostDir, 'host.sock');
+    let reached = 0;
+    const listener = createServer((s) => {
+      reached++;
+      s.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}');
+    });
+    await new Promise<void>((r) => listener.listen(hostSocket, r));
+    try {
+      const swap = (kid: string, replace: string) =>
+        ['import os', `f = "/run/kernel-${kid}.json"`, 'os.rename(f, f + ".orig")', replace, 'print("swapped")'].join('\n');
+      const cases: Array<[string, string]> = [
+        ['a symlink to a host file', `os.symlink(${JSON.stringify(secret)}, f)`],
+        ['a FIFO (its opening would block a thread of the runtime for good)', 'os.mkfifo(f)'],
+        ['a symlink to a device', 'os.symlink("../dev/zero", f)'],
+      ];
+      for (const [what, replace] of cases) {
+        const kid = await start(WS_C);
+        expect(text(await run(kid, 'print(1)')), what).toBe('1\n');
+        expect(text(await run(kid, swap(kid, replace))), what).toBe('swapped\n');
+        // The next execute sees a new connection file: it is refused, and the kernel executes
+        // through its Jupyter server instead, at once.
+        expect(text(await run(kid, 'print(6 * 7)', 20)), what).toBe('42\n');
+        await act({ action: 'shutdown', kernel_id: kid });
+      }
+      const said = warnings.join('\n');
+      expect(said).toMatch(/symlink/);
+      expect(said).toMatch(/not a regular file/);
+      expect(said).not.toContain('HOST-ONLY-SECRET');
+      // The server's socket replaced by a symlink to the host's socket: the runtime connects to neither.
+      const kid = await start(WS_C);
+      const replaced = [
+        'import os',
+        'os.rename("/run/jupyter.sock", "/run/real.sock")',
+        `os.symlink(${JSON.stringify(hostSocket)}, "/run/jupyter.sock")`,
+        'print("swapped")',
+      ];
+      expect(text(await run(kid, replaced.join('\n')))).toBe('swapped\n');
+      // New connections to the server (a kernel start opens a websocket; its REST calls may still
+      // reuse a kept connection) reach nothing on the host.
+      await act({ action: 'start_kernel', workspace_id: WS_C });
+      await act({ action: 'list_kernels' });
+      expect(reached).toBe(0);
+      // Another workspace is untouched.
+      const other = await start(WS_A);
+      expect(text(await run(other, 'print(2 + 3)'))).toBe('5\n');
+      await act({ action: 'shutdown', kernel_id: other });
+    } finally {
+      await ((await k.pool.server(WS_C)) as unknown as { stop(): Promise<void> }).stop().catch(() => undefined);
+      listener.close();
+      rmSync(hostDir, { recursive: true, force: true });
+    }
+  }, 180_000);
 
   it('stops idle servers, and makes room under SANDBOX_MAX_SERVERS by stopping an idle one', async () => {
     const pool = k.pool as SandboxedServers;

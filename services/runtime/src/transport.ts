@@ -1,10 +1,13 @@
+import type { Socket } from 'node:net';
 import { ServerConnection } from '@jupyterlab/services';
 import WebSocket from 'ws';
+import { connectInside } from '@codeagent/sandbox/inside';
 
 /**
- * @jupyterlab/services settings that reach a Jupyter server over its Unix socket: REST through
- * undici with `socketPath`, websockets through `ws`'s `ws+unix:` addresses. The URLs keep the
- * host `localhost` (Jupyter's host check accepts it); only the socket carries the traffic.
+ * @jupyterlab/services settings that reach a Jupyter server over its Unix socket (in its
+ * sandbox: never through a symlink there, decision 0253): REST through undici, websockets
+ * through `ws`. The URLs keep the host `localhost` (Jupyter's host check accepts it); only the
+ * socket carries the traffic.
  * undici is imported here, when the first Jupyter server starts, not by an idle runtime
  * (decision 0085).
  */
@@ -14,13 +17,26 @@ export async function unixSocketSettings(
   basePath = '/',
 ): Promise<{ settings: ServerConnection.ISettings; close(): Promise<void> }> {
   const { Agent, Headers, Request, fetch } = await import('undici');
-  const agent = new Agent({ connect: { socketPath }, keepAliveTimeout: 10_000, connections: 16 });
+  const agent = new Agent({
+    connect: (_options, callback) => {
+      const socket = connectInside(socketPath);
+      const refused = (err: Error) => callback(err, null);
+      socket.once('error', refused);
+      socket.once('connect', () => {
+        socket.off('error', refused);
+        callback(null, socket);
+      });
+    },
+    keepAliveTimeout: 10_000,
+    connections: 16,
+  });
   class UnixWebSocket extends WebSocket {
     constructor(url: string | URL, protocols?: string | string[]) {
       const u = new URL(String(url));
       // (A message with bad UTF-8 is read with replacement characters: nothing here runs it, and a
       // message dropped unread (withMessageGate) is not validated either.)
-      super(`ws+unix:${socketPath}:${u.pathname}${u.search}`, protocols, {
+      super(`ws://localhost${u.pathname}${u.search}`, protocols, {
+        createConnection: (): Socket => connectInside(socketPath),
         headers: { host: 'localhost' },
         maxPayload: 256 * 1024 * 1024,
         skipUTF8Validation: true,
