@@ -164,4 +164,44 @@ describe(`run queue (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(after.find((r) => r.id === never!.id)!.next_run_at).toBeNull();
     expect(after.find((r) => r.id === fine!.id)!.next_run_at!.getTime()).toBeGreaterThan(Date.now());
   });
+
+  it('switches off, at its tick, a schedule whose member may no longer run notebooks there: removed, made a viewer, disabled (decision 0254)', async () => {
+    await drainQueue();
+    const ws = await workspace('owners');
+    const db = t.database.db;
+    const user = async (name: string) =>
+      (
+        await db
+          .insertInto('users')
+          .values({ email: `${name}@example.com`, name, password_hash: 'x', platform_role_id: 'user' })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+      ).id;
+    const [editor, removed, demoted, disabled] = [await user('editor'), await user('removed'), await user('demoted'), await user('disabled')];
+    for (const u of [editor, removed, demoted, disabled])
+      await db.insertInto('workspace_members').values({ workspace_id: ws, user_id: u, role: 'editor' }).execute();
+    const due = new Date(Date.now() - 1000);
+    const schedules: Record<string, string> = {};
+    for (const [name, u] of Object.entries({ editor, removed, demoted, disabled })) {
+      schedules[name] = (
+        await db
+          .insertInto('schedules')
+          .values({ workspace_id: ws, notebook_path: `${name}.ipynb`, cron: '0 * * * *', timezone: 'UTC', next_run_at: due, created_by: u })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+      ).id;
+    }
+    await db.updateTable('workspace_members').set({ deleted_at: new Date() }).where('user_id', '=', removed).execute();
+    await db.updateTable('workspace_members').set({ role: 'viewer' }).where('user_id', '=', demoted).execute();
+    await db.updateTable('users').set({ disabled_at: new Date() }).where('id', '=', disabled).execute();
+    const tick = await enqueueDueSchedules(db);
+    expect(tick.enqueued.map((r) => r.schedule_id)).toEqual([schedules.editor]);
+    expect(tick.stopped.map((s) => s.scheduleId).sort()).toEqual([schedules.removed, schedules.demoted, schedules.disabled].sort());
+    const rows = await db.selectFrom('schedules').select(['id', 'enabled']).where('workspace_id', '=', ws).execute();
+    expect(rows.filter((r) => r.enabled).map((r) => r.id)).toEqual([schedules.editor]);
+    // Switched off, they queue nothing at later ticks either.
+    await db.updateTable('schedules').set({ next_run_at: due }).where('workspace_id', '=', ws).execute();
+    expect((await enqueueDueSchedules(db)).enqueued.map((r) => r.schedule_id)).toEqual([schedules.editor]);
+    await drainQueue();
+  });
 });

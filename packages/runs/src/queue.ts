@@ -160,6 +160,8 @@ export interface ScheduleTick {
   enqueued: RunRow[];
   /** Ticks that queued nothing because the workspace's queue was full. */
   skipped: { scheduleId: string; workspaceId: string; queued: number }[];
+  /** Schedules switched off at their tick: the member they run for may no longer run notebooks there (decision 0254). */
+  stopped: { scheduleId: string; workspaceId: string; createdBy: string }[];
 }
 
 /**
@@ -176,7 +178,16 @@ export async function enqueueDueSchedules(db: Kysely<DB>, opts: ScheduleTickOpti
     const due = await trx
       .selectFrom('schedules as s')
       .innerJoin('workspaces as w', 'w.id', 's.workspace_id')
+      // The member a schedule runs for (who set it up last): still an editor or admin of the
+      // workspace, and not disabled? (A schedule without one, from before, runs as it did.)
+      .leftJoin('users as u', 'u.id', 's.created_by')
+      .leftJoin('workspace_members as m', (join) =>
+        join.onRef('m.workspace_id', '=', 's.workspace_id').onRef('m.user_id', '=', 's.created_by').on('m.deleted_at', 'is', null),
+      )
       .select(['s.id', 's.workspace_id', 's.notebook_path', 's.cron', 's.timezone', 's.created_by', 's.next_run_at'])
+      .select((eb) =>
+        eb.or([eb('s.created_by', 'is', null), eb.and([eb('u.disabled_at', 'is', null), eb('m.role', 'in', ['editor', 'admin'])])]).as('runnable'),
+      )
       .where('s.enabled', '=', true)
       .where('s.next_run_at', '<=', now)
       .where('w.deleted_at', 'is', null)
@@ -192,8 +203,15 @@ export async function enqueueDueSchedules(db: Kysely<DB>, opts: ScheduleTickOpti
       for (const ws of workspaces) await advisoryXactLock(trx, queueLock(ws));
       queued = await countQueued(trx, workspaces);
     }
-    const tick: ScheduleTick = { enqueued: [], skipped: [] };
+    const tick: ScheduleTick = { enqueued: [], skipped: [], stopped: [] };
     for (const s of due) {
+      if (!s.runnable) {
+        // Switched off, not skipped: it would run code on behalf of someone who may no longer
+        // (removed, made a viewer, disabled). An editor who turns it on again takes it over.
+        await trx.updateTable('schedules').set({ enabled: false, updated_at: now }).where('id', '=', s.id).execute();
+        tick.stopped.push({ scheduleId: s.id, workspaceId: s.workspace_id, createdBy: s.created_by! });
+        continue;
+      }
       const count = queued.get(s.workspace_id) ?? 0;
       const full = opts.maxQueuedPerWorkspace !== undefined && count >= opts.maxQueuedPerWorkspace;
       if (full) {

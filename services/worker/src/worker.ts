@@ -223,6 +223,12 @@ export class ScheduleWorker {
       ...(limits?.maxQueuedRunsPerWorkspace !== undefined ? { maxQueuedPerWorkspace: limits.maxQueuedRunsPerWorkspace } : {}),
     });
     if (tick.enqueued.length > 0) log.info({ runs: tick.enqueued.map((r) => r.id) }, 'enqueued scheduled runs');
+    for (const s of tick.stopped) {
+      log.warn(
+        { schedule_id: s.scheduleId, workspace_id: s.workspaceId, user_id: s.createdBy },
+        'schedule switched off: the member it runs for is no longer an editor or admin of the workspace, or is disabled; an editor who turns it on again takes it over',
+      );
+    }
     for (const s of tick.skipped) {
       log.warn(
         { schedule_id: s.scheduleId, workspace_id: s.workspaceId, queued: s.queued },

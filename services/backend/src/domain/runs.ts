@@ -253,6 +253,8 @@ export async function updateSchedule(
   id: string,
   patch: { notebookPath?: string | undefined; cron?: string | undefined; timezone?: string | undefined; enabled?: boolean | undefined },
   minIntervalSeconds: number = DEFAULT_RUN_LIMITS.scheduleMinIntervalSeconds,
+  /** The editor who changes it: it runs for them from now on (decision 0254). */
+  by?: string,
 ): Promise<ScheduleDto> {
   return db.transaction().execute(async (trx) => {
     const current = isUuid(id)
@@ -271,6 +273,7 @@ export async function updateSchedule(
         cron,
         timezone,
         enabled: patch.enabled ?? current.enabled,
+        ...(by !== undefined ? { created_by: by } : {}),
         // Re-enabling or re-timing starts from now: no catch-up for the time it was off.
         ...(timingChanged ? { next_run_at: nextRunAfter(cron, timezone, new Date()) } : {}),
         updated_at: new Date(),

@@ -86,7 +86,11 @@ export const Schedule = Type.Object(
     last_run_at: Time,
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
-    /** Who made it (a user id); null once that user is deleted. */
+    /**
+     * The member it runs for: who made it or changed it last (a user id; decision 0254); null
+     * once that user is deleted. It is switched off at its next tick once they may no longer run
+     * notebooks in the workspace.
+     */
     created_by: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
   },
   { $id: 'Schedule' },

@@ -316,6 +316,8 @@ export async function deleteUser(db: Kysely<DB>, id: string, actor: UserActor): 
       }
     }
     await trx.deleteFrom('workspace_members').where('user_id', '=', id).execute();
+    // Their schedules stop with them (decision 0254): the reference to them becomes null below.
+    await trx.updateTable('schedules').set({ enabled: false, updated_at: new Date() }).where('created_by', '=', id).where('enabled', '=', true).execute();
     await notifyUserChanged(trx, id);
     try {
       await trx.deleteFrom('users').where('id', '=', id).execute();

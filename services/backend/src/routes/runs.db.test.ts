@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
-import { MAX_NOTEBOOK_BYTES, claimRuns, completeRun, enqueueRun } from '@codeagent/runs';
+import { MAX_NOTEBOOK_BYTES, claimRuns, completeRun, enqueueDueSchedules, enqueueRun } from '@codeagent/runs';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import {
   addMembers,
@@ -241,6 +241,45 @@ describe(`run flood limits and cancel (${process.env.CODEAGENT_TEST_DB ?? 'postg
     const renamed = await call(editor.token, 'PATCH', `${ws}/schedules/${legacy.id}`, { enabled: false, notebook_path: 'nb.ipynb' });
     expect(renamed.statusCode).toBe(200);
     expect(renamed.json()).toMatchObject({ enabled: false, next_run_at: null });
+  });
+
+  it('a schedule runs for the member who set it up: switched off once they are removed or deleted; an editor who turns it on takes it over (decision 0254)', async () => {
+    const w = await workspace();
+    const db = b.t.database.db;
+    const leaver = await createAndLogin(b, 'leaver@example.com');
+    const gone = await createAndLogin(b, 'gone@example.com');
+    await addMembers(b, w, [
+      [leaver, 'editor'],
+      [gone, 'editor'],
+    ]);
+    const made = (token: string) => call(token, 'POST', `${w}/schedules`, { notebook_path: 'nb.ipynb', cron: '0 * * * *' }).then((r) => r.json<ScheduleDto>());
+    const [mine, theirs] = [await made(leaver.token), await made(gone.token)];
+    expect(mine.created_by).toBe(leaver.id);
+    const admin = bearer(b.adminToken);
+    expect((await b.app.inject({ method: 'DELETE', url: `/api/v1/platform/workspaces/${w}/members/${leaver.id}`, headers: admin })).statusCode).toBe(204);
+    // Deleting a user switches their schedules off at once (the reference to them is gone).
+    expect((await b.app.inject({ method: 'DELETE', url: `/api/v1/platform/users/${gone.id}`, headers: admin })).statusCode).toBe(204);
+    expect((await call(editor.token, 'GET', `${w}/schedules/${theirs.id}`)).json()).toMatchObject({ enabled: false, created_by: null });
+    // The removed member's schedule is switched off at its tick, and queues nothing.
+    await db
+      .updateTable('schedules')
+      .set({ next_run_at: new Date(Date.now() - 1000) })
+      .where('workspace_id', '=', w)
+      .execute();
+    const tick = await enqueueDueSchedules(db);
+    expect(tick.enqueued.filter((r) => r.workspace_id === w)).toEqual([]);
+    expect(tick.stopped.map((s) => s.scheduleId)).toContain(mine.id);
+    expect((await call(editor.token, 'GET', `${w}/schedules/${mine.id}`)).json()).toMatchObject({ enabled: false, created_by: leaver.id });
+    // An editor turns it on again: it runs for them.
+    const taken = await call(editor.token, 'PATCH', `${w}/schedules/${mine.id}`, { enabled: true });
+    expect(taken.json()).toMatchObject({ enabled: true, created_by: editor.id });
+    await db
+      .updateTable('schedules')
+      .set({ next_run_at: new Date(Date.now() - 1000) })
+      .where('id', '=', mine.id)
+      .execute();
+    const again = await enqueueDueSchedules(db);
+    expect(again.enqueued.filter((r) => r.workspace_id === w).map((r) => [r.schedule_id, r.created_by])).toEqual([[mine.id, editor.id]]);
   });
 
   it('refuses parameter names Python cannot assign to (400 naming each) instead of a run that fails later; queues nothing', async () => {

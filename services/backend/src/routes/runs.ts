@@ -228,6 +228,7 @@ export const runsRoutes: FastifyPluginAsyncTypebox<RunsRoutesOptions> = async (a
         req.params.id,
         { notebookPath: b.notebook_path, cron: b.cron, timezone: b.timezone, enabled: b.enabled },
         limits.scheduleMinIntervalSeconds,
+        req.user.id,
       );
     },
   );
