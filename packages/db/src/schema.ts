@@ -37,6 +37,13 @@ export interface LoginThrottleTable {
   locked_until: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
+/** An address an account logged in from (migration 020, decision 0255); keys as login_throttle's. */
+export interface LoginKnownAddressesTable {
+  account: string;
+  address: string;
+  last_login_at: Timestamp;
+}
+
 export interface WorkspacesTable {
   id: Generated<string>;
   name: string;
@@ -228,6 +235,7 @@ export interface DB {
   users: UsersTable;
   revoked_tokens: RevokedTokensTable;
   login_throttle: LoginThrottleTable;
+  login_known_addresses: LoginKnownAddressesTable;
   workspaces: WorkspacesTable;
   workspace_members: WorkspaceMembersTable;
   schema_migrations: SchemaMigrationsTable;

@@ -6,11 +6,17 @@ import { TooManyRequestsError } from '@codeagent/service-kit';
 
 /**
  * Login throttling (docs/contract/spec.md §4.5), kept in PostgreSQL so that it holds across several backends.
- * Each key (the account, the client address) gets `free` failures; every further failure
- * locks the key for base·2^k seconds (k = failures beyond the free ones, minus one), at most
- * `maxDelaySeconds`. While a key is locked every attempt, right or wrong, answers 429 with
- * `Retry-After`, before any password is checked: no oracle, and no hashing cost. A key's count
- * starts again after `windowSeconds` without failures (counted from the end of its last lock).
+ * Each key (the account, the client address, the account from that address) gets `free`
+ * failures; every further failure locks the key for base·2^k seconds (k = failures beyond the
+ * free ones, minus one), at most `maxDelaySeconds`. While a key is locked every attempt, right
+ * or wrong, answers 429 with `Retry-After`, before any password is checked: no oracle, and no
+ * hashing cost. A key's count starts again after `windowSeconds` without failures (counted from
+ * the end of its last lock).
+ *
+ * The account-wide key is the one anyone can lock (a stranger's wrong passwords for the
+ * administrator's e-mail, one every 15 minutes, kept it locked for good: decision 0255). An
+ * address the account logged in from within `knownAddressDays` is not held by it, only by its
+ * own keys; guesses from anywhere else still are.
  */
 export interface LoginThrottlePolicy {
   accountFreeFailures: number;
@@ -20,6 +26,8 @@ export interface LoginThrottlePolicy {
   windowSeconds: number;
   /** How often a backend drops quiet keys. */
   pruneIntervalSeconds: number;
+  /** How long an address an account logged in from stays known to it. */
+  knownAddressDays: number;
 }
 
 export const DEFAULT_LOGIN_THROTTLE: LoginThrottlePolicy = {
@@ -31,11 +39,14 @@ export const DEFAULT_LOGIN_THROTTLE: LoginThrottlePolicy = {
   maxDelaySeconds: 15 * 60,
   windowSeconds: 15 * 60,
   pruneIntervalSeconds: 60,
+  knownAddressDays: 30,
 };
 
 export interface ThrottleKeys {
   account: string;
   address: string;
+  /** The account from this address: what holds an address the account knows. */
+  pair: string;
 }
 
 const IPV4_MAPPED = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i;
@@ -65,10 +76,10 @@ export function addressKey(ip: string): string {
 
 /** Keys of one login attempt: by the email (hashed: any email, known or not, gives a fixed-size key and none is stored in clear) and by the client address. */
 export function throttleKeys(normalizedEmail: string, ip: string): ThrottleKeys {
-  return {
-    account: `account:${createHash('sha256').update(normalizedEmail, 'utf8').digest('hex')}`,
-    address: `address:${addressKey(ip)}`,
-  };
+  const email = createHash('sha256').update(normalizedEmail, 'utf8').digest('hex');
+  const address = `address:${addressKey(ip)}`;
+  // (The pair begins with the account's hash: an administrator's reset forgets all of them.)
+  return { account: `account:${email}`, address, pair: `pair:${email}:${createHash('sha256').update(address, 'utf8').digest('hex')}` };
 }
 
 export class LoginThrottle {
@@ -77,21 +88,43 @@ export class LoginThrottle {
     readonly policy: LoginThrottlePolicy = DEFAULT_LOGIN_THROTTLE,
   ) {}
 
-  /** Throws 429 (with the seconds until the later lock ends) when either key is locked. */
+  /**
+   * Throws 429 (with the seconds until the latest lock ends) when the address's key or the
+   * account's from this address is locked, or the account's own while the address is not one it
+   * logged in from.
+   */
   async check(keys: ThrottleKeys): Promise<void> {
+    const days = this.policy.knownAddressDays;
     const row = await this.db
       .selectFrom('login_throttle')
       .select(sql<number | string | null>`extract(epoch from max(locked_until) - now())`.as('wait'))
-      .where('key', 'in', [keys.account, keys.address])
       .where('locked_until', '>', sql<Date>`now()`)
+      .where((eb) =>
+        eb.or([
+          eb('key', 'in', [keys.address, keys.pair]),
+          eb.and([
+            eb('key', '=', keys.account),
+            eb.not(
+              eb.exists(
+                eb
+                  .selectFrom('login_known_addresses')
+                  .select(sql`1`.as('one'))
+                  .where('account', '=', keys.account)
+                  .where('address', '=', keys.address)
+                  .where('last_login_at', '>', sql<Date>`now() - make_interval(days => ${days}::int)`),
+              ),
+            ),
+          ]),
+        ]),
+      )
       .executeTakeFirst();
     const wait = row?.wait === null || row?.wait === undefined ? 0 : Number(row.wait);
     if (wait > 0) throw new TooManyRequestsError(`too many failed logins; try again in ${Math.ceil(wait)} s`, wait);
   }
 
   /**
-   * Counts one failure against both keys in one statement, locking a key once it is past its
-   * free failures (a first failure never locks: every key has at least one free failure).
+   * Counts one failure against the three keys in one statement, locking a key once it is past
+   * its free failures (a first failure never locks: every key has at least one free failure).
    */
   async recordFailure(keys: ThrottleKeys): Promise<void> {
     const { baseDelaySeconds: base, maxDelaySeconds: max, windowSeconds: window } = this.policy;
@@ -99,10 +132,10 @@ export class LoginThrottle {
     const addressFree = Math.max(1, this.policy.addressFreeFailures);
     // The count after this failure: it restarts at 1 after a quiet window since the last failure or lock.
     const count = sql<number>`(CASE WHEN greatest(t.last_failure_at, coalesce(t.locked_until, t.last_failure_at)) < now() - make_interval(secs => ${window}::float8) THEN 1 ELSE t.failures + 1 END)`;
-    const free = sql<number>`(CASE WHEN starts_with(t.key, 'account:') THEN ${accountFree}::int ELSE ${addressFree}::int END)`;
+    const free = sql<number>`(CASE WHEN starts_with(t.key, 'address:') THEN ${addressFree}::int ELSE ${accountFree}::int END)`;
     await sql`
       INSERT INTO login_throttle AS t (key, failures, last_failure_at, locked_until)
-      VALUES (${keys.account}, 1, now(), NULL), (${keys.address}, 1, now(), NULL)
+      VALUES (${keys.account}, 1, now(), NULL), (${keys.address}, 1, now(), NULL), (${keys.pair}, 1, now(), NULL)
       ON CONFLICT (key) DO UPDATE SET
         failures = ${count},
         last_failure_at = now(),
@@ -113,14 +146,27 @@ export class LoginThrottle {
     await this.pruneNowAndThen();
   }
 
-  /** A successful login forgets the account's failures (not the address's: one valid account must not reset a guessing address). */
+  /**
+   * A successful login forgets the account's failures (not the address's: one valid account
+   * must not reset a guessing address), and the account knows the address from now on.
+   */
   async recordSuccess(keys: ThrottleKeys): Promise<void> {
-    await this.db.deleteFrom('login_throttle').where('key', '=', keys.account).execute();
+    await this.db.deleteFrom('login_throttle').where('key', 'in', [keys.account, keys.pair]).execute();
+    await this.db
+      .insertInto('login_known_addresses')
+      .values({ account: keys.account, address: keys.address })
+      .onConflict((oc) => oc.columns(['account', 'address']).doUpdateSet({ last_login_at: sql<Date>`now()` }))
+      .execute();
   }
 
-  /** Forgets the failures of an account (an administrator reset its password). */
+  /** Forgets the failures of an account, from every address (an administrator reset its password). */
   async forgetAccount(normalizedEmail: string): Promise<void> {
-    await this.db.deleteFrom('login_throttle').where('key', '=', throttleKeys(normalizedEmail, '').account).execute();
+    const { account, pair } = throttleKeys(normalizedEmail, '');
+    const pairs = `${pair.slice(0, pair.lastIndexOf(':') + 1)}%`;
+    await this.db
+      .deleteFrom('login_throttle')
+      .where((eb) => eb.or([eb('key', '=', account), eb('key', 'like', pairs)]))
+      .execute();
   }
 
   private lastPrune = 0;
@@ -132,6 +178,10 @@ export class LoginThrottle {
   private async pruneNowAndThen(): Promise<void> {
     if (Date.now() - this.lastPrune < this.policy.pruneIntervalSeconds * 1000) return;
     this.lastPrune = Date.now();
+    await this.db
+      .deleteFrom('login_known_addresses')
+      .where('last_login_at', '<', sql<Date>`now() - make_interval(days => ${this.policy.knownAddressDays}::int)`)
+      .execute();
     await this.db
       .deleteFrom('login_throttle')
       .where('last_failure_at', '<', sql<Date>`now() - make_interval(secs => ${this.policy.windowSeconds}::float8)`)

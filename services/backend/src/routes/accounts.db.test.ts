@@ -373,8 +373,11 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   });
 
   describe('login throttling (docs/contract/spec.md §4.5)', () => {
+    /** Ends the locks of every account (and of every account from an address), or of every address. */
     const lift = (key: 'account' | 'address') =>
-      sql`UPDATE login_throttle SET locked_until = now() - interval '1 second' WHERE key LIKE ${`${key}:%`}`.execute(db());
+      sql`UPDATE login_throttle SET locked_until = now() - interval '1 second' WHERE key LIKE ${`${key}:%`} OR (${key} = 'account' AND key LIKE 'pair:%')`.execute(
+        db(),
+      );
 
     it('answers 429 too_many_requests with Retry-After after repeated failures, even for the right password', async () => {
       await createAndLogin(b, 'thr-1@example.com');
@@ -487,7 +490,29 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       await sql`UPDATE login_throttle SET last_failure_at = now() - interval '2 hours', locked_until = NULL`.execute(db());
       await login('thr-exp-other@example.com', 'guess');
       const left = await db().selectFrom('login_throttle').select('key').execute();
-      expect(left.length).toBeLessThanOrEqual(2);
+      expect(left.length).toBeLessThanOrEqual(3);
+    });
+
+    it('a stranger’s failures do not lock an account out of an address it logged in from; guesses from anywhere else stay locked (decision 0255)', async () => {
+      await createAndLogin(b, 'thr-owner@example.com');
+      // The owner logs in from their office.
+      expect((await login('thr-owner@example.com', 'password-123', '198.51.100.50')).statusCode).toBe(200);
+      // A stranger hammers the account from elsewhere: it is locked for every address it does not know…
+      for (let i = 0; i < 4; i++) await login('thr-owner@example.com', `guess-${i}`, '203.0.113.66');
+      expect((await login('thr-owner@example.com', 'password-123', '203.0.113.66')).statusCode).toBe(429);
+      expect((await login('thr-owner@example.com', 'password-123', '192.0.2.77')).statusCode).toBe(429);
+      // …but the owner still logs in from the office (it answered 429 while the stranger kept on).
+      expect((await login('thr-owner@example.com', 'password-123', '198.51.100.50')).statusCode).toBe(200);
+      // The stranger, from the same address as before, stays locked after the owner's login.
+      expect((await login('thr-owner@example.com', 'password-123', '203.0.113.66')).statusCode).toBe(429);
+      // Wrong passwords from the known address are counted there and lock it too.
+      for (let i = 0; i < 4; i++) await login('thr-owner@example.com', `typo-${i}`, '198.51.100.50');
+      expect((await login('thr-owner@example.com', 'password-123', '198.51.100.50')).statusCode).toBe(429);
+      // A known address is forgotten after KNOWN days without a login.
+      await sql`UPDATE login_known_addresses SET last_login_at = now() - interval '31 days'`.execute(db());
+      await sql`UPDATE login_throttle SET locked_until = now() - interval '1 second' WHERE key LIKE 'pair:%'`.execute(db());
+      for (let i = 0; i < 4; i++) await login('thr-owner@example.com', `guess-again-${i}`, '203.0.113.67');
+      expect((await login('thr-owner@example.com', 'password-123', '198.51.100.50')).statusCode).toBe(429);
     });
   });
 });
