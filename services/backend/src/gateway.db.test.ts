@@ -134,10 +134,10 @@ describe(`the backend through the gateway (${process.env.CODEAGENT_TEST_DB ?? 'p
         ]);
         const [body, status] = stdout.split('\n');
         expect(status).toBe('413');
-        expect(JSON.parse(body!)).toEqual({ error: 'payload_too_large', message: 'request body is larger than the 1048576 bytes this route accepts' });
+        expect(JSON.parse(body!)).toEqual({ error: 'payload_too_large', message: 'request body is larger than the 16384 bytes this route accepts' });
         const res = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: payload });
         expect(res.status).toBe(413);
-        expect(await res.json()).toMatchObject({ error: 'payload_too_large', message: expect.stringContaining('1048576') as unknown });
+        expect(await res.json()).toMatchObject({ error: 'payload_too_large', message: expect.stringContaining('16384') as unknown });
       }
       // Nobody was logged in by it, and the platform still answers.
       expect((await fetch(`${base}/api/v1/health`)).status).toBe(200);

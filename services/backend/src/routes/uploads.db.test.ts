@@ -1,0 +1,81 @@
+import { request, type ClientRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, createAndLogin, startTestBackend, type TestBackend, type WorkspaceDto } from '../testing.js';
+import { UPLOADS_PER_USER } from './data-resources.js';
+
+/**
+ * Uploads under way per user (decision 0256): each holds a connection between the gateway and
+ * the backend while its body arrives, so one editor's slow uploads could hold them all.
+ */
+describe(`uploads under way per user (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  let base: string;
+  let ws: string;
+  let slow: { id: string; token: string };
+  let other: { id: string; token: string };
+  beforeAll(async () => {
+    b = await startTestBackend({ maxUploadBytes: 64 * 1024 * 1024 });
+    base = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
+    ws = (
+      await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'uploads' } })
+    ).json<WorkspaceDto>().id;
+    slow = await createAndLogin(b, 'slow-writer@example.com');
+    other = await createAndLogin(b, 'other-writer@example.com');
+    for (const user of [slow, other]) {
+      await b.app.inject({
+        method: 'POST',
+        url: `/api/v1/platform/workspaces/${ws}/members`,
+        headers: bearer(b.adminToken),
+        payload: { user_id: user.id, role: 'editor' },
+      });
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await b.close();
+  });
+
+  /** An upload that sends 100 KiB of the 10 MB it announces, then waits. */
+  const hold = (token: string, i: number): ClientRequest => {
+    const url = new URL(`${base}/api/v1/data-resources/${ws}/objects/slow-${i}.bin`);
+    const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'PUT', headers: { ...bearer(token), 'content-length': 10_000_000 } });
+    req.on('error', () => undefined);
+    req.write(Buffer.alloc(100 * 1024, 1));
+    return req;
+  };
+  const small = (token: string, path: string, method = 'PUT', prefix = 'data-resources') =>
+    fetch(`${base}/api/v1/${prefix}/${ws}/${prefix === 'dav' ? '' : 'objects/'}${path}`, { method, body: 'small', headers: bearer(token) });
+
+  it(`takes ${UPLOADS_PER_USER} at once from one user, refuses more with 429 before reading them, and none of another user's`, async () => {
+    const held = Array.from({ length: UPLOADS_PER_USER }, (_, i) => hold(slow.token, i));
+    try {
+      // Once every held upload has its place, a whole small one is refused at once.
+      let refused: Response | undefined;
+      for (let i = 0; i < 100 && refused === undefined; i++) {
+        const res = await small(slow.token, `probe-${i}.txt`);
+        if (res.status === 429) refused = res;
+        else await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(refused?.status).toBe(429);
+      expect(await refused!.json()).toMatchObject({ error: 'too_many_requests', message: expect.stringMatching(/uploads under way/) as unknown });
+      // WebDAV's PUT and the form upload count too.
+      expect((await small(slow.token, 'dav.txt', 'PUT', 'dav')).status).toBe(429);
+      const form = new FormData();
+      form.append('path', 'form.txt');
+      form.append('file', new Blob(['x']), 'form.txt');
+      expect((await fetch(`${base}/api/v1/data-resources/${ws}/uploads`, { method: 'POST', body: form, headers: bearer(slow.token) })).status).toBe(429);
+      // Another user is not held back.
+      expect((await small(other.token, 'theirs.txt')).status).toBe(201);
+    } finally {
+      for (const h of held) h.destroy();
+    }
+    // Ended uploads give their places back (the content of none of them was stored).
+    let again = 0;
+    for (let i = 0; i < 100 && again !== 201; i++) {
+      again = (await small(slow.token, 'after.txt')).status;
+      if (again !== 201) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(again).toBe(201);
+    const stored = await fetch(`${base}/api/v1/data-resources/${ws}/objects/slow-0.bin`, { headers: bearer(slow.token) });
+    expect(stored.status).toBe(404);
+  }, 60_000);
+});
