@@ -101,10 +101,21 @@ const downloads = new KeyedSlots(DOWNLOADS_PER_USER);
  * answer is 429 before anything is read.
  */
 export const UPLOADS_PER_USER = 16;
+/**
+ * Only larger uploads count: the gateway reads a body of at most 64 KiB whole before it sends it
+ * on (decision 0243), so a small one never holds a connection while it arrives, and parallel
+ * writes of small files stay free.
+ */
+export const COUNTED_UPLOAD_BYTES = 64 * 1024;
 const uploads = new KeyedSlots(UPLOADS_PER_USER);
+
+/** How many uploads of a user are under way on this backend (diagnostics and tests). */
+export const uploadsUnderWay = (userId: string): number => uploads.inUse(`user:${userId}`);
 
 /** Takes one of the caller's upload places until the request ends, or throws 429. */
 export function holdUploadPlace(req: FastifyRequest, reply: FastifyReply): void {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) <= COUNTED_UPLOAD_BYTES) return;
   const release = uploads.take(req.mountWorkspace !== undefined ? `mount:${req.mountWorkspace}` : `user:${req.user.id}`);
   if (release === undefined) throw new TooManyRequestsError(`you have ${UPLOADS_PER_USER} uploads under way already: wait until one has ended`);
   reply.raw.once('close', release);

@@ -1,7 +1,7 @@
 import { request, type ClientRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createAndLogin, startTestBackend, type TestBackend, type WorkspaceDto } from '../testing.js';
-import { UPLOADS_PER_USER } from './data-resources.js';
+import { UPLOADS_PER_USER, uploadsUnderWay } from './data-resources.js';
 
 /**
  * Uploads under way per user (decision 0256): each holds a connection between the gateway and
@@ -42,39 +42,51 @@ describe(`uploads under way per user (${process.env.CODEAGENT_TEST_DB ?? 'postgr
     req.write(Buffer.alloc(100 * 1024, 1));
     return req;
   };
-  const small = (token: string, path: string, method = 'PUT', prefix = 'data-resources') =>
-    fetch(`${base}/api/v1/${prefix}/${ws}/${prefix === 'dav' ? '' : 'objects/'}${path}`, { method, body: 'small', headers: bearer(token) });
+  /** A whole upload of 100 KiB: counted (more than the 64 KiB the gateway reads first), but over at once. */
+  const whole = (token: string, path: string, method = 'PUT', prefix = 'data-resources') =>
+    fetch(`${base}/api/v1/${prefix}/${ws}/${prefix === 'dav' ? '' : 'objects/'}${path}`, {
+      method,
+      body: Buffer.alloc(100 * 1024, 2),
+      headers: bearer(token),
+    });
 
   it(`takes ${UPLOADS_PER_USER} at once from one user, refuses more with 429 before reading them, and none of another user's`, async () => {
     const held = Array.from({ length: UPLOADS_PER_USER }, (_, i) => hold(slow.token, i));
     try {
       // Once every held upload has its place, a whole small one is refused at once.
-      let refused: Response | undefined;
-      for (let i = 0; i < 100 && refused === undefined; i++) {
-        const res = await small(slow.token, `probe-${i}.txt`);
-        if (res.status === 429) refused = res;
-        else await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; uploadsUnderWay(slow.id) < UPLOADS_PER_USER; i++) {
+        if (i > 200) throw new Error(`only ${uploadsUnderWay(slow.id)} uploads reached the backend`);
+        await new Promise((r) => setTimeout(r, 50));
       }
-      expect(refused?.status).toBe(429);
-      expect(await refused!.json()).toMatchObject({ error: 'too_many_requests', message: expect.stringMatching(/uploads under way/) as unknown });
+      const refused = await whole(slow.token, 'probe.txt');
+      expect(refused.status).toBe(429);
+      expect(await refused.json()).toMatchObject({ error: 'too_many_requests', message: expect.stringMatching(/uploads under way/) as unknown });
       // WebDAV's PUT and the form upload count too.
-      expect((await small(slow.token, 'dav.txt', 'PUT', 'dav')).status).toBe(429);
+      expect((await whole(slow.token, 'dav.txt', 'PUT', 'dav')).status).toBe(429);
       const form = new FormData();
       form.append('path', 'form.txt');
-      form.append('file', new Blob(['x']), 'form.txt');
+      form.append('file', new Blob([Buffer.alloc(100 * 1024, 3)]), 'form.txt');
       expect((await fetch(`${base}/api/v1/data-resources/${ws}/uploads`, { method: 'POST', body: form, headers: bearer(slow.token) })).status).toBe(429);
-      // Another user is not held back.
-      expect((await small(other.token, 'theirs.txt')).status).toBe(201);
+      // Small uploads (sent on whole by the gateway) are not counted; another user is not held back.
+      expect(
+        (
+          await Promise.all(
+            Array.from({ length: 20 }, (_, i) =>
+              fetch(`${base}/api/v1/data-resources/${ws}/objects/small-${i}.txt`, { method: 'PUT', body: 'small', headers: bearer(slow.token) }),
+            ),
+          )
+        ).map((r) => r.status),
+      ).toEqual(Array(20).fill(201));
+      expect((await whole(other.token, 'theirs.txt')).status).toBe(201);
     } finally {
       for (const h of held) h.destroy();
     }
     // Ended uploads give their places back (the content of none of them was stored).
-    let again = 0;
-    for (let i = 0; i < 100 && again !== 201; i++) {
-      again = (await small(slow.token, 'after.txt')).status;
-      if (again !== 201) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; uploadsUnderWay(slow.id) > 0; i++) {
+      if (i > 200) throw new Error(`${uploadsUnderWay(slow.id)} places are still taken`);
+      await new Promise((r) => setTimeout(r, 50));
     }
-    expect(again).toBe(201);
+    expect((await whole(slow.token, 'after.txt')).status).toBe(201);
     const stored = await fetch(`${base}/api/v1/data-resources/${ws}/objects/slow-0.bin`, { headers: bearer(slow.token) });
     expect(stored.status).toBe(404);
   }, 60_000);
