@@ -5,6 +5,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 import type { MemberRole } from '@codeagent/db';
 import { roleIn, workspacesOfUser, type UserWorkspaces, type WorkspaceAccess } from '../domain/workspaces.js';
+import { holdLargeBodyPlace } from './large-bodies.js';
 
 /**
  * Who may call a route, declared on the route as `config: { access }` (decision 0122):
@@ -87,16 +88,21 @@ export const routeAccess = fp<RouteAccessOptions>(
         case 'user':
         case 'workspace-viewer':
         case 'workspace-editor':
-          return app.requireUser(req, reply);
+          await app.requireUser(req, reply);
+          break;
         case 'dav':
           // The WebDAV tree alone also takes the platform's own workspace mount tokens (0140).
-          return app.requireUserOrMount(req, reply);
+          await app.requireUserOrMount(req, reply);
+          break;
         case 'system-admin':
-          return app.requireSystemAdmin(req, reply);
+          await app.requireSystemAdmin(req, reply);
+          break;
         default:
           // 'public', and the not-found handler (no route, no access)
-          return undefined;
+          return;
       }
+      // Known now, before the body is read: a large body takes one of the caller's places (0256).
+      if (!reply.sent) holdLargeBodyPlace(req, reply);
     });
 
     const lists = app.userScopedCache<UserWorkspaces>();

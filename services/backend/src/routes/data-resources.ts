@@ -93,35 +93,6 @@ export const DOWNLOADS_PER_USER = 16;
 export const COUNTED_DOWNLOAD_BYTES = 1024 * 1024;
 const downloads = new KeyedSlots(DOWNLOADS_PER_USER);
 
-/**
- * Uploads one user (or one workspace's mount) has under way at once (decision 0256). Each holds
- * a connection from the gateway to the backend while its body arrives, which may be slowly (a
- * byte every 20 s passes the 60 s silence limit): one editor's 128 slow uploads held every
- * connection of the gateway's pool, and everyone's API waited behind them. Beyond the limit the
- * answer is 429 before anything is read.
- */
-export const UPLOADS_PER_USER = 16;
-/**
- * Only larger uploads count: the gateway reads a body of at most 64 KiB whole before it sends it
- * on (decision 0243), so a small one never holds a connection while it arrives, and parallel
- * writes of small files stay free.
- */
-export const COUNTED_UPLOAD_BYTES = 64 * 1024;
-const uploads = new KeyedSlots(UPLOADS_PER_USER);
-
-/** How many uploads of a user are under way on this backend (diagnostics and tests). */
-export const uploadsUnderWay = (userId: string): number => uploads.inUse(`user:${userId}`);
-
-/** Takes one of the caller's upload places until the request ends, or throws 429. */
-export function holdUploadPlace(req: FastifyRequest, reply: FastifyReply): void {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) <= COUNTED_UPLOAD_BYTES) return;
-  const release = uploads.take(req.mountWorkspace !== undefined ? `mount:${req.mountWorkspace}` : `user:${req.user.id}`);
-  if (release === undefined) throw new TooManyRequestsError(`you have ${UPLOADS_PER_USER} uploads under way already: wait until one has ended`);
-  reply.raw.once('close', release);
-  if (reply.raw.closed) release();
-}
-
 export async function sendObject(req: FastifyRequest, reply: FastifyReply, files: WorkspaceFiles, workspace: string, path: string, object: ObjectDto) {
   refuseAsCode(req.headers);
   objectHeaders(reply, object);
@@ -225,7 +196,6 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       async (req, reply) => {
         const path = pathOf(req.params);
         checkUploadHeaders(req, maxUploadBytes);
-        holdUploadPlace(req, reply);
         const { object, created } = await files.put(req.params.ws, path, requestBody(req.raw), {
           contentType: req.headers['content-type'],
           actor: req.user.id,
@@ -256,7 +226,6 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       },
       async (req, reply) => {
         checkUploadHeaders(req, maxUploadBytes + 64 * 1024);
-        holdUploadPlace(req, reply);
         if (!req.isMultipart()) throw new BadRequestError('send multipart/form-data with a field `path` and then a field `file`', { file: 'missing' });
         let path: string | undefined;
         const parts = req.parts();

@@ -32,7 +32,7 @@ import {
   type DavEntry,
   type DavTarget,
 } from '../domain/dav.js';
-import { checkUploadHeaders, holdUploadPlace, sendObject } from './data-resources.js';
+import { checkUploadHeaders, sendObject } from './data-resources.js';
 
 export interface DavOptions {
   db: Kysely<DB>;
@@ -197,7 +197,6 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     }
     await refuseUnderObject(t);
     checkUploadHeaders(req, maxUploadBytes);
-    holdUploadPlace(req, reply);
     const modifiedAt = clientModTime(req.headers['x-oc-mtime']);
     const { object, created } = await files.put(t.workspace, t.path, requestBody(req.raw), {
       contentType: req.headers['content-type'],

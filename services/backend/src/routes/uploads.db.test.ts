@@ -1,7 +1,7 @@
 import { request, type ClientRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createAndLogin, startTestBackend, type TestBackend, type WorkspaceDto } from '../testing.js';
-import { UPLOADS_PER_USER, uploadsUnderWay } from './data-resources.js';
+import { LARGE_BODIES_PER_USER as UPLOADS_PER_USER, largeBodiesUnderWay as uploadsUnderWay } from './large-bodies.js';
 
 /**
  * Uploads under way per user (decision 0256): each holds a connection between the gateway and
@@ -60,7 +60,10 @@ describe(`uploads under way per user (${process.env.CODEAGENT_TEST_DB ?? 'postgr
       }
       const refused = await whole(slow.token, 'probe.txt');
       expect(refused.status).toBe(429);
-      expect(await refused.json()).toMatchObject({ error: 'too_many_requests', message: expect.stringMatching(/uploads under way/) as unknown });
+      expect(await refused.json()).toMatchObject({
+        error: 'too_many_requests',
+        message: expect.stringMatching(/uploads or other large requests under way/) as unknown,
+      });
       // WebDAV's PUT and the form upload count too.
       expect((await whole(slow.token, 'dav.txt', 'PUT', 'dav')).status).toBe(429);
       const form = new FormData();
@@ -90,4 +93,38 @@ describe(`uploads under way per user (${process.env.CODEAGENT_TEST_DB ?? 'postgr
     const stored = await fetch(`${base}/api/v1/data-resources/${ws}/objects/slow-0.bin`, { headers: bearer(slow.token) });
     expect(stored.status).toBe(404);
   }, 60_000);
+
+  it('counts a slow large body to any route the same, a stranger’s to a workspace they are not in included', async () => {
+    const stranger = await createAndLogin(b, 'stranger-writer@example.com');
+    const slowJson = (): ClientRequest => {
+      const url = new URL(`${base}/api/v1/workspaces/${ws}/runs`);
+      const req = request({
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: { ...bearer(stranger.token), 'content-type': 'application/json', 'content-length': 200_000 },
+      });
+      req.on('error', () => undefined);
+      req.write('{"notebook_path": "x.ipynb", "parameters": {"a": "');
+      return req;
+    };
+    const held = Array.from({ length: UPLOADS_PER_USER }, slowJson);
+    try {
+      for (let i = 0; uploadsUnderWay(stranger.id) < UPLOADS_PER_USER; i++) {
+        if (i > 200) throw new Error(`only ${uploadsUnderWay(stranger.id)} requests reached the backend`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const more = await fetch(`${base}/api/v1/workspaces/${ws}/runs`, {
+        method: 'POST',
+        headers: { ...bearer(stranger.token), 'content-type': 'application/json' },
+        body: JSON.stringify({ notebook_path: 'x.ipynb', parameters: { a: 'x'.repeat(100 * 1024) } }),
+      });
+      expect(more.status).toBe(429);
+      // Small requests of theirs still pass (and are answered as ever: not a member, 404).
+      expect((await fetch(`${base}/api/v1/workspaces/${ws}/runs`, { headers: bearer(stranger.token) })).status).toBe(404);
+    } finally {
+      for (const h of held) h.destroy();
+    }
+  });
 });
