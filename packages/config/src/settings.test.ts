@@ -135,6 +135,14 @@ describe('settings', () => {
     }
   });
 
+  it('reads GATEWAY_ADDRESSES the same way (default none: loopback only), and refuses anything else (decision 0257)', () => {
+    expect(loadConfig({ env: {}, cwd: tmp() }).gatewayAddresses).toEqual([]);
+    expect(loadConfig({ env: { GATEWAY_ADDRESSES: '10.0.0.0/8, 172.16.0.0/12' }, cwd: tmp() }).gatewayAddresses).toEqual(['10.0.0.0/8', '172.16.0.0/12']);
+    const problems = problemsOf({ GATEWAY_ADDRESSES: '10.0.0.0/8,gateway' });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^GATEWAY_ADDRESSES entry "gateway" is not an IP address or CIDR/);
+  });
+
   it('requires secrets in production mode instead of generating them', () => {
     const problems = problemsOf({ NODE_ENV: 'production' });
     for (const name of ['JWT_SECRET', 'INTERNAL_SERVICE_TOKEN', 'ADMIN_TOKENS', 'SECRETS_KEY', 'AGENT_TOKEN', 'BOOTSTRAP_ADMIN_PASSWORD']) {

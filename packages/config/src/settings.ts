@@ -147,6 +147,12 @@ export interface Config {
    * whose X-Forwarded-For/-Proto/-Host the gateway believes (docs/contract/spec.md §4.5); empty: nobody's.
    */
   trustedProxies: string[];
+  /**
+   * GATEWAY_ADDRESSES: where the gateway reaches the backend from (addresses or CIDRs), besides
+   * loopback: only their X-Forwarded-For/-Proto are believed by the backend (its per-address login
+   * throttling, the cookie's `Secure`; decision 0257). Containers set their private networks.
+   */
+  gatewayAddresses: string[];
   logLevel: string;
   /** LOG_FORMAT: `pretty` lines for a person, `json` lines for a collector; `auto` (unset) is pretty on a terminal. */
   logFormat: LogFormat;
@@ -433,6 +439,15 @@ export function loadConfig(options: LoadOptions = {}): Config {
     }
   }
 
+  const gatewayAddresses = list('GATEWAY_ADDRESSES');
+  for (const entry of gatewayAddresses) {
+    if (!isAddressOrCidr(entry)) {
+      problems.push(
+        `GATEWAY_ADDRESSES entry ${JSON.stringify(entry)} is not an IP address or CIDR; list where the gateway reaches the backend from, e.g. 10.0.0.0/8,172.16.0.0/12`,
+      );
+    }
+  }
+
   const sandboxRaw = (str('KERNEL_SANDBOX') ?? 'on').toLowerCase();
   if (!['on', 'off', 'true', 'false', '1', '0'].includes(sandboxRaw)) {
     problems.push(`KERNEL_SANDBOX=${JSON.stringify(sandboxRaw)} is not on or off; leave it unset (on)`);
@@ -588,6 +603,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
     },
     maxUploadBytes: int('MAX_UPLOAD_BYTES', 10 * 1024 ** 3, 1),
     trustedProxies,
+    gatewayAddresses,
     logLevel,
     logFormat,
     jupyterlab: {

@@ -25,6 +25,8 @@ import { DEFAULT_LOGIN_THROTTLE, LoginThrottle, type LoginThrottlePolicy } from 
 
 export interface BackendAppOptions {
   db: Kysely<DB>;
+  /** GATEWAY_ADDRESSES: where the gateway reaches this backend from, besides loopback (decision 0257). */
+  gatewayAddresses?: string[] | undefined;
   jwtSecret: string;
   /** LISTEN for user changes (Database.listen): token checks are then cached (decision 0082), and folder times of WebDAV listings (decision 0237). */
   listen?: Database['listen'] | undefined;
@@ -56,8 +58,9 @@ export async function buildBackendApp(opts: BackendAppOptions): Promise<FastifyI
   const app = Fastify({
     ...(opts.loggerInstance ? { loggerInstance: opts.loggerInstance } : { logger: opts.logger ?? false }),
     ...requestIdOptions(),
-    // Only the gateway on this machine talks to the backend; trust its x-forwarded-* headers.
-    trustProxy: ['127.0.0.1', '::1'],
+    // Only the gateway talks to the backend: trust its x-forwarded-* headers, from this machine
+    // or from where GATEWAY_ADDRESSES says it is (containers), and nobody else's.
+    trustProxy: ['127.0.0.1', '::1', ...(opts.gatewayAddresses ?? [])],
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 

@@ -38,6 +38,7 @@ export async function startBackend(config: Config, opts: StartBackendOptions = {
     runtimeWarmUp: runtimeWarmUp(config),
     store,
     internalServiceToken: config.internalServiceToken,
+    gatewayAddresses: config.gatewayAddresses,
     maxUploadBytes: config.maxUploadBytes,
     runLimits: config.runLimits,
     workspaceQuotaBytes: config.workspaceQuotaBytes,

@@ -41,6 +41,7 @@ export async function startTestBackend(
     runtimeWarmUp?: BackendAppOptions['runtimeWarmUp'];
     /** Cache token checks, invalidated by LISTEN/NOTIFY, as the backend does (default true). */
     tokenCache?: boolean;
+    gatewayAddresses?: string[];
   } = {},
 ): Promise<TestBackend> {
   const t = await createTestDatabase();
@@ -60,6 +61,7 @@ export async function startTestBackend(
     workspaceQuotaBytes: overrides.workspaceQuotaBytes,
     ...(overrides.loginThrottle ? { loginThrottle: overrides.loginThrottle } : {}),
     ...(overrides.runtimeWarmUp ? { runtimeWarmUp: overrides.runtimeWarmUp } : {}),
+    ...(overrides.gatewayAddresses ? { gatewayAddresses: overrides.gatewayAddresses } : {}),
     ...(overrides.tokenCache === false ? {} : { listen: t.database.listen.bind(t.database) }),
   };
   const app = await buildBackendApp(options);

@@ -147,11 +147,22 @@ export class LoginThrottle {
   }
 
   /**
-   * A successful login forgets the account's failures (not the address's: one valid account
-   * must not reset a guessing address), and the account knows the address from now on.
+   * A successful login forgets the failures of the account from this address, and the
+   * account's own unless they hold it locked now (the owner logging in from a known address while
+   * a stranger guesses must not open the account to every other address again); never the
+   * address's (one valid account must not reset a guessing address). The account knows the
+   * address from now on.
    */
   async recordSuccess(keys: ThrottleKeys): Promise<void> {
-    await this.db.deleteFrom('login_throttle').where('key', 'in', [keys.account, keys.pair]).execute();
+    await this.db
+      .deleteFrom('login_throttle')
+      .where((eb) =>
+        eb.or([
+          eb('key', '=', keys.pair),
+          eb.and([eb('key', '=', keys.account), eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', sql<Date>`now()`)])]),
+        ]),
+      )
+      .execute();
     await this.db
       .insertInto('login_known_addresses')
       .values({ account: keys.account, address: keys.address })

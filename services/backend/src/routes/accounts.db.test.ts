@@ -493,6 +493,40 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       expect(left.length).toBeLessThanOrEqual(3);
     });
 
+    it('behind a gateway on another machine (GATEWAY_ADDRESSES), each client keeps its own address; without it, all share the gateway’s (decision 0257)', async () => {
+      for (const trusted of [true, false]) {
+        const t = await startTestBackend({
+          loginThrottle: { accountFreeFailures: 3, addressFreeFailures: 1000, baseDelaySeconds: 30 },
+          ...(trusted ? { gatewayAddresses: ['10.0.0.0/8'] } : {}),
+        });
+        try {
+          const viaGateway = (password: string, client: string) =>
+            t.app.inject({
+              method: 'POST',
+              url: '/api/v1/auth/login',
+              headers: { 'x-forwarded-for': client },
+              remoteAddress: '10.1.2.3',
+              payload: { email: ADMIN_EMAIL, password },
+            });
+          expect((await viaGateway(ADMIN_PASSWORD, '198.51.100.50')).statusCode).toBe(200);
+          for (let i = 0; i < 4; i++) await viaGateway(`guess-${i}`, '203.0.113.66');
+          // The administrator's known address: in with a trusted gateway, locked out without.
+          expect((await viaGateway(ADMIN_PASSWORD, '198.51.100.50')).statusCode, `trusted: ${trusted}`).toBe(trusted ? 200 : 429);
+          // A peer that is not the gateway names any address it likes: not believed.
+          const spoofed = await t.app.inject({
+            method: 'POST',
+            url: '/api/v1/auth/login',
+            headers: { 'x-forwarded-for': '198.51.100.50' },
+            remoteAddress: '192.0.2.200',
+            payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD },
+          });
+          expect(spoofed.statusCode).toBe(429);
+        } finally {
+          await t.close();
+        }
+      }
+    });
+
     it('a stranger’s failures do not lock an account out of an address it logged in from; guesses from anywhere else stay locked (decision 0255)', async () => {
       await createAndLogin(b, 'thr-owner@example.com');
       // The owner logs in from their office.
