@@ -116,7 +116,8 @@ export function databaseLabState(db: () => Promise<Kysely<DB>>): LabStateStore {
   };
 }
 
-const decodeSafely = (name: string): string | undefined => {
+/** A file name's URI-decoded text, or undefined when it is not URI-encoded (no plugin id). */
+const decodedName = (name: string): string | undefined => {
   try {
     return decodeURIComponent(name);
   } catch {
@@ -147,7 +148,7 @@ export async function importLabStateFiles(db: Kysely<DB>, dir: string): Promise<
   for (const user of users) {
     const folder = join(dir, user);
     for (const name of await readdir(folder).catch(() => [] as string[])) {
-      const pluginId = name.endsWith('.json5') ? decodeSafely(name.slice(0, -'.json5'.length)) : undefined;
+      const pluginId = name.endsWith('.json5') ? decodedName(name.slice(0, -'.json5'.length)) : undefined;
       if (pluginId === undefined) continue;
       const { content, ...times } = await read(join(folder, name));
       settings.push({ user_id: user, plugin_id: pluginId, raw: content, ...times });

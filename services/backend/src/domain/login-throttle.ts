@@ -76,11 +76,14 @@ export function addressKey(ip: string): string {
 
 /** Keys of one login attempt: by the email (hashed: any email, known or not, gives a fixed-size key and none is stored in clear) and by the client address. */
 export function throttleKeys(normalizedEmail: string, ip: string): ThrottleKeys {
-  const email = createHash('sha256').update(normalizedEmail, 'utf8').digest('hex');
+  const email = emailHash(normalizedEmail);
   const address = `address:${addressKey(ip)}`;
-  // (The pair begins with the account's hash: an administrator's reset forgets all of them.)
-  return { account: `account:${email}`, address, pair: `pair:${email}:${createHash('sha256').update(address, 'utf8').digest('hex')}` };
+  return { account: `account:${email}`, address, pair: `${pairsOf(email)}${createHash('sha256').update(address, 'utf8').digest('hex')}` };
 }
+
+const emailHash = (normalizedEmail: string) => createHash('sha256').update(normalizedEmail, 'utf8').digest('hex');
+/** What every pair key of an account begins with: an administrator's reset forgets them all. */
+const pairsOf = (email: string) => `pair:${email}:`;
 
 export class LoginThrottle {
   constructor(
@@ -172,8 +175,9 @@ export class LoginThrottle {
 
   /** Forgets the failures of an account, from every address (an administrator reset its password). */
   async forgetAccount(normalizedEmail: string): Promise<void> {
-    const { account, pair } = throttleKeys(normalizedEmail, '');
-    const pairs = `${pair.slice(0, pair.lastIndexOf(':') + 1)}%`;
+    const email = emailHash(normalizedEmail);
+    const account = `account:${email}`;
+    const pairs = `${pairsOf(email)}%`;
     await this.db
       .deleteFrom('login_throttle')
       .where((eb) => eb.or([eb('key', '=', account), eb('key', 'like', pairs)]))

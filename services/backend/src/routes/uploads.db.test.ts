@@ -1,6 +1,6 @@
 import { request, type ClientRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createAndLogin, startTestBackend, type TestBackend, type WorkspaceDto } from '../testing.js';
+import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from '../testing.js';
 import { LARGE_BODIES_PER_USER as UPLOADS_PER_USER, largeBodiesUnderWay as uploadsUnderWay } from './large-bodies.js';
 
 /**
@@ -16,19 +16,13 @@ describe(`uploads under way per user (${process.env.CODEAGENT_TEST_DB ?? 'postgr
   beforeAll(async () => {
     b = await startTestBackend({ maxUploadBytes: 64 * 1024 * 1024 });
     base = (await b.app.listen({ host: '127.0.0.1', port: 0 })).replace(/\/$/, '');
-    ws = (
-      await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'uploads' } })
-    ).json<WorkspaceDto>().id;
+    ws = await createWorkspace(b, 'uploads');
     slow = await createAndLogin(b, 'slow-writer@example.com');
     other = await createAndLogin(b, 'other-writer@example.com');
-    for (const user of [slow, other]) {
-      await b.app.inject({
-        method: 'POST',
-        url: `/api/v1/platform/workspaces/${ws}/members`,
-        headers: bearer(b.adminToken),
-        payload: { user_id: user.id, role: 'editor' },
-      });
-    }
+    await addMembers(b, ws, [
+      [slow, 'editor'],
+      [other, 'editor'],
+    ]);
   }, 60_000);
   afterAll(async () => {
     await b.close();
