@@ -14,7 +14,7 @@ import {
 import { connectionListed, upstreamHeaders } from './forwarding.js';
 import { underPrefix, upstreamFailure, workspaceBridgeUrl, type ProxyRoute, type Route, type UpstreamName } from './routes.js';
 import { applySecurityHeaders, type HeaderTarget } from './security-headers.js';
-import type { UpstreamHandler, UpstreamPool } from './upstream-pool.js';
+import { SMALL_BODY_BYTES, type UpstreamHandler, type UpstreamPool } from './upstream-pool.js';
 
 /**
  * The gateway's fast path (docs/decisions/0192-gateway-fast-path.md): a request to a plain proxied
@@ -66,8 +66,6 @@ export type FastPathControl = FastPath & { close(): void; readonly taken: number
 
 /** Log levels at which the access log's lines (info) are written. */
 const WRITES_INFO = new Set(['trace', 'debug', 'info']);
-/** Bodies up to this size are read whole before they go upstream (and may be sent again). */
-const SMALL_BODY_BYTES = 64 * 1024;
 /** The status logged for a request whose client went away before any answer (nginx's). */
 const CLIENT_CLOSED = 499;
 const PROXY_METHODS = new Set(['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']);

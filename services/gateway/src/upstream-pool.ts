@@ -29,6 +29,12 @@ export interface Instance {
   host: string;
   up: boolean;
   pool: Pool;
+  /**
+   * The connections for requests whose body streams on (more than SMALL_BODY_BYTES, or of unknown
+   * length): as many again as `pool`, so that slow uploads, however many, never take the
+   * connections every other request needs (decision 0258).
+   */
+  bulk: Pool;
   /** A connection of its own for health checks, so that they never queue behind traffic. */
   probe: Pool;
 }
@@ -61,6 +67,20 @@ const errorCode = (err: Error): string => String((err as NodeJS.ErrnoException).
 /** A body that can be sent a second time: none, or bytes in memory (never a stream being read). */
 function replayable(body: RequestOptions['body']): boolean {
   return body === undefined || body === null || typeof body === 'string' || Buffer.isBuffer(body) || body instanceof Uint8Array;
+}
+
+/**
+ * Bodies up to this size are small: the gateway's fast path reads them whole before they go on
+ * (and may send them twice); a larger one, or one of unknown length, streams on from the client.
+ */
+export const SMALL_BODY_BYTES = 64 * 1024;
+
+/** Whether a request's body streams on from the client and may be larger than SMALL_BODY_BYTES: it goes over the instance's `bulk` connections. */
+export function streamsLargeBody(opts: { body?: RequestOptions['body']; headers?: RequestOptions['headers'] }): boolean {
+  if (replayable(opts.body)) return false;
+  const headers = opts.headers as Record<string, string | string[] | undefined> | undefined;
+  const length = headers?.['content-length'];
+  return typeof length !== 'string' || !(Number(length) <= SMALL_BODY_BYTES);
 }
 
 /** Rendezvous hashing: the instance with the highest score for `key`; stable while it is up. */
@@ -100,17 +120,20 @@ export class UpstreamPool {
     this.healthPath = opts.healthPath;
     this.healthIntervalMs = opts.healthIntervalMs ?? 2000;
     this.instances = [...new Set(opts.urls.map((u) => new URL(u).origin))].map((origin) => {
-      const instance: Instance = {
-        url: origin,
-        host: new URL(origin).host,
-        up: true,
-        pool: new Pool(origin, {
+      const traffic = () =>
+        new Pool(origin, {
           connections: opts.connections,
           pipelining: 1,
           keepAliveTimeout: 60_000,
           headersTimeout: opts.timeoutMs,
           bodyTimeout: opts.timeoutMs,
-        }),
+        });
+      const instance: Instance = {
+        url: origin,
+        host: new URL(origin).host,
+        up: true,
+        pool: traffic(),
+        bulk: traffic(),
         probe: new Pool(origin, { connections: 1, keepAliveTimeout: 10_000, headersTimeout: 2000, bodyTimeout: 2000 }),
       };
       this.byOrigin.set(origin, instance);
@@ -164,7 +187,7 @@ export class UpstreamPool {
     tried.add(instance);
     const { origin: _origin, ...rest } = opts;
     const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
-    instance.pool.request({ ...rest, headers }, (err, data) => {
+    (streamsLargeBody(opts) ? instance.bulk : instance.pool).request({ ...rest, headers }, (err, data) => {
       if (!err) return callback(null, data);
       const other = this.failedOver(instance, opts, err, tried);
       if (other) return this.attempt(other, opts, callback, tried);
@@ -185,7 +208,7 @@ export class UpstreamPool {
     tried.add(instance);
     const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
     let answered = false;
-    instance.pool.dispatch(
+    (streamsLargeBody(opts) ? instance.bulk : instance.pool).dispatch(
       { ...opts, headers },
       {
         onConnect: (abort) => handler.onConnect(abort),
@@ -260,7 +283,7 @@ export class UpstreamPool {
    */
   async close(graceMs = 2_000): Promise<void> {
     clearInterval(this.timer);
-    const dispatchers = this.instances.flatMap((i) => [i.pool, i.probe]);
+    const dispatchers = this.instances.flatMap((i) => [i.pool, i.bulk, i.probe]);
     let timer: NodeJS.Timeout | undefined;
     const graceful = Promise.all(dispatchers.map((d) => d.close())).then(() => true);
     const expired = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)));

@@ -1,0 +1,80 @@
+// Slow uploads, however many, never take the connections every other request needs (decision
+// 0258): a component's requests whose body streams on go over connections of their own.
+import { createServer, request, type ClientRequest, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startIngress, type Ingress } from './ingress-testing.js';
+import { UPSTREAMS } from './routes.js';
+import { SMALL_BODY_BYTES } from './upstream-pool.js';
+
+describe.each([
+  { path: 'fast path', fastPath: true },
+  { path: "the framework's proxy", fastPath: false },
+])('the gateway full of held uploads ($path)', ({ fastPath }) => {
+  let upstream: Server;
+  let gateway: Ingress;
+  const held: IncomingMessage[] = [];
+  const holding: ClientRequest[] = [];
+
+  beforeAll(async () => {
+    // The backend: holds every large upload (reads it, never answers), answers anything else.
+    upstream = createServer((req, res) => {
+      if (req.method === 'PUT' && Number(req.headers['content-length'] ?? Infinity) > SMALL_BODY_BYTES) {
+        held.push(req);
+        req.resume();
+        return;
+      }
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'));
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    gateway = await startIngress('gateway', { upstreams: { backend: url, clusterAdmin: url, bridge: url }, timeoutMs: 30_000, fastPath });
+  });
+  afterAll(async () => {
+    for (const req of holding) req.destroy();
+    await gateway?.close();
+    upstream?.closeAllConnections();
+    await new Promise((r) => upstream?.close(r));
+  });
+
+  it('answers requests without a large body at once, and queues the next upload', async () => {
+    const { port } = new URL(gateway.base);
+    // A streamed upload (declared larger than the 64 KiB the gateway reads first) that sends
+    // 100 KiB of its 1 MB and then waits, as a client sending a byte now and then would.
+    const upload = (): ClientRequest => {
+      const req = request({ host: '127.0.0.1', port, path: '/api/v1/data-resources/w/objects/f.bin', method: 'PUT', headers: { 'content-length': 1_000_000 } });
+      req.on('error', () => undefined);
+      req.write(Buffer.alloc(100 * 1024, 1));
+      holding.push(req);
+      return req;
+    };
+    const connections = UPSTREAMS.backend.connections;
+    for (let i = 0; i < connections; i++) upload();
+    for (let i = 0; held.length < connections; i++) {
+      if (i > 300) throw new Error(`only ${held.length} of ${connections} uploads reached the backend`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // Every connection for uploads is held: one more waits for one of them.
+    upload();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(held).toHaveLength(connections);
+
+    // Everything else still reaches the backend at once: reads, small bodies, a small PUT.
+    const signal = AbortSignal.timeout(5_000);
+    const answers = await Promise.all([
+      ...Array.from({ length: 20 }, () => fetch(`${gateway.base}/api/v1/auth/me`, { signal })),
+      fetch(`${gateway.base}/api/v1/workspaces`, { method: 'POST', body: '{"name":"x"}', headers: { 'content-type': 'application/json' }, signal }),
+      fetch(`${gateway.base}/api/v1/data-resources/w/objects/small.txt`, { method: 'PUT', body: 'x'.repeat(SMALL_BODY_BYTES), signal }),
+    ]);
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+    expect(held).toHaveLength(connections);
+
+    // One held upload ends: the queued one takes its connection.
+    held[0]!.socket.destroy();
+    for (let i = 0; held.length < connections + 1; i++) {
+      if (i > 100) throw new Error('the queued upload never reached the backend');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+});
