@@ -47,8 +47,8 @@ export function describeConnection(config: Config): string {
 export const DATABASE_POOL_SIZES = { backend: 10, worker: 4, bridge: 4, 'cluster-admin': 4, runtime: 2, migrate: 1 } as const;
 export type DatabaseClient = keyof typeof DATABASE_POOL_SIZES;
 
-/** Besides the pools: the listening connections (Database.listen) of the worker, the backend (two), the bridge and the runtime. */
-export const LISTEN_CONNECTIONS = 5;
+/** Besides the pools: the listening connections (Database.listen) of the worker, the backend (two), the bridge and the runtime (two). */
+export const LISTEN_CONNECTIONS = 6;
 
 export function embeddedMaxConnections(): number {
   return Object.values(DATABASE_POOL_SIZES).reduce((a, b) => a + b, 0) + LISTEN_CONNECTIONS + 10;

@@ -400,8 +400,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         ? {
             // (The typings omit `rewriteRequestHeaders`, which the websocket proxy does call.)
             wsClientOptions: {
+              // (The checked user named here too: the runtime ends their websockets when they change, decision 0259.)
               rewriteRequestHeaders: (_headers: IncomingHttpHeaders, req: FastifyRequest) =>
-                jupyterHeaders({ cookie: req.headers.cookie, 'x-request-id': req.id }),
+                jupyterHeaders({ cookie: req.headers.cookie, 'x-request-id': req.id }, checkedUser.get(req.raw)),
             } as Record<string, unknown>,
           }
         : {}),

@@ -65,7 +65,11 @@ export function upgrade(base: string, path: string, headers: Record<string, stri
   });
 }
 
-/** A websocket opened and kept: `closed` settles when the other side ends it. */
+/**
+ * A websocket opened and kept: `closed` settles when the other side ends it, by closing the
+ * connection or by sending a close frame (a proxy that closes cleanly waits for the client's
+ * answering close frame, which a browser sends at once and this client never does).
+ */
 export interface OpenSocket {
   closed: Promise<void>;
   isOpen(): boolean;
@@ -76,16 +80,33 @@ export interface OpenSocket {
 export function openSocket(base: string, path: string, headers: Record<string, string>): Promise<OpenSocket> {
   return new Promise((resolve, reject) => {
     const req = handshake(base, path, headers);
-    req.on('upgrade', (_res, socket) => {
+    req.on('upgrade', (_res, socket, head) => {
       let open = true;
       socket.on('error', () => undefined);
-      socket.resume();
-      const closed = new Promise<void>((r) =>
-        socket.once('close', () => {
+      const closed = new Promise<void>((r) => {
+        const ended = () => {
           open = false;
           r();
-        }),
-      );
+        };
+        socket.once('close', ended);
+        // The server's frames (unmasked), read only as far as their opcodes: a close frame (8) ends it.
+        let buffered = head;
+        const onData = (chunk: Buffer) => {
+          buffered = Buffer.concat([buffered, chunk]);
+          for (;;) {
+            const frame = serverFrame(buffered);
+            if (frame === undefined) return;
+            if (frame.opcode === 8) {
+              socket.off('data', onData);
+              socket.resume();
+              return ended();
+            }
+            buffered = buffered.subarray(frame.size);
+          }
+        };
+        socket.on('data', onData);
+        if (head.length > 0) onData(Buffer.alloc(0));
+      });
       resolve({ closed, isOpen: () => open, end: () => socket.destroy() });
     });
     req.on('response', (res) => {
@@ -94,6 +115,16 @@ export function openSocket(base: string, path: string, headers: Record<string, s
     });
     req.on('error', reject);
   });
+}
+
+/** The opcode and whole size of the first frame in `b` (a server's: unmasked), once all of it is there. */
+function serverFrame(b: Buffer): { opcode: number; size: number } | undefined {
+  if (b.length < 2) return undefined;
+  const short = b[1]! & 0x7f;
+  const [headSize, length] =
+    short === 126 ? [4, b.length >= 4 ? b.readUInt16BE(2) : -1] : short === 127 ? [10, b.length >= 10 ? Number(b.readBigUInt64BE(2)) : -1] : [2, short];
+  if (length < 0 || b.length < headSize + length) return undefined;
+  return { opcode: b[0]! & 0x0f, size: headSize + length };
 }
 
 export interface NodeAnswer {

@@ -15,6 +15,8 @@ export { labProxy, progressPage } from './lab-proxy.js';
 export type { LabProxy, LabProxyOptions } from './lab-proxy.js';
 export { defaultLabHost } from './lab-host.js';
 export { databaseLabState, importLabStateFiles } from './lab-state.js';
+export { usersFollower } from './user-changes.js';
+export type { UsersFollower } from './user-changes.js';
 export type { LabStateStore, StoredLabText } from './lab-state.js';
 export { labBasePath, labHostBuilt } from './servers.js';
 export type { LabHost, ServerStatus } from './servers.js';

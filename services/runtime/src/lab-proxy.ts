@@ -30,6 +30,12 @@ export interface LabProxyOptions {
    * workspace's server answers (its settings checked).
    */
   labState?: LabStateStore | undefined;
+  /**
+   * Called once, at the first websocket the gateway names its user in: from then on it calls
+   * `changed` with each user whose sessions, record or memberships change (USERS_CHANNEL; '' for
+   * everyone) and `lost` when it may have missed some (decision 0259).
+   */
+  followUsers?: (changed: (userId: string) => void, lost: () => void) => void;
 }
 
 export interface LabProxy {
@@ -39,7 +45,19 @@ export interface LabProxy {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   /** Ends every open websocket (the HTTP server's close does not track upgraded connections). */
   closeAll(): void;
+  /**
+   * Ends the open websockets of `userId` ('' = of every named user), at once and again a second
+   * later (decision 0259); returns how many were open.
+   */
+  closeUser(userId: string): number;
 }
+
+/**
+ * After a change of a user, their websockets are ended at once and again this long after: one
+ * that the ingress let in just before the change but that reached the runtime after it, or whose
+ * reconnection an ingress checked before its backend heard of the change, is ended too.
+ */
+export const CLOSE_AGAIN_MS = 1000;
 
 const json = (res: ServerResponse, status: number, body: Record<string, string>) => {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(JSON.stringify(body));
@@ -117,6 +135,25 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
   const ownSettings = plugins && opts.labState !== undefined ? userSettingsAnswers(plugins, opts.labState) : undefined;
   const ownLayouts = opts.labState !== undefined ? userWorkspacesAnswers(opts.labState) : undefined;
   const upgraded = new Set<Duplex>();
+  /** The open websockets of each user the gateway named (decision 0259). */
+  const byUser = new Map<string, Set<Duplex>>();
+  let following = false;
+  const endNow = (userId: string): number => {
+    const sockets = userId === '' ? [...byUser.values()].flatMap((set) => [...set]) : [...(byUser.get(userId) ?? [])];
+    for (const socket of sockets) socket.destroy();
+    return sockets.length;
+  };
+  const closeUser = (userId: string): number => {
+    const id = userId.toLowerCase();
+    const ended = endNow(id);
+    setTimeout(() => endNow(id), CLOSE_AGAIN_MS).unref();
+    if (ended > 0)
+      log.info(
+        { user_id: id === '' ? 'everyone' : id, websockets: ended },
+        "a user's sessions or memberships changed: their lab websockets were ended (the ingress checks the reconnection)",
+      );
+    return ended;
+  };
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */
   const parse = (url: string): { workspaceId: string; rest: string } | undefined => {
@@ -196,6 +233,8 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       upgraded.clear();
     },
 
+    closeUser,
+
     upgrade(req, socket, head) {
       socket.on('error', () => undefined);
       upgraded.add(socket);
@@ -212,6 +251,22 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       if (!target) {
         socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
         return;
+      }
+      const user = req.headers[USER_ID_HEADER];
+      if (typeof user === 'string' && isUuid(user)) {
+        // Ended when the user's sessions or memberships change: nginx, as an ingress, does not ask again (decision 0259).
+        const id = user.toLowerCase();
+        let own = byUser.get(id);
+        if (!own) byUser.set(id, (own = new Set()));
+        own.add(socket);
+        socket.once('close', () => {
+          own.delete(socket);
+          if (own.size === 0 && byUser.get(id) === own) byUser.delete(id);
+        });
+        if (!following && opts.followUsers) {
+          following = true;
+          opts.followUsers(closeUser, () => closeUser(''));
+        }
       }
       serverFor(target.workspaceId).then(
         (server) => relayUpgrade(req, socket, head, server.socket),

@@ -9,6 +9,7 @@ import { labProxy } from './lab-proxy.js';
 import { defaultLabHost } from './lab-host.js';
 import { workspaceMountsFor } from './mounts.js';
 import { databaseLabState, importLabStateFiles } from './lab-state.js';
+import { usersFollower } from './user-changes.js';
 
 /** Starts the runtime alone (`codeagent runtime`) on 127.0.0.1:RUNTIME_PORT. */
 export async function startRuntime(config: Config): Promise<void> {
@@ -71,9 +72,12 @@ export async function startRuntime(config: Config): Promise<void> {
     await imported;
     return db;
   });
-  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log, labState });
+  // A user's lab websockets end when their sessions or memberships change, whichever ingress let them in (decision 0259).
+  const users = usersFollower(platformDatabase, log);
+  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log, labState, followUsers: users.follow });
   const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log, lab });
   app.addHook('onClose', async () => {
+    await users.close();
     await following?.close();
     await kernels.stop();
     await database?.close();

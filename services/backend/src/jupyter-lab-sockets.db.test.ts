@@ -1,0 +1,139 @@
+// Decision 0259: a user's open lab websockets end when their sessions or memberships change,
+// whichever ingress let them in. nginx asks the backend only at the upgrade; the gateway asks
+// again every few seconds (set to ten minutes here, so that only the runtime's own ending shows).
+// Real backend (sessions and memberships on real PostgreSQL), real runtime (a sandboxed Jupyter
+// server), real nginx with the rendered configuration.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { INGRESSES, startIngress, type Ingress } from '@codeagent/gateway/ingress-testing';
+import { openSocket, upgrade } from '@codeagent/gateway/upstream-testing';
+import { buildRuntimeApp, defaultLabHost, labProxy, usersFollower, type Kernels, type UsersFollower } from '@codeagent/runtime';
+import { startTestKernels } from '@codeagent/runtime/testing';
+import { bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+
+const LAB_TOKEN = 'the-token-only-the-ingress-and-the-runtime-know';
+
+const within = <T>(ms: number, what: string, p: Promise<T>) =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
+
+describe.each(INGRESSES)(`open lab websockets behind %s end when their user changes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, (kind) => {
+  let b: TestBackend;
+  let kernels: Kernels;
+  let follower: UsersFollower;
+  let runtime: FastifyInstance;
+  let ingress: Ingress;
+  let ws: string;
+
+  beforeAll(async () => {
+    b = await startTestBackend();
+    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    kernels = await startTestKernels({ lab: defaultLabHost() });
+    follower = usersFollower(() => Promise.resolve(b.t.database), b.app.log);
+    runtime = await buildRuntimeApp({
+      kernels: kernels.kernels,
+      internalServiceToken: 'runtime-internal-token',
+      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, followUsers: follower.follow }),
+    });
+    const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
+    ingress = await startIngress(kind, {
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true, recheckMs: 600_000 },
+    });
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'lab' } })).json<{
+      id: string;
+    }>().id;
+  }, 120_000);
+
+  afterAll(async () => {
+    await ingress?.close();
+    await follower?.close();
+    await runtime?.close();
+    await kernels?.stop();
+    await b?.close();
+  });
+
+  async function member(email: string): Promise<{ id: string; token: string }> {
+    const user = await createAndLogin(b, email);
+    const res = await b.app.inject({
+      method: 'POST',
+      url: `/api/v1/platform/workspaces/${ws}/members`,
+      headers: bearer(b.adminToken),
+      payload: { user_id: user.id, role: 'editor' },
+    });
+    expect(res.statusCode).toBe(201);
+    return user;
+  }
+
+  it("a removed member's, a demoted member's and a logged-out session's websockets end; another member's stays open", async () => {
+    const keeper = await member(`keeper-${kind}@example.com`);
+    const removed = await member(`removed-${kind}@example.com`);
+    const demoted = await member(`demoted-${kind}@example.com`);
+    const leaver = await member(`leaver-${kind}@example.com`);
+    const started = await fetch(`${ingress.base}/jupyter/${ws}/api/kernels`, {
+      method: 'POST',
+      headers: { ...bearer(keeper.token), 'content-type': 'application/json' },
+      body: '{"name":"python3"}',
+      signal: AbortSignal.timeout(90_000),
+    });
+    expect(started.status).toBe(201);
+    const id = ((await started.json()) as { id: string }).id;
+    const channels = `/jupyter/${ws}/api/kernels/${id}/channels`;
+    const open = (u: { token: string }) => openSocket(ingress.base, channels, bearer(u.token));
+    const [kept, ofRemoved, ofDemoted, ofLeaver] = await Promise.all([open(keeper), open(removed), open(demoted), open(leaver)]);
+    try {
+      const admin = bearer(b.adminToken);
+      expect((await b.app.inject({ method: 'DELETE', url: `/api/v1/platform/workspaces/${ws}/members/${removed.id}`, headers: admin })).statusCode).toBe(204);
+      await within(5_000, "the removed member's websocket ends", ofRemoved.closed);
+      const demote = await b.app.inject({
+        method: 'PATCH',
+        url: `/api/v1/platform/workspaces/${ws}/members/${demoted.id}`,
+        headers: admin,
+        payload: { role: 'viewer' },
+      });
+      expect(demote.statusCode).toBe(200);
+      await within(5_000, "the demoted member's websocket ends", ofDemoted.closed);
+      expect((await fetch(`${ingress.base}/api/v1/auth/logout`, { method: 'POST', headers: bearer(leaver.token) })).status).toBe(204);
+      await within(5_000, "the logged-out session's websocket ends", ofLeaver.closed);
+      // Their reconnections are the ingress's to check: refused.
+      for (const [who, expected] of [
+        [removed, 404],
+        [demoted, 403],
+        [leaver, 401],
+      ] as const) {
+        const status = await upgrade(ingress.base, channels, bearer(who.token), 30_000);
+        expect(status, who.id).toBe(expected);
+      }
+      // The member whose access is unchanged kept hers through all of it (and past the second ending).
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(kept.isOpen()).toBe(true);
+    } finally {
+      for (const s of [kept, ofRemoved, ofDemoted, ofLeaver]) s.end();
+      await fetch(`${ingress.base}/jupyter/${ws}/api/kernels/${id}`, { method: 'DELETE', headers: bearer(keeper.token) });
+    }
+  }, 150_000);
+
+  it("every user's websockets end when the runtime's listening connection was lost (what changed meanwhile is unknown)", async () => {
+    const user = await member(`listener-${kind}@example.com`);
+    const started = await fetch(`${ingress.base}/jupyter/${ws}/api/kernels`, {
+      method: 'POST',
+      headers: { ...bearer(user.token), 'content-type': 'application/json' },
+      body: '{"name":"python3"}',
+      signal: AbortSignal.timeout(90_000),
+    });
+    expect(started.status).toBe(201);
+    const id = ((await started.json()) as { id: string }).id;
+    const socket = await openSocket(ingress.base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(user.token));
+    try {
+      const { rows } = await b.t.database.pool.query<{ ended: boolean }>(
+        "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%codeagent_users%'",
+      );
+      expect(rows.length).toBeGreaterThan(0);
+      await within(15_000, 'the websocket ends once the listening connection is back', socket.closed);
+      // The session is as valid as before: the reconnection is let in.
+      expect(await upgrade(ingress.base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(user.token), 30_000)).toBe(101);
+    } finally {
+      socket.end();
+      await fetch(`${ingress.base}/jupyter/${ws}/api/kernels/${id}`, { method: 'DELETE', headers: bearer(user.token) });
+    }
+  }, 150_000);
+});
