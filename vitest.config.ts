@@ -31,7 +31,8 @@ const withPostgres = process.env.CODEAGENT_TEST_POSTGRES !== '0';
 /**
  * Run on the embedded server only (decision 0197): the browser tests drive pages through the
  * whole stack; the sandbox's hostile corpus and hung mount attack kernels and mounts; the mount
- * tests drive rclone against the WebDAV tree. None asks anything of the database that the API
+ * tests drive rclone against the WebDAV tree; the lab's websockets behind both ingresses start
+ * sandboxed servers. None asks anything of the database that the API
  * tests do not ask on both servers. (The hostile corpus and the hung mount also say so
  * themselves, for a run of the PostgreSQL half alone.)
  */
@@ -41,6 +42,7 @@ const embeddedOnly = [
   'services/worker/src/mount-hang.db.test.ts',
   'services/worker/src/mount-run.db.test.ts',
   'services/backend/src/routes/dav-rclone.db.test.ts',
+  'services/backend/src/jupyter-lab-sockets.db.test.ts',
 ];
 
 /**

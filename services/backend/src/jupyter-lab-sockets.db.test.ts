@@ -7,11 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { INGRESSES, startIngress, type Ingress } from '@codeagent/gateway/ingress-testing';
 import { openSocket, upgrade } from '@codeagent/gateway/upstream-testing';
-import { buildRuntimeApp, defaultLabHost, labProxy, usersFollower, type Kernels, type UsersFollower } from '@codeagent/runtime';
+import { CLOSE_AGAIN_MS, buildRuntimeApp, defaultLabHost, labProxy, usersFollower, type Kernels, type UsersFollower } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
 import { bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
 
 const LAB_TOKEN = 'the-token-only-the-ingress-and-the-runtime-know';
+
+/** Past the second ending after the members' own changes (being added), which would end websockets opened right after them. */
+const settled = () => new Promise((r) => setTimeout(r, CLOSE_AGAIN_MS + 300));
 
 const within = <T>(ms: number, what: string, p: Promise<T>) =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
@@ -32,7 +35,7 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
     runtime = await buildRuntimeApp({
       kernels: kernels.kernels,
       internalServiceToken: 'runtime-internal-token',
-      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, followUsers: follower.follow }),
+      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, followUsers: (s) => follower.follow(s) }),
     });
     const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
     ingress = await startIngress(kind, {
@@ -78,6 +81,7 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
     expect(started.status).toBe(201);
     const id = ((await started.json()) as { id: string }).id;
     const channels = `/jupyter/${ws}/api/kernels/${id}/channels`;
+    await settled();
     const open = (u: { token: string }) => openSocket(ingress.base, channels, bearer(u.token));
     const [kept, ofRemoved, ofDemoted, ofLeaver] = await Promise.all([open(keeper), open(removed), open(demoted), open(leaver)]);
     try {
@@ -122,6 +126,7 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
     });
     expect(started.status).toBe(201);
     const id = ((await started.json()) as { id: string }).id;
+    await settled();
     const socket = await openSocket(ingress.base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(user.token));
     try {
       const { rows } = await b.t.database.pool.query<{ ended: boolean }>(
@@ -134,6 +139,52 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
     } finally {
       socket.end();
       await fetch(`${ingress.base}/jupyter/${ws}/api/kernels/${id}`, { method: 'DELETE', headers: bearer(user.token) });
+    }
+  }, 150_000);
+
+  it("a workspace renamed keeps its websockets; one deleted ends them, not another workspace's", async () => {
+    const admin = bearer(b.adminToken);
+    const other = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: admin, payload: { name: `doomed-${kind}` } })).json<{
+      id: string;
+    }>().id;
+    const user = await member(`renamer-${kind}@example.com`);
+    expect(
+      (
+        await b.app.inject({
+          method: 'POST',
+          url: `/api/v1/platform/workspaces/${other}/members`,
+          headers: admin,
+          payload: { user_id: user.id, role: 'editor' },
+        })
+      ).statusCode,
+    ).toBe(201);
+    const kernelIn = async (workspace: string) => {
+      const res = await fetch(`${ingress.base}/jupyter/${workspace}/api/kernels`, {
+        method: 'POST',
+        headers: { ...bearer(user.token), 'content-type': 'application/json' },
+        body: '{"name":"python3"}',
+        signal: AbortSignal.timeout(90_000),
+      });
+      expect(res.status).toBe(201);
+      return `/jupyter/${workspace}/api/kernels/${((await res.json()) as { id: string }).id}/channels`;
+    };
+    const [here, there] = await Promise.all([kernelIn(ws), kernelIn(other)]);
+    await settled();
+    const [kept, doomed] = await Promise.all([openSocket(ingress.base, here, bearer(user.token)), openSocket(ingress.base, there, bearer(user.token))]);
+    try {
+      expect(
+        (await b.app.inject({ method: 'PATCH', url: `/api/v1/platform/workspaces/${ws}`, headers: admin, payload: { name: `renamed-${kind}` } })).statusCode,
+      ).toBe(200);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(kept.isOpen()).toBe(true);
+      expect(doomed.isOpen()).toBe(true);
+      expect((await b.app.inject({ method: 'DELETE', url: `/api/v1/platform/workspaces/${other}`, headers: admin })).statusCode).toBe(204);
+      await within(5_000, "the deleted workspace's websocket ends", doomed.closed);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(kept.isOpen()).toBe(true);
+    } finally {
+      kept.end();
+      doomed.end();
     }
   }, 150_000);
 });

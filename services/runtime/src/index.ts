@@ -17,6 +17,8 @@ export { defaultLabHost } from './lab-host.js';
 export { databaseLabState, importLabStateFiles } from './lab-state.js';
 export { usersFollower } from './user-changes.js';
 export type { UsersFollower } from './user-changes.js';
+export { LabSockets, CLOSE_AGAIN_MS } from './lab-sockets.js';
+export type { FollowedSockets } from './lab-sockets.js';
 export type { LabStateStore, StoredLabText } from './lab-state.js';
 export { labBasePath, labHostBuilt } from './servers.js';
 export type { LabHost, ServerStatus } from './servers.js';

@@ -7,6 +7,7 @@ import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { answerOwnLabPath, labAnswerHeaders, pluginSchemas, settingsCheck, userSettingsAnswers, userWorkspacesAnswers, type LabFiles } from './lab-answers.js';
 import type { LabStateStore } from './lab-state.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
+import { LabSockets, type FollowedSockets } from './lab-sockets.js';
 
 /** A workspace server's root and lab state as its users see them (servers.ts, the sandbox layout): shown in its page config. */
 const SERVER_ROOT = '/workspace';
@@ -31,11 +32,10 @@ export interface LabProxyOptions {
    */
   labState?: LabStateStore | undefined;
   /**
-   * Called once, at the first websocket the gateway names its user in: from then on it calls
-   * `changed` with each user whose sessions, record or memberships change (USERS_CHANNEL; '' for
-   * everyone) and `lost` when it may have missed some (decision 0259).
+   * Called once, at the first websocket the ingress names its user in: from then on it tells the
+   * open websockets of the users' changes (user-changes.ts, decision 0259).
    */
-  followUsers?: (changed: (userId: string) => void, lost: () => void) => void;
+  followUsers?: (sockets: FollowedSockets) => void;
 }
 
 export interface LabProxy {
@@ -45,19 +45,9 @@ export interface LabProxy {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   /** Ends every open websocket (the HTTP server's close does not track upgraded connections). */
   closeAll(): void;
-  /**
-   * Ends the open websockets of `userId` ('' = of every named user), at once and again a second
-   * later (decision 0259); returns how many were open.
-   */
-  closeUser(userId: string): number;
+  /** The open websockets of the users the ingress named (decision 0259). */
+  readonly sockets: FollowedSockets;
 }
-
-/**
- * After a change of a user, their websockets are ended at once and again this long after: one
- * that the ingress let in just before the change but that reached the runtime after it, or whose
- * reconnection an ingress checked before its backend heard of the change, is ended too.
- */
-export const CLOSE_AGAIN_MS = 1000;
 
 const json = (res: ServerResponse, status: number, body: Record<string, string>) => {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(JSON.stringify(body));
@@ -135,25 +125,9 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
   const ownSettings = plugins && opts.labState !== undefined ? userSettingsAnswers(plugins, opts.labState) : undefined;
   const ownLayouts = opts.labState !== undefined ? userWorkspacesAnswers(opts.labState) : undefined;
   const upgraded = new Set<Duplex>();
-  /** The open websockets of each user the gateway named (decision 0259). */
-  const byUser = new Map<string, Set<Duplex>>();
+  /** The open websockets of the users the ingress named (decision 0259). */
+  const sockets = new LabSockets(log);
   let following = false;
-  const endNow = (userId: string): number => {
-    const sockets = userId === '' ? [...byUser.values()].flatMap((set) => [...set]) : [...(byUser.get(userId) ?? [])];
-    for (const socket of sockets) socket.destroy();
-    return sockets.length;
-  };
-  const closeUser = (userId: string): number => {
-    const id = userId.toLowerCase();
-    const ended = endNow(id);
-    setTimeout(() => endNow(id), CLOSE_AGAIN_MS).unref();
-    if (ended > 0)
-      log.info(
-        { user_id: id === '' ? 'everyone' : id, websockets: ended },
-        "a user's sessions or memberships changed: their lab websockets were ended (the ingress checks the reconnection)",
-      );
-    return ended;
-  };
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */
   const parse = (url: string): { workspaceId: string; rest: string } | undefined => {
@@ -233,7 +207,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       upgraded.clear();
     },
 
-    closeUser,
+    sockets,
 
     upgrade(req, socket, head) {
       socket.on('error', () => undefined);
@@ -255,17 +229,10 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       const user = req.headers[USER_ID_HEADER];
       if (typeof user === 'string' && isUuid(user)) {
         // Ended when the user's sessions or memberships change: nginx, as an ingress, does not ask again (decision 0259).
-        const id = user.toLowerCase();
-        let own = byUser.get(id);
-        if (!own) byUser.set(id, (own = new Set()));
-        own.add(socket);
-        socket.once('close', () => {
-          own.delete(socket);
-          if (own.size === 0 && byUser.get(id) === own) byUser.delete(id);
-        });
+        sockets.add(socket, user, target.workspaceId);
         if (!following && opts.followUsers) {
           following = true;
-          opts.followUsers(closeUser, () => closeUser(''));
+          opts.followUsers(sockets);
         }
       }
       serverFor(target.workspaceId).then(
