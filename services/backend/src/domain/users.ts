@@ -11,7 +11,7 @@ import {
   type UsersTable,
 } from '@codeagent/db';
 import { hashPassword, verifyPassword, equalizeTimingForUnknownUser } from '@codeagent/auth';
-import { BadRequestError, ConflictError, NotFoundError, decodeCursor, isUuid, keysetPage } from '@codeagent/service-kit';
+import { BadRequestError, ConflictError, NotFoundError, UnauthorizedError, decodeCursor, isUuid, keysetPage } from '@codeagent/service-kit';
 import type { UserDto } from './schemas.js';
 
 export { isSystemAdmin };
@@ -163,7 +163,7 @@ async function assertAnotherActiveAdmin(trx: Transaction<DB>, userId: string): P
     .orderBy('id')
     .forUpdate()
     .execute();
-  if (!admins.some((a) => a.id !== userId)) {
+  if (!admins.some((a) => a.id !== userId.toLowerCase())) {
     throw new ConflictError('this is the last active system administrator of the platform; make another user admin first', 'last_admin');
   }
 }
@@ -187,8 +187,10 @@ export interface UserPatch {
  * be demoted or disabled (409 last_admin), nor may an administrator disable themselves
  * (409 self_removal).
  */
-export async function updateUser(db: Kysely<DB>, id: string, patch: UserPatch, actor: UserActor): Promise<UserRow> {
-  if (!isUuid(id)) throw userNotFound(id);
+export async function updateUser(db: Kysely<DB>, userId: string, patch: UserPatch, actor: UserActor): Promise<UserRow> {
+  if (!isUuid(userId)) throw userNotFound(userId);
+  // (Compared as PostgreSQL writes a uuid: `ABC…` is the same user as `abc…`, for the rules below too.)
+  const id = userId.toLowerCase();
   if (patch.platform_role_id !== undefined) await assertRoleExists(db, patch.platform_role_id);
   if (patch.disabled === true && id === actor.userId) {
     throw new ConflictError('you cannot disable yourself; ask another system administrator', 'self_removal');
@@ -226,11 +228,35 @@ export async function updateUser(db: Kysely<DB>, id: string, patch: UserPatch, a
  * Sets a new password and revokes every session of the user at once; when `keepJti` is given
  * (a user changing their own password), that one session stays valid.
  */
-async function replacePassword(db: Kysely<DB>, id: string, password: string, keepJti: string | null): Promise<UserRow> {
+/**
+ * Sets the password; every session of the user ends but `keepJti`'s. With `checked` (the row the
+ * caller's current password was checked against, for the caller's own change), the change is made
+ * only while the user's row still holds what was checked: a reset, a disabling or every session
+ * revoked that committed in between wins, and this change is refused (401) instead of undoing it
+ * with the caller's own password and session (hostile review: a thief changing the password as an
+ * administrator reset it kept both in 8 of 8 races).
+ */
+async function replacePassword(
+  db: Kysely<DB>,
+  id: string,
+  password: string,
+  keepJti: string | null,
+  checked?: Pick<UserRow, 'password_hash' | 'tokens_valid_after' | 'kept_token_jti'>,
+): Promise<UserRow> {
   // Hash before the transaction: no row stays locked for the 60 ms of scrypt.
   const passwordHash = await hashPassword(password);
   return inTransaction(db, async (trx) => {
-    await lockUser(trx, id);
+    const locked = await lockUser(trx, id);
+    if (checked !== undefined) {
+      const revoked = keepJti !== null && (await trx.selectFrom('revoked_tokens').select('jti').where('jti', '=', keepJti).executeTakeFirst()) !== undefined;
+      const moved =
+        locked.password_hash !== checked.password_hash ||
+        (locked.tokens_valid_after?.getTime() ?? null) !== (checked.tokens_valid_after?.getTime() ?? null) ||
+        locked.kept_token_jti !== checked.kept_token_jti;
+      if (revoked || moved || locked.disabled_at !== null) {
+        throw new UnauthorizedError('your session ended while the password was being changed (it was reset, or your sessions were revoked); log in again');
+      }
+    }
     const now = new Date();
     await notifyUserChanged(trx, id);
     return trx
@@ -243,8 +269,9 @@ async function replacePassword(db: Kysely<DB>, id: string, password: string, kee
 }
 
 /** POST /platform/users/{id}/password: an administrator sets a user's password; the user's sessions end. */
-export async function resetPassword(db: Kysely<DB>, id: string, password: string, actor: UserActor): Promise<UserRow> {
-  if (!isUuid(id)) throw userNotFound(id);
+export async function resetPassword(db: Kysely<DB>, userId: string, password: string, actor: UserActor): Promise<UserRow> {
+  if (!isUuid(userId)) throw userNotFound(userId);
+  const id = userId.toLowerCase();
   // Resetting one's own password here keeps the caller's session, like POST /auth/password.
   return replacePassword(db, id, password, id === actor.userId ? actor.jti : null);
 }
@@ -255,7 +282,7 @@ export async function resetPassword(db: Kysely<DB>, id: string, password: string
  */
 export async function changeOwnPassword(db: Kysely<DB>, user: UserRow, current: string, next: string, jti: string): Promise<boolean> {
   if (!(await verifyPassword(current, user.password_hash))) return false;
-  await replacePassword(db, user.id, next, jti);
+  await replacePassword(db, user.id, next, jti, user);
   return true;
 }
 
@@ -269,8 +296,9 @@ export async function changeOwnPassword(db: Kysely<DB>, user: UserRow, current: 
  * `lockLiveWorkspace` does), then user rows, so concurrent removals of a workspace's last two
  * admins, by deletion or membership change, leave one.
  */
-export async function deleteUser(db: Kysely<DB>, id: string, actor: UserActor): Promise<void> {
-  if (!isUuid(id)) throw userNotFound(id);
+export async function deleteUser(db: Kysely<DB>, userId: string, actor: UserActor): Promise<void> {
+  if (!isUuid(userId)) throw userNotFound(userId);
+  const id = userId.toLowerCase();
   if (id === actor.userId) throw new ConflictError('you cannot delete yourself; ask another system administrator', 'self_removal');
   await inTransaction(db, async (trx) => {
     const target = await trx.selectFrom('users').select(['platform_role_id', 'disabled_at']).where('id', '=', id).executeTakeFirst();

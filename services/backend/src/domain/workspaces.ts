@@ -244,7 +244,7 @@ export async function removeMember(db: Kysely<DB>, workspaceId: string, userId: 
   await inTransaction(db, async (trx) => {
     const member = await lockedMember(trx, workspaceId, userId);
     // docs/contract/seed.md §3 rule 3.
-    if (actor.isSystemAdmin && actor.userId === userId) {
+    if (actor.isSystemAdmin && actor.userId === member.user_id) {
       throw new ConflictError('a system administrator cannot remove themselves from a workspace', 'self_removal');
     }
     if (member.role === 'admin') await assertAnotherAdminRemains(trx, workspaceId);

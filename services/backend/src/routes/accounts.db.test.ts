@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Kysely } from 'kysely';
-import type { DB } from '@codeagent/db';
+import { notifyUserChanged, type DB } from '@codeagent/db';
 import type { ObjectDto } from '@codeagent/files';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import { buildBackendApp } from '../app.js';
@@ -17,6 +17,7 @@ import {
   type UserDto,
   type WorkspaceDto,
 } from '../testing.js';
+import { hashPassword } from '@codeagent/auth';
 import { throttleKeys } from '../domain/login-throttle.js';
 
 /** Waits until a statement that starts with `statement` waits for a lock in the test's database. */
@@ -105,6 +106,47 @@ describe(`accounts (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
       const anonymous = await inject('POST', '/auth/password', undefined, { current_password: 'password-123', new_password: 'a-new-password-1' });
       expect(anonymous.statusCode).toBe(401);
       expect(anonymous.json<ErrorBody>().error).toBe('unauthorized');
+    });
+
+    it('loses to a reset or a disabling that committed while it waited for the user: 401, the administrator’s change stays', async () => {
+      // (Hostile review: a thief changing the password as an administrator reset it, or disabled
+      // the account, kept the password and the session in 8 of 8 races; re-enabling revived it.)
+      for (const change of ['reset', 'disable'] as const) {
+        const email = `pw-race-${change}@example.com`;
+        const u = await createAndLogin(b, email);
+        let pending: ReturnType<typeof inject> | undefined;
+        await db()
+          .transaction()
+          .execute(async (trx) => {
+            await trx.selectFrom('users').select('id').where('id', '=', u.id).forUpdate().execute();
+            pending = inject('POST', '/auth/password', u.token, { current_password: 'password-123', new_password: 'thief-password-1' });
+            // The change checked the current password and waits for the user's row.
+            await waitForLock(db(), 'select * from "users"');
+            // What the administrator's reset or disabling commits meanwhile (updateUser, resetPassword).
+            const now = new Date();
+            await trx
+              .updateTable('users')
+              .set(
+                change === 'reset'
+                  ? { password_hash: await hashPassword('admin-chosen-1'), tokens_valid_after: now, kept_token_jti: null }
+                  : { disabled_at: now, tokens_valid_after: now, kept_token_jti: null },
+              )
+              .where('id', '=', u.id)
+              .execute();
+            await notifyUserChanged(trx, u.id);
+          });
+        const res = await pending!;
+        expect(res.statusCode, change).toBe(401);
+        await expect.poll(async () => (await me(u.token)).statusCode).toBe(401);
+        if (change === 'reset') {
+          expect((await login(email, 'thief-password-1')).statusCode).toBe(401);
+          expect((await login(email, 'admin-chosen-1')).statusCode).toBe(200);
+        } else {
+          expect((await admin('PATCH', `/users/${u.id}`, { disabled: false })).statusCode).toBe(200);
+          expect((await me(u.token)).statusCode).toBe(401);
+          expect((await login(email, 'thief-password-1')).statusCode).toBe(401);
+        }
+      }
     });
 
     it('throttles wrong current passwords like failed logins: a stolen session is no password oracle', async () => {

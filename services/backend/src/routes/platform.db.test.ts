@@ -244,3 +244,49 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     });
   });
 });
+
+// A uuid is the same id in capitals (PostgreSQL reads either); the rules compared strings, so an
+// id in capitals got past them (hostile review: the platform left without an administrator).
+describe(`platform rules with ids in capitals (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  beforeAll(async () => {
+    b = await startTestBackend();
+  });
+  afterAll(async () => {
+    await b.close();
+  });
+  const api = (method: string, url: string, payload?: unknown, token = b.adminToken) =>
+    b.app.inject({
+      method: method as 'GET',
+      url: `/api/v1/platform${url}`,
+      headers: bearer(token),
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
+
+  it('self_removal and last_admin hold whatever the case of the id', async () => {
+    const me = b.adminId.toUpperCase();
+    expect(me).not.toBe(b.adminId);
+    for (const [method, url, payload, error] of [
+      ['PATCH', `/users/${me}`, { disabled: true }, 'self_removal'],
+      ['DELETE', `/users/${me}`, undefined, 'self_removal'],
+      ['PATCH', `/users/${me}`, { platform_role_id: 'user' }, 'last_admin'],
+    ] as const) {
+      const res = await api(method, url, payload);
+      expect(res.statusCode, `${method} ${url}`).toBe(409);
+      expect(res.json<ErrorBody>().error).toBe(error);
+    }
+    const admins = await b.t.database.db.selectFrom('users').select('id').where('platform_role_id', '=', 'admin').where('disabled_at', 'is', null).execute();
+    expect(admins.map((a) => a.id)).toEqual([b.adminId]);
+
+    const alice = await createAndLogin(b, 'alice-caps@example.com');
+    const ws = (await api('POST', '/workspaces', { name: 'Caps' })).json<{ id: string }>().id;
+    expect((await api('POST', `/workspaces/${ws}/members`, { user_id: alice.id, role: 'admin' })).statusCode).toBe(201);
+    const removal = await api('DELETE', `/workspaces/${ws.toUpperCase()}/members/${me}`);
+    expect(removal.statusCode).toBe(409);
+    expect(removal.json<ErrorBody>().error).toBe('self_removal');
+
+    // Resetting one's own password by the id in capitals keeps one's own session, as in lower case.
+    expect((await api('POST', `/users/${me}/password`, { password: 'another-password-123' })).statusCode).toBe(204);
+    expect((await api('GET', '/users')).statusCode).toBe(200);
+  });
+});
