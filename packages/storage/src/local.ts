@@ -162,6 +162,9 @@ export class LocalObjectStore implements ObjectStore {
       });
       await mkdir(dirname(to), { recursive: true });
       await rename(temp, to);
+      // A rename onto another name of the same file (the key already shares this content: two
+      // copies of one object to one key) does nothing and leaves the temporary name (POSIX).
+      await rm(temp, { force: true });
     } catch (err) {
       await rm(temp, { force: true });
       throw err;
