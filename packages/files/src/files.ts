@@ -515,7 +515,18 @@ export class WorkspaceFiles {
     workspaceId: string,
     path: string,
     body: Readable,
-    opts: { contentType?: string | undefined; actor: string | null; maxBytes?: number; modifiedAt?: Date | undefined },
+    opts: {
+      contentType?: string | undefined;
+      actor: string | null;
+      maxBytes?: number;
+      modifiedAt?: Date | undefined;
+      /**
+       * Asked again in the write's transaction, after the body has arrived (which may take long):
+       * throws when the writer may no longer write (a member removed, a user disabled while the
+       * upload ran); nothing is stored then (decision 0261).
+       */
+      stillAllowed?: ((trx: Transaction<DB>) => Promise<void>) | undefined;
+    },
   ): Promise<{ object: ObjectDto; created: boolean }> {
     validateNewObjectPath(path);
     const versionId = randomUUID();
@@ -554,6 +565,7 @@ export class WorkspaceFiles {
         const ahead = await this.keepAhead(await this.currentRow(this.db, workspaceId, path), copied);
         return this.db.transaction().execute(async (trx) => {
           replaced = undefined;
+          await opts.stillAllowed?.(trx);
           await this.claimPlace(trx, workspaceId, path);
           // Replacing keeps the old content as a version: the workspace grows by the new size.
           await this.admit(trx, workspaceId, Number(stored.size));
@@ -739,6 +751,29 @@ export class WorkspaceFiles {
       .orderBy('path')
       .execute();
     return rows.map((r) => r.path);
+  }
+
+  /** The bytes of the objects at `path` and below it (a file, or a folder's files). */
+  async sizeAt(workspaceId: string, path: string): Promise<number> {
+    validateObjectPath(path);
+    const row = await this.db
+      .selectFrom('objects')
+      .select(sql<string>`coalesce(sum(size), 0)::text`.as('bytes'))
+      .where('workspace_id', '=', workspaceId)
+      .where((eb) => eb.or([eb('path', '=', path), pathStartsWith(`${path}/`)(eb)]))
+      .executeTakeFirstOrThrow();
+    return Number(row.bytes);
+  }
+
+  /**
+   * Refuses (507 quota_exceeded) a write of `bytes` that cannot fit under the quota now, before
+   * anything is changed: for an operation that would change something first (a WebDAV COPY
+   * deletes what its Destination holds). Each write still checks in its own transaction.
+   */
+  async assertRoom(workspaceId: string, bytes: number): Promise<void> {
+    const room = await this.room(workspaceId);
+    const quota = this.options.quotaBytes;
+    if (room !== undefined && quota !== undefined && bytes > room) throw quotaExceeded(quota - room, bytes, quota);
   }
 
   /** The nearest ancestor of `path` that is an object (a file cannot also be a folder), if any. */

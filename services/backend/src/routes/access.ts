@@ -2,9 +2,9 @@ import type { Server } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
-import type { DB } from '@codeagent/db';
-import type { MemberRole } from '@codeagent/db';
-import { roleIn, workspacesOfUser, type UserWorkspaces, type WorkspaceAccess } from '../domain/workspaces.js';
+import { findActiveTokenUser, type DB, type MemberRole } from '@codeagent/db';
+import { UnauthorizedError } from '@codeagent/service-kit';
+import { requireMountAccess, roleIn, workspacesOfUser, type UserWorkspaces, type WorkspaceAccess } from '../domain/workspaces.js';
 import { holdLargeBodyPlace } from './large-bodies.js';
 
 /**
@@ -132,3 +132,20 @@ export const routeAccess = fp<RouteAccessOptions>(
   },
   { name: 'route-access', dependencies: ['user-auth'] },
 );
+
+/**
+ * The writer's right to write to `workspaceId`, asked again inside a write's transaction once its
+ * body has arrived (decision 0261): the route checked it before the body, which may take minutes,
+ * and a member removed or a user disabled meanwhile must not have it stored. The same rules as
+ * the route's, read fresh from the transaction (no cache): the session still valid
+ * (`findActiveTokenUser`), the membership and role (`roleIn`), or for a workspace mount its live
+ * workspace.
+ */
+export function writeStillAllowed(req: FastifyRequest, workspaceId: string): (trx: Kysely<DB>) => Promise<void> {
+  return async (trx) => {
+    if (req.mountWorkspace !== undefined) return requireMountAccess(trx, workspaceId, req.mountWorkspace);
+    const user = await findActiveTokenUser(trx, req.tokenClaims);
+    if (!user) throw new UnauthorizedError('your session ended while this was being written; nothing was stored');
+    roleIn(await workspacesOfUser(trx, user.id), workspaceId, 'write');
+  };
+}

@@ -22,6 +22,7 @@ import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent
 import { ListedFolderSchema, ObjectSchema, TrashItemSchema, VersionSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
 import { errors } from './schemas.js';
 import { objectContentHeaders, refuseAsCode } from './object-headers.js';
+import { writeStillAllowed } from './access.js';
 
 export interface DataResourcesOptions {
   db: Kysely<DB>;
@@ -200,6 +201,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           contentType: req.headers['content-type'],
           actor: req.user.id,
           maxBytes: maxUploadBytes,
+          stillAllowed: writeStillAllowed(req, req.params.ws),
         });
         return reply.code(created ? 201 : 200).send(object);
       },
@@ -250,7 +252,12 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           part.file.once('error', (err) => (broken = err));
           let stored: Awaited<ReturnType<WorkspaceFiles['put']>>;
           try {
-            stored = await files.put(req.params.ws, target, part.file, { contentType: part.mimetype, actor: req.user.id, maxBytes: maxUploadBytes });
+            stored = await files.put(req.params.ws, target, part.file, {
+              contentType: part.mimetype,
+              actor: req.user.id,
+              maxBytes: maxUploadBytes,
+              stillAllowed: writeStillAllowed(req, req.params.ws),
+            });
           } catch (err) {
             if (broken === undefined || err instanceof AppError) throw err;
             malformedForm(broken);

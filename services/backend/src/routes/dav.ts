@@ -33,6 +33,7 @@ import {
   type DavTarget,
 } from '../domain/dav.js';
 import { checkUploadHeaders, sendObject } from './data-resources.js';
+import { writeStillAllowed } from './access.js';
 
 export interface DavOptions {
   db: Kysely<DB>;
@@ -203,6 +204,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       actor: actorOf(req),
       maxBytes: maxUploadBytes,
       modifiedAt,
+      stillAllowed: writeStillAllowed(req, t.workspace),
     });
     // (ownCloud's answer that the time was kept.)
     if (modifiedAt !== undefined) reply.header('x-oc-mtime', 'accepted');
@@ -297,6 +299,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     // A folder moved or deleted, or anything copied (a copy reads and writes every byte), holds
     // one of the user's places (decision 0227); a file moved onto a file does not.
     const many = !move || kind === 'folder' || (await files.kindOf(dest.workspace, dest.path)) === 'folder';
+    const stillAllowed = writeStillAllowed(req, dest.workspace);
     const work = async () => {
       const existing = await files.pathsAt(dest.workspace, dest.path);
       if (existing.length > 0 && !overwrite) {
@@ -307,6 +310,9 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       const sources = kind === 'folder' && !move && depth === '0' ? [] : await files.pathsAt(source.workspace, source.path);
       const targetOf = (p: string) => `${dest.path}${p.slice(source.path.length)}`;
       const targets = new Set(sources.map(targetOf));
+      // A copy that cannot fit is refused before the Destination is emptied (a 507 after it had
+      // left the Destination's files in the trash, though it said nothing was written).
+      if (!move && sources.length > 0) await files.assertRoom(dest.workspace, await files.sizeAt(source.workspace, source.path));
       // What the Destination held and the source does not replace goes to the trash (RFC 4918:
       // the Destination is deleted first); what it replaces becomes a version, as a save does.
       await trashAll(
@@ -320,7 +326,8 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
         } else {
           const { object, body } = await files.open(source.workspace, p);
           try {
-            await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: actorOf(req) });
+            // (Each file asks again: a member removed while a large folder copies stops it.)
+            await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: actorOf(req), stillAllowed });
           } finally {
             body.destroy();
           }

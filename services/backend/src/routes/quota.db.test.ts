@@ -116,6 +116,19 @@ describe(`workspace storage quota (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     expect((await get(ws, 'up/big.bin')).status).toBe(404);
   });
 
+  it('refuses a WebDAV COPY that cannot fit before emptying its Destination (507, what was there still there)', async () => {
+    const ws = await workspace();
+    expect((await put(ws, 'src.bin', bytes(QUOTA / 2 + 1))).status).toBe(201);
+    expect((await put(ws, 'dst/keep.txt', 'important')).status).toBe(201);
+    const copy = await fetch(`${base}/api/v1/dav/${ws}/src.bin`, {
+      method: 'COPY',
+      headers: { ...bearer(editor.token), destination: `/api/v1/dav/${ws}/dst`, overwrite: 'T' },
+    });
+    await expect507(copy);
+    // Before: 507 "Nothing was written", and dst/keep.txt was in the trash.
+    expect(await get(ws, 'dst/keep.txt')).toEqual({ status: 200, body: 'important' });
+  });
+
   it('admits parallel uploads one by one: they cannot squeeze past the quota together', async () => {
     const ws = await workspace();
     const results = await Promise.all(Array.from({ length: 8 }, (_, i) => put(ws, `p/${i}.txt`, bytes(300))));
