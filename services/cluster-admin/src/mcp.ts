@@ -27,7 +27,15 @@ export function withoutCredentials(value: string, auth: { type: string; username
   if (auth.type !== 'basic' || !auth.password) return value;
   const secrets = [Buffer.from(`${auth.username ?? ''}:${auth.password}`).toString('base64')];
   if (auth.password.length >= SHORTEST_HIDDEN_PASSWORD) secrets.push(auth.password);
-  return secrets.reduce((out, secret) => out.split(secret).join('***'), value);
+  // As an echo writes them back too: inside a JSON string (`"` and `\` escaped, and `/` as `\/`
+  // by PHP's json_encode; Base64 holds `/`), and percent-encoded in a URL (hostile review).
+  // Longest first, so that no shorter form leaves part of a longer one behind.
+  const forms = new Set<string>();
+  for (const secret of secrets) {
+    const json = JSON.stringify(secret).slice(1, -1);
+    for (const form of [secret, json, json.replaceAll('/', '\\/'), encodeURIComponent(secret)]) forms.add(form);
+  }
+  return [...forms].sort((a, b) => b.length - a.length).reduce((out, secret) => out.split(secret).join('***'), value);
 }
 
 /**
