@@ -14,6 +14,7 @@ import {
   type ObjectStore,
 } from '@codeagent/storage';
 import { FolderTimes } from './folder-times.js';
+import { checkWriteConditions, type WriteConditions } from './conditions.js';
 import type { FolderDto, ListedFolderDto, ObjectDto, TrashItemDto, VersionDto } from './schemas.js';
 
 export interface OpenedObject {
@@ -526,6 +527,8 @@ export class WorkspaceFiles {
        * upload ran); nothing is stored then (decision 0261).
        */
       stillAllowed?: ((trx: Transaction<DB>) => Promise<void>) | undefined;
+      /** `If-Match`/`If-None-Match`, met by the path's content under the write's lock, or 412 (decision 0262). */
+      conditions?: WriteConditions | undefined;
     },
   ): Promise<{ object: ObjectDto; created: boolean }> {
     validateNewObjectPath(path);
@@ -567,6 +570,8 @@ export class WorkspaceFiles {
           replaced = undefined;
           await opts.stillAllowed?.(trx);
           await this.claimPlace(trx, workspaceId, path);
+          // (claimPlace holds the path's lock: no other write changes it until this one ends.)
+          if (opts.conditions !== undefined) checkWriteConditions(await this.currentRow(trx, workspaceId, path, true), opts.conditions, path);
           // Replacing keeps the old content as a version: the workspace grows by the new size.
           await this.admit(trx, workspaceId, Number(stored.size));
           const inserted = await trx
@@ -859,7 +864,7 @@ export class WorkspaceFiles {
   }
 
   /** Moves the object to the trash (content to the trash area, row to trash_items). */
-  async remove(workspaceId: string, path: string, actor: string | null): Promise<void> {
+  async remove(workspaceId: string, path: string, actor: string | null, conditions?: WriteConditions): Promise<void> {
     validateObjectPath(path);
     // The trash key copied to ahead, and the one the trash item gets: another, fresh, when the
     // object changed meanwhile, so that a late copy of the old content (S3 carrying out a request
@@ -878,6 +883,7 @@ export class WorkspaceFiles {
       await this.db.transaction().execute(async (trx) => {
         const row = await this.currentRow(trx, workspaceId, path, true);
         if (!row) throw new NotFoundError(`no object at ${path}`);
+        checkWriteConditions(row, conditions, path);
         if (row.version_id !== ahead) {
           trashId = randomUUID();
           await this.store.copy('workspace', blobKey(workspaceId, row.version_id), 'trash', blobKey(workspaceId, trashId));

@@ -12,3 +12,5 @@ export {
   type TrashItemDto,
   type FolderDto,
 } from './schemas.js';
+export { entityTag, noneMatchHits, writeConditionsOf, checkWriteConditions } from './conditions.js';
+export type { WriteConditions } from './conditions.js';

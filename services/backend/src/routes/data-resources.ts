@@ -19,7 +19,17 @@ import {
   requestBody,
 } from '@codeagent/service-kit';
 import { InvalidPathError, validateObjectPath, type ByteRange } from '@codeagent/storage';
-import { ListedFolderSchema, ObjectSchema, TrashItemSchema, VersionSchema, type ObjectDto, type WorkspaceFiles } from '@codeagent/files';
+import {
+  ListedFolderSchema,
+  ObjectSchema,
+  TrashItemSchema,
+  VersionSchema,
+  entityTag,
+  noneMatchHits,
+  writeConditionsOf,
+  type ObjectDto,
+  type WorkspaceFiles,
+} from '@codeagent/files';
 import { errors } from './schemas.js';
 import { objectContentHeaders, refuseAsCode } from './object-headers.js';
 import { writeStillAllowed } from './access.js';
@@ -62,16 +72,6 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   }
   if (start >= size || start > end) return 'unsatisfiable';
   return { start, end };
-}
-
-/**
- * Whether an `If-None-Match` header names the object's entity tag (RFC 9110 §13.1.2: a list,
- * `*` for any current object, weak comparison, so `W/"…"` matches too).
- */
-function noneMatchHits(header: string | undefined, sha256: string): boolean {
-  if (header === undefined) return false;
-  if (header.trim() === '*') return true;
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === `"${sha256}"`);
 }
 
 /**
@@ -130,7 +130,7 @@ export async function sendObject(req: FastifyRequest, reply: FastifyReply, files
 }
 
 export function objectHeaders(reply: FastifyReply, object: ObjectDto): void {
-  reply.header('etag', `"${object.sha256}"`);
+  reply.header('etag', entityTag(object.sha256));
   reply.header('last-modified', new Date(object.updated_at).toUTCString());
   reply.header('accept-ranges', 'bytes');
   reply.header('x-version-id', object.version_id);
@@ -191,7 +191,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           tags,
           summary: 'Store the raw request body at the path (201 new, 200 replaced; the replaced content becomes a version)',
           params: WsPath,
-          response: { 200: ObjectSchema, 201: ObjectSchema, ...errors(400, 401, 403, 404, 409, 413, 415, 429) },
+          response: { 200: ObjectSchema, 201: ObjectSchema, ...errors(400, 401, 403, 404, 409, 412, 413, 415, 429) },
         },
       },
       async (req, reply) => {
@@ -202,6 +202,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           actor: req.user.id,
           maxBytes: maxUploadBytes,
           stillAllowed: writeStillAllowed(req, req.params.ws),
+          conditions: writeConditionsOf(req.headers),
         });
         return reply.code(created ? 201 : 200).send(object);
       },
@@ -340,11 +341,11 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
     '/:ws/objects/*',
     {
       config: { access: 'workspace-editor' },
-      schema: { tags, summary: 'Move an object to the trash', params: WsPath, response: { 204: Type.Null(), ...errors(400, 401, 403, 404) } },
+      schema: { tags, summary: 'Move an object to the trash', params: WsPath, response: { 204: Type.Null(), ...errors(400, 401, 403, 404, 412) } },
     },
     async (req, reply) => {
       const path = pathOf(req.params);
-      await files.remove(req.params.ws, path, req.user.id);
+      await files.remove(req.params.ws, path, req.user.id, writeConditionsOf(req.headers));
       return reply.code(204).send(null);
     },
   );
@@ -378,7 +379,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       refuseAsCode(req.headers);
       const { version, body } = await files.openVersion(req.params.ws, path, req.query.version_id);
       reply
-        .header('etag', `"${version.sha256}"`)
+        .header('etag', entityTag(version.sha256))
         .header('content-length', version.size)
         .header('x-version-id', version.version_id)
         .headers(objectContentHeaders(path, version.content_type));

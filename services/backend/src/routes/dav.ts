@@ -16,7 +16,7 @@ import {
   requestBody,
 } from '@codeagent/service-kit';
 import { InvalidPathError } from '@codeagent/storage';
-import type { TimedObject, WorkspaceFiles } from '@codeagent/files';
+import { checkWriteConditions, writeConditionsOf, type TimedObject, type WorkspaceFiles } from '@codeagent/files';
 import { requireMountAccess } from '../domain/workspaces.js';
 import {
   DAV_METHODS,
@@ -205,6 +205,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       maxBytes: maxUploadBytes,
       modifiedAt,
       stillAllowed: writeStillAllowed(req, t.workspace),
+      conditions: writeConditionsOf(req.headers),
     });
     // (ownCloud's answer that the time was kept.)
     if (modifiedAt !== undefined) reply.header('x-oc-mtime', 'accepted');
@@ -252,6 +253,14 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (t.path === '') throw new ForbiddenError('the workspace root cannot be deleted; delete the files and folders in it');
     const kind = await files.kindOf(t.workspace, t.path);
     if (!kind) throw new NotFoundError(`nothing at ${t.path}`);
+    const conditions = writeConditionsOf(req.headers);
+    if (kind === 'object' && conditions !== undefined) {
+      // Checked under the object's lock as it goes to the trash (decision 0262).
+      await files.remove(t.workspace, t.path, actorOf(req), conditions);
+      return reply.code(204).send();
+    }
+    // A folder has no entity tag: `If-Match: *` holds, a list of tags does not.
+    checkWriteConditions({ sha256: undefined }, conditions, t.path);
     const trash = async () => {
       const paths = await files.pathsAt(t.workspace, t.path);
       if (paths.length === 0) throw new NotFoundError(`nothing at ${t.path}`);
