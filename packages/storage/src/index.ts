@@ -1,4 +1,4 @@
-export { validateObjectPath, validateNewObjectPath, validatePrefix, bidiControlIn, InvalidPathError, MAX_PATH_BYTES } from './paths.js';
+export { validateObjectPath, validateNewObjectPath, validatePrefix, bidiControlIn, invisibleCharacterIn, InvalidPathError, MAX_PATH_BYTES } from './paths.js';
 export { AREAS, isArea, ObjectTooLargeError } from './store.js';
 export type { Area, ObjectStore, PutOptions, PutResult, GetResult, ObjectInfo, ByteRange, ListPage } from './store.js';
 export { LocalObjectStore } from './local.js';

@@ -118,6 +118,22 @@ describe('object path rule (docs/contract/spec.md §4.3)', () => {
       expect(validateObjectPath(path)).toBe(path);
     });
 
+    it.each([
+      ['zw\u200bsp.txt', 'zero-width space'],
+      ['\ufeffbom.txt', 'byte-order mark'],
+      ['re\u00adport.txt', 'soft hyphen'],
+      ['report\u2060.txt', 'word joiner'],
+      ['\u3164.txt', 'Hangul filler'],
+      ['a/\u180ereport', 'Mongolian vowel separator'],
+    ])('refuses %j (%s): an invisible character, named', (path) => {
+      expect(() => validateNewObjectPath(path)).toThrow(/invisible characters \(U\+[0-9A-F]{4}\)/);
+      expect(validateObjectPath(path)).toBe(path);
+    });
+
+    it('accepts the joiners and variation selectors that scripts and emoji need', () => {
+      for (const p of ['می\u200cخواهم.txt', '\u{1F469}\u200d\u{1F4BB}.txt', '\u2764\ufe0f.txt']) expect(validateNewObjectPath(p)).toBe(p);
+    });
+
     it('accepts right-to-left text itself, and applies the object-path rule first', () => {
       expect(validateNewObjectPath('تقارير/تقرير.csv')).toBe('تقارير/تقرير.csv');
       expect(validateNewObjectPath('שלום.txt')).toBe('שלום.txt');

@@ -60,7 +60,26 @@ export function validateNewObjectPath(path: unknown): string {
   const valid = validateObjectPath(path);
   const bidi = bidiControlIn(valid);
   if (bidi) throw new InvalidPathError(valid, `must not contain bidirectional control characters (${bidi}): they make a name display as another`);
+  const invisible = invisibleCharacterIn(valid);
+  if (invisible) throw new InvalidPathError(valid, `must not contain invisible characters (${invisible}): they make a name display as another`);
   return valid;
+}
+
+/**
+ * Characters that show as nothing at all, so that two names that look the same differ (decision
+ * 0224's addendum): the zero-width space, the word joiner and the invisible operators, the
+ * byte-order mark, the soft hyphen, the combining grapheme joiner, the Hangul fillers, the
+ * Mongolian vowel separator, the Khmer inherent vowels, the deprecated format characters. Not the
+ * zero-width joiner and non-joiner (U+200C, U+200D) nor the variation selectors: scripts and emoji
+ * need them.
+ */
+// (The combining ones apart: in a character class they would read as joined to their neighbour.)
+const INVISIBLE = /[\u00ad\u115f\u1160\u180e\u200b\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0]|\u034f|\u17b4|\u17b5/;
+
+/** The first invisible character of `text` as `U+XXXX`, or undefined (paths, users, workspaces). */
+export function invisibleCharacterIn(text: string): string | undefined {
+  const found = INVISIBLE.exec(text);
+  return found ? `U+${found[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}` : undefined;
 }
 
 /** The first bidirectional control character of `text` as `U+XXXX`, or undefined (the one rule for every name: paths, users, workspaces). */

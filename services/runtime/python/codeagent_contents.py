@@ -36,16 +36,20 @@ PARTIAL = {"codeagent_upload": "partial"}
 # with them displays as another name. Refused here too, before the file exists on the mount, so
 # that the workspace's JupyterLab never lists a file the platform will not store.
 BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# And the characters that show as nothing (invisibleCharacterIn, the same file: decision 0224's
+# addendum), which make two names that look the same differ.
+INVISIBLE = re.compile("[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0]")
 
 
 def _check_new_name(path):
-    found = BIDI_CONTROLS.search(path)
-    if found:
-        raise web.HTTPError(
-            400,
-            f"{path} was not saved: a name must not contain bidirectional control characters "
-            f"(U+{ord(found.group(0)):04X}): they make a name display as another",
-        )
+    for pattern, what in ((BIDI_CONTROLS, "bidirectional control characters"), (INVISIBLE, "invisible characters")):
+        found = pattern.search(path)
+        if found:
+            raise web.HTTPError(
+                400,
+                f"{path} was not saved: a name must not contain {what} "
+                f"(U+{ord(found.group(0)):04X}): they make a name display as another",
+            )
 
 
 class _Upload:

@@ -243,6 +243,12 @@ describe('chunked uploads are one write (the codeagent_contents manager)', () =>
       expect((await part(name, 1, 'MZ')).status).toBe(400);
     }
     expect((await put(encodeURIComponent('folder\u202e'), { type: 'directory' })).status).toBe(400);
+    // The invisible characters too (zero-width space, byte-order mark, soft hyphen, Hangul filler).
+    for (const c of ['\u200b', '\ufeff', '\u00ad', '\u3164']) {
+      const saved = await put(encodeURIComponent(`report${c}.txt`), { type: 'file', format: 'text', content: 'x' });
+      expect(saved.status).toBe(400);
+      expect(saved.model.message).toContain('invisible characters');
+    }
     expect((await put('plain.txt', { type: 'file', format: 'text', content: 'x' })).status).toBe(201);
     const renamed = await fetch(`${server.url}/api/contents/plain.txt?token=${TOKEN}`, {
       method: 'PATCH',

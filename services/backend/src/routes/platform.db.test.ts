@@ -63,6 +63,8 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
       expect(spoof.statusCode).toBe(400);
       expect(spoof.json()).toMatchObject({ error: 'invalid_request', fields: { name: expect.stringContaining('U+202E') as unknown } });
       expect((await user('Ada\nAdmin', 'newline@example.com')).json<ErrorBody>().fields?.name).toContain('U+000A');
+      // An invisible character: "Ada\u200b" shows as the "Ada" it is not (decision 0224's addendum).
+      expect((await user('Ada\u200b', 'zwsp@example.com')).json<ErrorBody>().fields?.name).toContain('U+200B');
       expect((await user('   ', 'blank@example.com')).statusCode).toBe(400);
       // Nothing was created by the refusals.
       expect((await user('Spoof', 'spoof@example.com')).statusCode).toBe(201);

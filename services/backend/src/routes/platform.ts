@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Kysely } from 'kysely';
 import { EVERY_USER, type DB } from '@codeagent/db';
 import { BadRequestError, ListQuery, listResponse } from '@codeagent/service-kit';
-import { bidiControlIn } from '@codeagent/storage';
+import { bidiControlIn, invisibleCharacterIn } from '@codeagent/storage';
 import { createUser, deleteUser, listUsers, resetPassword, toUserDto, updateUser } from '../domain/users.js';
 import type { LoginThrottle } from '../domain/login-throttle.js';
 import {
@@ -39,6 +39,8 @@ const Description = Type.String({ maxLength: 10_000 });
 export function nameProblem(name: string): string | undefined {
   const bidi = bidiControlIn(name);
   if (bidi) return `must not contain bidirectional control characters (${bidi}): they make a name display as another`;
+  const invisible = invisibleCharacterIn(name);
+  if (invisible) return `must not contain invisible characters (${invisible}): they make a name display as another`;
   for (const ch of name) {
     const code = ch.codePointAt(0)!;
     if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return `must not contain control characters (U+${code.toString(16).toUpperCase().padStart(4, '0')})`;
