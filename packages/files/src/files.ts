@@ -802,7 +802,14 @@ export class WorkspaceFiles {
    * do not name paths). An object at `to` is replaced the way a save replaces it: its content
    * becomes a version of `to`. No bytes are added, so the quota never refuses a rename.
    */
-  async rename(workspaceId: string, from: string, to: string, actor: string | null): Promise<{ object: ObjectDto; created: boolean }> {
+  async rename(
+    workspaceId: string,
+    from: string,
+    to: string,
+    actor: string | null,
+    /** As `put`'s: asked again in the transaction (a folder's move renames file by file, for as long as that takes). */
+    stillAllowed?: (trx: Transaction<DB>) => Promise<void>,
+  ): Promise<{ object: ObjectDto; created: boolean }> {
     validateObjectPath(from);
     validateNewObjectPath(to);
     if (from === to) throw new ConflictError(`${from} cannot be moved onto itself`);
@@ -817,6 +824,7 @@ export class WorkspaceFiles {
         const ahead = onto && (await this.currentRow(this.db, workspaceId, from)) ? await this.keepAhead(onto, copied) : undefined;
         return this.db.transaction().execute(async (trx) => {
           replaced = undefined;
+          await stillAllowed?.(trx);
           await this.claimPlace(trx, workspaceId, to);
           // Renames onto one path wait for each other (editors that save by renaming a temporary
           // file over the original): the next one then sees the row the previous one left there.

@@ -331,7 +331,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       );
       for (const p of sources) {
         if (move) {
-          await files.rename(source.workspace, p, targetOf(p), actorOf(req));
+          await files.rename(source.workspace, p, targetOf(p), actorOf(req), stillAllowed);
         } else {
           const { object, body } = await files.open(source.workspace, p);
           try {

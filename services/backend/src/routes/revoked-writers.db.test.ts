@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
 import { addMembers, bearer, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from '../testing.js';
 
 /**
@@ -93,5 +94,39 @@ describe(`uploads of writers whose access ended meanwhile (${process.env.CODEAGE
     expect(await stored('disabled.bin')).toBe(404);
     expect(await stored('form.bin')).toBe(404);
     expect(await stored('keeper.bin')).toBe(200);
+  });
+
+  it("a removed member's folder move stops at the next file: 404, the rest stays where it was", async () => {
+    const mover = await createAndLogin(b, 'mover-writer@example.com');
+    await addMembers(b, ws, [[mover, 'editor']]);
+    const names = Array.from({ length: 20 }, (_, i) => `f${String(i).padStart(2, '0')}.txt`);
+    for (const name of names) {
+      expect(
+        (await b.app.inject({ method: 'PUT', url: `/api/v1/data-resources/${ws}/objects/src/${name}`, headers: bearer(mover.token), payload: name }))
+          .statusCode,
+      ).toBe(201);
+    }
+    const db = b.t.database.db;
+    let move: Promise<Response> | undefined;
+    // The move waits at the 10th file (its row held here) while the member is removed.
+    await db.transaction().execute(async (trx) => {
+      await trx.selectFrom('objects').select('path').where('workspace_id', '=', ws).where('path', '=', `src/${names[9]}`).forUpdate().execute();
+      move = fetch(`${base}/api/v1/dav/${ws}/src`, { method: 'MOVE', headers: { ...bearer(mover.token), destination: `/api/v1/dav/${ws}/dst` } });
+      for (let i = 0; ; i++) {
+        const { rows } = await sql<{
+          n: number;
+        }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`.execute(db);
+        if (rows[0]!.n > 0) break;
+        if (i > 500) throw new Error('the move never waited');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect((await admin('DELETE', `/workspaces/${ws}/members/${mover.id}`)).statusCode).toBe(204);
+    });
+    expect((await move!).status).toBe(404);
+    const where = async (prefix: string) =>
+      (await db.selectFrom('objects').select('path').where('workspace_id', '=', ws).where('path', 'like', `${prefix}/%`).execute()).length;
+    // The file it waited at had passed its check; the next ones were not moved.
+    expect(await where('dst')).toBe(10);
+    expect(await where('src')).toBe(10);
   });
 });
