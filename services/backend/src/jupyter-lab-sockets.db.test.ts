@@ -9,7 +9,7 @@ import { INGRESSES, startIngress, type Ingress } from '@codeagent/gateway/ingres
 import { openSocket, upgrade } from '@codeagent/gateway/upstream-testing';
 import { CLOSE_AGAIN_MS, buildRuntimeApp, defaultLabHost, labProxy, usersFollower, type Kernels, type UsersFollower } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
-import { bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+import { addMembers, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
 
 const LAB_TOKEN = 'the-token-only-the-ingress-and-the-runtime-know';
 
@@ -57,30 +57,30 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
 
   async function member(email: string): Promise<{ id: string; token: string }> {
     const user = await createAndLogin(b, email);
-    const res = await b.app.inject({
-      method: 'POST',
-      url: `/api/v1/platform/workspaces/${ws}/members`,
-      headers: bearer(b.adminToken),
-      payload: { user_id: user.id, role: 'editor' },
-    });
-    expect(res.statusCode).toBe(201);
+    await addMembers(b, ws, [[user, 'editor']]);
     return user;
   }
+  /** A kernel `user` starts in `workspace` through the ingress: the path of its websocket. */
+  async function kernelChannels(user: { token: string }, workspace = ws): Promise<string> {
+    const res = await fetch(`${ingress.base}/jupyter/${workspace}/api/kernels`, {
+      method: 'POST',
+      headers: { ...bearer(user.token), 'content-type': 'application/json' },
+      body: '{"name":"python3"}',
+      signal: AbortSignal.timeout(90_000),
+    });
+    expect(res.status).toBe(201);
+    return `/jupyter/${workspace}/api/kernels/${((await res.json()) as { id: string }).id}/channels`;
+  }
+  /** Shuts the kernel of a websocket path down. */
+  const shutDown = (channels: string, user: { token: string }) =>
+    fetch(`${ingress.base}${channels.replace(/\/channels$/, '')}`, { method: 'DELETE', headers: bearer(user.token) });
 
   it("a removed member's, a demoted member's and a logged-out session's websockets end; another member's stays open", async () => {
     const keeper = await member(`keeper-${kind}@example.com`);
     const removed = await member(`removed-${kind}@example.com`);
     const demoted = await member(`demoted-${kind}@example.com`);
     const leaver = await member(`leaver-${kind}@example.com`);
-    const started = await fetch(`${ingress.base}/jupyter/${ws}/api/kernels`, {
-      method: 'POST',
-      headers: { ...bearer(keeper.token), 'content-type': 'application/json' },
-      body: '{"name":"python3"}',
-      signal: AbortSignal.timeout(90_000),
-    });
-    expect(started.status).toBe(201);
-    const id = ((await started.json()) as { id: string }).id;
-    const channels = `/jupyter/${ws}/api/kernels/${id}/channels`;
+    const channels = await kernelChannels(keeper);
     await settled();
     const open = (u: { token: string }) => openSocket(ingress.base, channels, bearer(u.token));
     const [kept, ofRemoved, ofDemoted, ofLeaver] = await Promise.all([open(keeper), open(removed), open(demoted), open(leaver)]);
@@ -112,22 +112,15 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
       expect(kept.isOpen()).toBe(true);
     } finally {
       for (const s of [kept, ofRemoved, ofDemoted, ofLeaver]) s.end();
-      await fetch(`${ingress.base}/jupyter/${ws}/api/kernels/${id}`, { method: 'DELETE', headers: bearer(keeper.token) });
+      await shutDown(channels, keeper);
     }
   }, 150_000);
 
   it("every user's websockets end when the runtime's listening connection was lost (what changed meanwhile is unknown)", async () => {
     const user = await member(`listener-${kind}@example.com`);
-    const started = await fetch(`${ingress.base}/jupyter/${ws}/api/kernels`, {
-      method: 'POST',
-      headers: { ...bearer(user.token), 'content-type': 'application/json' },
-      body: '{"name":"python3"}',
-      signal: AbortSignal.timeout(90_000),
-    });
-    expect(started.status).toBe(201);
-    const id = ((await started.json()) as { id: string }).id;
+    const channels = await kernelChannels(user);
     await settled();
-    const socket = await openSocket(ingress.base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(user.token));
+    const socket = await openSocket(ingress.base, channels, bearer(user.token));
     try {
       const { rows } = await b.t.database.pool.query<{ ended: boolean }>(
         "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%codeagent_users%'",
@@ -135,10 +128,10 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
       expect(rows.length).toBeGreaterThan(0);
       await within(15_000, 'the websocket ends once the listening connection is back', socket.closed);
       // The session is as valid as before: the reconnection is let in.
-      expect(await upgrade(ingress.base, `/jupyter/${ws}/api/kernels/${id}/channels`, bearer(user.token), 30_000)).toBe(101);
+      expect(await upgrade(ingress.base, channels, bearer(user.token), 30_000)).toBe(101);
     } finally {
       socket.end();
-      await fetch(`${ingress.base}/jupyter/${ws}/api/kernels/${id}`, { method: 'DELETE', headers: bearer(user.token) });
+      await shutDown(channels, user);
     }
   }, 150_000);
 
@@ -148,27 +141,8 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
       id: string;
     }>().id;
     const user = await member(`renamer-${kind}@example.com`);
-    expect(
-      (
-        await b.app.inject({
-          method: 'POST',
-          url: `/api/v1/platform/workspaces/${other}/members`,
-          headers: admin,
-          payload: { user_id: user.id, role: 'editor' },
-        })
-      ).statusCode,
-    ).toBe(201);
-    const kernelIn = async (workspace: string) => {
-      const res = await fetch(`${ingress.base}/jupyter/${workspace}/api/kernels`, {
-        method: 'POST',
-        headers: { ...bearer(user.token), 'content-type': 'application/json' },
-        body: '{"name":"python3"}',
-        signal: AbortSignal.timeout(90_000),
-      });
-      expect(res.status).toBe(201);
-      return `/jupyter/${workspace}/api/kernels/${((await res.json()) as { id: string }).id}/channels`;
-    };
-    const [here, there] = await Promise.all([kernelIn(ws), kernelIn(other)]);
+    await addMembers(b, other, [[user, 'editor']]);
+    const [here, there] = await Promise.all([kernelChannels(user), kernelChannels(user, other)]);
     await settled();
     const [kept, doomed] = await Promise.all([openSocket(ingress.base, here, bearer(user.token)), openSocket(ingress.base, there, bearer(user.token))]);
     try {

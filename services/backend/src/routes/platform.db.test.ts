@@ -3,6 +3,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorBody, ListPage } from '@codeagent/service-kit';
 import { bearer, createAndLogin, startTestBackend, type MemberDto, type TestBackend, type UserDto, type WorkspaceDto } from '../testing.js';
 
+/** `/api/v1/platform…` of the backend `b`, as its bootstrap administrator unless another token is given. */
+const platformApi =
+  (b: () => TestBackend) =>
+  (method: string, url: string, payload?: unknown, token = b().adminToken) =>
+    b().app.inject({
+      method: method as 'GET',
+      url: `/api/v1/platform${url}`,
+      headers: bearer(token),
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
+
 describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let b: TestBackend;
   let alice: { id: string; token: string };
@@ -16,13 +27,7 @@ describe(`platform administration (${process.env.CODEAGENT_TEST_DB ?? 'postgres'
     await b.close();
   });
 
-  const api = (method: string, url: string, payload?: unknown, token = b.adminToken) =>
-    b.app.inject({
-      method: method as 'GET',
-      url: `/api/v1/platform${url}`,
-      headers: bearer(token),
-      ...(payload === undefined ? {} : { payload: payload as object }),
-    });
+  const api = platformApi(() => b);
 
   const newWorkspace = async (name = 'ws') => (await api('POST', '/workspaces', { name })).json<{ id: string }>().id;
 
@@ -257,13 +262,7 @@ describe(`platform rules with ids in capitals (${process.env.CODEAGENT_TEST_DB ?
   afterAll(async () => {
     await b.close();
   });
-  const api = (method: string, url: string, payload?: unknown, token = b.adminToken) =>
-    b.app.inject({
-      method: method as 'GET',
-      url: `/api/v1/platform${url}`,
-      headers: bearer(token),
-      ...(payload === undefined ? {} : { payload: payload as object }),
-    });
+  const api = platformApi(() => b);
 
   it('self_removal and last_admin hold whatever the case of the id', async () => {
     const me = b.adminId.toUpperCase();
