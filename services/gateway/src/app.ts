@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { Readable, Transform, type Duplex } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import Fastify, {
   LogController,
   type FastifyInstance,
@@ -25,7 +26,7 @@ import {
   type SessionChecker,
 } from './jupyter-auth.js';
 import { ROUTES, UPSTREAMS, USER_ID_HEADER, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
-import { UpstreamPool } from './upstream-pool.js';
+import { InMemoryBody, SMALL_BODY_BYTES, UpstreamPool } from './upstream-pool.js';
 import { OpenSockets } from './open-sockets.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
 import { applySecurityHeaders, asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
@@ -168,6 +169,34 @@ export function limitBodyIdle(req: IncomingMessage, res: ServerResponse, ms: num
   });
 }
 
+/**
+ * `body` with its last chunk held back until `check` answers true (decision 0261): the component
+ * gets the whole body only if the access checked at the start still holds once the client has
+ * sent it all. Refused, the stream fails and the component's request is aborted, its body
+ * incomplete (a Jupyter server writes nothing of it).
+ */
+export function checkedAtEnd(body: Readable, check: () => Promise<boolean>): Readable {
+  let held: Buffer | undefined;
+  const out = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      const previous = held;
+      held = chunk;
+      done(null, previous);
+    },
+    flush(done) {
+      check().then(
+        (ok) => (ok ? done(null, held) : done(new Error('the access ended while the body arrived'))),
+        (err: unknown) => done(err as Error),
+      );
+    },
+  });
+  // (As requestBody's: a failure is for the consumer, which may begin later.)
+  out.on('error', () => undefined);
+  body.once('error', (err) => out.destroy(err));
+  body.pipe(out);
+  return out;
+}
+
 type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 /** The answer to an upgrade the gateway does not take, where Node cannot turn it into a plain request. */
@@ -270,6 +299,29 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     app.all(url, { onRequest: answer }, async (_req, reply) => reply);
 
   const timeout = opts.timeoutMs ?? 300_000;
+
+  // The framework's path (the labs' session-checked routes, and every route behind trusted
+  // proxies) passes a body on as the client sends it. A declared small one is read whole here
+  // first, as the fast path does: sent slowly, it would otherwise hold a connection of the
+  // component's first pool for as long, and a member's 70 slow lab saves held all 64 of the
+  // labs' (decision 0258). Larger ones and those of unknown length go over the `bulk` pool.
+  app.addHook('preHandler', async (req, reply) => {
+    const body = req.body;
+    if (!(body instanceof Readable) || body instanceof InMemoryBody) return;
+    const size = Number(req.headers['content-length']);
+    if (!(size > 0 && size <= SMALL_BODY_BYTES)) return;
+    sendContinue(req.raw);
+    const timer = setTimeout(() => body.destroy(new Error(`the body did not arrive within ${timeout} ms`)), timeout);
+    try {
+      req.body = new InMemoryBody(await buffer(body));
+    } catch (err) {
+      // Cut off (limitBodyIdle answered 408) or gone: nothing is left to answer.
+      if (reply.raw.headersSent || req.raw.destroyed) return reply.hijack();
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  });
   const forwardHeaders = (req: FastifyRequest<RouteGenericInterface, RawServerBase>, headers: IncomingHttpHeaders): IncomingHttpHeaders => {
     // The body streams from here on: now the client may send it.
     sendContinue(req.raw as IncomingMessage);
@@ -379,6 +431,17 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
                 return reply.code(access.status).send({ error: access.error, message: access.message });
               }
               checkedUser.set(req.raw, access.userId);
+              // A body that streams on is let through to its last chunk only if the access still
+              // holds once it has arrived: a member removed during a slow lab save must not have it
+              // written (decision 0261).
+              if (req.body instanceof Readable && !(req.body instanceof InMemoryBody)) {
+                req.body = checkedAtEnd(req.body, async () => {
+                  const again = await labAccess(req.method, req.url, req.headers, req.host, req.id);
+                  if (again.ok) return true;
+                  if (!reply.sent) void reply.code(again.status).send({ error: again.error, message: again.message });
+                  return false;
+                });
+              }
               // (Real upgrades only: a plain request that names `Upgrade` is answered on its
               // keep-alive connection, which may carry other clients' requests behind a proxy.)
               if ((req.raw as IncomingMessage & { upgrade?: boolean }).upgrade === true)

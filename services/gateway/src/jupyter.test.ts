@@ -1,8 +1,8 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, request, type ClientRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INGRESSES, startIngress, type Ingress } from './ingress-testing.js';
-import { acceptWebsocket, listenOn, upgrade } from './upstream-testing.js';
+import { acceptWebsocket, listenOn, stopServer, upgrade } from './upstream-testing.js';
 
 const JUPYTER_TOKEN = 'the-jupyter-servers-own-token';
 
@@ -375,5 +375,105 @@ describe.each(INGRESSES)("a workspace's JupyterLab through %s (issue 15): member
     const bare = await fetch(`${base}/jupyter/${WS}/codeagent-bridge`, { headers: { cookie: 'codeagent_session=editor-token' } });
     expect(bare.status).toBe(200);
     expect(bridgeSeen.at(-1)!.url).toBe(`/codeagent-bridge/workspaces/${WS}`);
+  });
+});
+
+// Lab saves through the gateway's framework path (decisions 0258, 0261): a small body is read
+// whole before it takes a connection of the labs' pool, and a streamed one reaches the lab whole
+// only if the member's access still holds once it has arrived.
+describe("lab requests with bodies through the gateway's framework path", () => {
+  const WS = '3f2b8c1e-1d2a-4c3b-9e8f-0a1b2c3d4e5f';
+  const sessions = new Map([
+    ['keeper-token', 'keeper-1'],
+    ['leaver-token', 'leaver-1'],
+  ]);
+  const members = new Map([
+    [
+      WS,
+      new Map([
+        ['keeper-1', 'editor'],
+        ['leaver-1', 'editor'],
+      ]),
+    ],
+  ]);
+  /** What the lab received of each request: bytes, and whether its body ended. */
+  const received: { url: string; bytes: number; ended: boolean }[] = [];
+  let lab: Server;
+  let backend: Server;
+  let ingress: Ingress;
+  const holding: ClientRequest[] = [];
+
+  beforeAll(async () => {
+    lab = createServer((req, res) => {
+      const entry = { url: req.url ?? '', bytes: 0, ended: false };
+      received.push(entry);
+      req.on('data', (c: Buffer) => (entry.bytes += c.length));
+      req.on('end', () => {
+        entry.ended = true;
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    backend = fakeWorkspaceBackend(sessions, members, []);
+    const [labUrl, backendUrl] = await Promise.all([listenOn(lab), listenOn(backend)]);
+    ingress = await startIngress('gateway', {
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      jupyter: { url: labUrl, token: JUPYTER_TOKEN, perWorkspace: true },
+    });
+  });
+  afterAll(async () => {
+    for (const req of holding) req.destroy();
+    await ingress?.close();
+    await Promise.all([stopServer(lab), stopServer(backend)]);
+  });
+
+  /** A lab save that sends `sent` of its `length` bytes now; `rest` sends the others and resolves with the status. */
+  function save(token: string, name: string, length: number, sent: number) {
+    const { port } = new URL(ingress.base);
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path: `/jupyter/${WS}/api/contents/${name}`,
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': length },
+    });
+    holding.push(req);
+    const status = new Promise<number>((resolve) => {
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', () => resolve(0));
+    });
+    req.write(Buffer.alloc(sent, 0x20));
+    return { rest: () => (req.end(Buffer.alloc(length - sent, 0x20)), status) };
+  }
+
+  it("a member's 70 slow small saves take none of the labs' connections: another member's request is answered", async () => {
+    for (let i = 0; i < 70; i++) save('keeper-token', `slow-${i}.txt`, 60_000, 10);
+    await new Promise((r) => setTimeout(r, 500));
+    const other = await fetch(`${ingress.base}/jupyter/${WS}/api/contents`, {
+      headers: { authorization: 'Bearer leaver-token' },
+      signal: AbortSignal.timeout(5_000),
+    });
+    expect(other.status).toBe(200);
+    expect(received.filter((r) => r.url.includes('/slow-'))).toEqual([]);
+  });
+
+  it("a streamed save reaches the lab whole only if the member's access holds once it has arrived", async () => {
+    const kept = save('keeper-token', 'kept.bin', 300_000, 200_000);
+    const cut = save('leaver-token', 'cut.bin', 300_000, 200_000);
+    for (let i = 0; received.filter((r) => r.url.endsWith('.bin') && r.bytes > 0).length < 2; i++) {
+      if (i > 100) throw new Error('the saves never reached the lab');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // The member is removed while the save's body arrives.
+    members.get(WS)!.delete('leaver-1');
+    expect(await kept.rest()).toBe(200);
+    expect(await cut.rest()).toBe(404);
+    await new Promise((r) => setTimeout(r, 200));
+    const at = (name: string) => received.find((r) => r.url.endsWith(name))!;
+    expect(at('kept.bin')).toMatchObject({ bytes: 300_000, ended: true });
+    expect(at('cut.bin').ended).toBe(false);
+    expect(at('cut.bin').bytes).toBeLessThan(300_000);
   });
 });

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 
 /** Where a pool reports what it sees; the gateway's logger fits. */
@@ -70,17 +71,33 @@ function replayable(body: RequestOptions['body']): boolean {
 }
 
 /**
- * Bodies up to this size are small: the gateway's fast path reads them whole before they go on
- * (and may send them twice); a larger one, or one of unknown length, streams on from the client.
+ * Bodies up to this size are small: the gateway reads them whole before they go on (the fast
+ * path, and `InMemoryBody` on the framework's path) and may send them twice; a larger one, or one
+ * of unknown length, streams on from the client.
  */
 export const SMALL_BODY_BYTES = 64 * 1024;
 
-/** Whether a request's body streams on from the client and may be larger than SMALL_BODY_BYTES: it goes over the instance's `bulk` connections. */
-export function streamsLargeBody(opts: { body?: RequestOptions['body']; headers?: RequestOptions['headers'] }): boolean {
-  if (replayable(opts.body)) return false;
-  const headers = opts.headers as Record<string, string | string[] | undefined> | undefined;
-  const length = headers?.['content-length'];
-  return typeof length !== 'string' || !(Number(length) <= SMALL_BODY_BYTES);
+/**
+ * A body the gateway has read whole, where the framework's proxy wants a stream
+ * (`req.body`): `request` sends its bytes, over the first pool, and may send them again.
+ */
+export class InMemoryBody extends Readable {
+  constructor(readonly bytes: Buffer) {
+    super();
+  }
+  override _read(): void {
+    this.push(this.bytes);
+    this.push(null);
+  }
+}
+
+/**
+ * Whether a request's body streams on from the client: it goes over the instance's `bulk`
+ * connections (decision 0258). Every body still in the client's hands is, whatever its declared
+ * length: a small one sent slowly would hold a connection as long as a large one.
+ */
+export function streamsLargeBody(opts: { body?: RequestOptions['body'] }): boolean {
+  return !replayable(opts.body);
 }
 
 /** Rendezvous hashing: the instance with the highest score for `key`; stable while it is up. */
@@ -180,7 +197,7 @@ export class UpstreamPool {
     }
     const origin = opts.origin === undefined ? undefined : new URL(String(opts.origin)).origin;
     const first = (origin !== undefined ? this.byOrigin.get(origin) : undefined) ?? this.pick()!;
-    this.attempt(first, opts, callback, new Set());
+    this.attempt(first, opts.body instanceof InMemoryBody ? { ...opts, body: opts.body.bytes } : opts, callback, new Set());
   }
 
   private attempt(instance: Instance, opts: RequestOptions, callback: Callback, tried: Set<Instance>): void {

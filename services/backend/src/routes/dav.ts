@@ -324,23 +324,38 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
       if (!move && sources.length > 0) await files.assertRoom(dest.workspace, await files.sizeAt(source.workspace, source.path));
       // What the Destination held and the source does not replace goes to the trash (RFC 4918:
       // the Destination is deleted first); what it replaces becomes a version, as a save does.
-      await trashAll(
-        dest.workspace,
-        existing.filter((p) => !targets.has(p)),
-        actorOf(req),
-      );
-      for (const p of sources) {
-        if (move) {
-          await files.rename(source.workspace, p, targetOf(p), actorOf(req), stillAllowed);
-        } else {
-          const { object, body } = await files.open(source.workspace, p);
-          try {
-            // (Each file asks again: a member removed while a large folder copies stops it.)
-            await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: actorOf(req), stillAllowed });
-          } finally {
-            body.destroy();
+      const trashed = existing.filter((p) => !targets.has(p));
+      await trashAll(dest.workspace, trashed, actorOf(req));
+      let done = 0;
+      try {
+        for (const p of sources) {
+          if (move) {
+            await files.rename(source.workspace, p, targetOf(p), actorOf(req), stillAllowed);
+          } else {
+            const { object, body } = await files.open(source.workspace, p);
+            try {
+              // (Each file asks again: a member removed while a large folder copies stops it.)
+              await files.put(dest.workspace, targetOf(p), body, { contentType: object.content_type, actor: actorOf(req), stillAllowed });
+            } finally {
+              body.destroy();
+            }
           }
+          done++;
         }
+      } catch (err) {
+        // Stopped part way (the quota reached by a write that raced this one, a member removed):
+        // the answer says what did change, not the single write's "nothing was written".
+        if (err instanceof AppError && (done > 0 || trashed.length > 0)) {
+          const changed = [
+            ...(done > 0 ? [`${done} of ${sources.length} files were ${move ? 'moved' : 'copied'}`] : []),
+            ...(trashed.length > 0 ? [`what the Destination held (${trashed.length} files) is in the trash, where it can be restored`] : []),
+          ];
+          const note = `The ${move ? 'move' : 'copy'} stopped part way (${changed.join(', and ')})`;
+          err.message = err.message.includes('Nothing was written')
+            ? err.message.replace('Nothing was written', note)
+            : `${err.message.replace(/\.?$/, '')}. ${note}`;
+        }
+        throw err;
       }
       if (sources.length === 0 && kind === 'folder') {
         await files.put(dest.workspace, `${dest.path}/${FOLDER_MARKER}`, Readable.from([]), { actor: actorOf(req) });
