@@ -31,9 +31,9 @@ export interface Instance {
   up: boolean;
   pool: Pool;
   /**
-   * The connections for requests whose body streams on (more than SMALL_BODY_BYTES, or of unknown
-   * length): as many again as `pool`, so that slow uploads, however many, never take the
-   * connections every other request needs (decision 0258).
+   * The connections for requests whose body streams on from the client (`streamsBody`: larger
+   * than SMALL_BODY_BYTES, or of unknown length): as many again as `pool`, so that slow uploads,
+   * however many, never take the connections every other request needs (decision 0258).
    */
   bulk: Pool;
   /** A connection of its own for health checks, so that they never queue behind traffic. */
@@ -96,7 +96,7 @@ export class InMemoryBody extends Readable {
  * connections (decision 0258). Every body still in the client's hands is, whatever its declared
  * length: a small one sent slowly would hold a connection as long as a large one.
  */
-export function streamsLargeBody(opts: { body?: RequestOptions['body'] }): boolean {
+export function streamsBody(opts: { body?: RequestOptions['body'] }): boolean {
   return !replayable(opts.body);
 }
 
@@ -204,7 +204,7 @@ export class UpstreamPool {
     tried.add(instance);
     const { origin: _origin, ...rest } = opts;
     const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
-    (streamsLargeBody(opts) ? instance.bulk : instance.pool).request({ ...rest, headers }, (err, data) => {
+    (streamsBody(opts) ? instance.bulk : instance.pool).request({ ...rest, headers }, (err, data) => {
       if (!err) return callback(null, data);
       const other = this.failedOver(instance, opts, err, tried);
       if (other) return this.attempt(other, opts, callback, tried);
@@ -225,7 +225,7 @@ export class UpstreamPool {
     tried.add(instance);
     const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
     let answered = false;
-    (streamsLargeBody(opts) ? instance.bulk : instance.pool).dispatch(
+    (streamsBody(opts) ? instance.bulk : instance.pool).dispatch(
       { ...opts, headers },
       {
         onConnect: (abort) => handler.onConnect(abort),
