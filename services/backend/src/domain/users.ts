@@ -226,10 +226,7 @@ export async function updateUser(db: Kysely<DB>, userId: string, patch: UserPatc
 
 /**
  * Sets a new password and revokes every session of the user at once; when `keepJti` is given
- * (a user changing their own password), that one session stays valid.
- */
-/**
- * Sets the password; every session of the user ends but `keepJti`'s. With `checked` (the row the
+ * (a user changing their own password), that one session stays valid. With `checked` (the row the
  * caller's current password was checked against, for the caller's own change), the change is made
  * only while the user's row still holds what was checked: a reset, a disabling or every session
  * revoked that committed in between wins, and this change is refused (401) instead of undoing it
