@@ -25,7 +25,7 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
-import { ROUTES, UPSTREAMS, USER_ID_HEADER, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
+import { ROUTES, UPSTREAMS, USER_ID_HEADER, largeAnswer, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import { InMemoryBody, SMALL_BODY_BYTES, UpstreamPool } from './upstream-pool.js';
 import { OpenSockets } from './open-sockets.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
@@ -343,6 +343,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         connections: spec.connections,
         timeoutMs: timeout,
         log: app.log,
+        bulkAnswer: largeAnswer,
         ...(opts.onUpstreamState ? { onState: (instance, up) => opts.onUpstreamState!(name, instance, up) } : {}),
       }),
     );

@@ -4,7 +4,7 @@ import { createServer, request, type ClientRequest, type IncomingMessage, type S
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngress, type Ingress } from './ingress-testing.js';
-import { UPSTREAMS } from './routes.js';
+import { UPSTREAMS, largeAnswer } from './routes.js';
 import { SMALL_BODY_BYTES } from './upstream-pool.js';
 
 describe.each([
@@ -128,5 +128,79 @@ describe.each([
     // None of the slow ones reached the backend.
     expect(seen.filter((url) => url === '/api/v1/auth/login')).toEqual([]);
     for (const req of slow) req.destroy();
+  });
+});
+
+describe('downloads read slowly', () => {
+  let upstream: Server;
+  let gateway: Ingress;
+  const clients: ClientRequest[] = [];
+  let started = 0;
+  beforeAll(async () => {
+    // The backend: a file's content starts and never ends (a client reading at a trickle holds it as long).
+    upstream = createServer((req, res) => {
+      if (req.url?.includes('/objects/big.bin')) {
+        started++;
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': 10_000_000 });
+        res.write(Buffer.alloc(1024));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    gateway = await startIngress('gateway', { upstreams: { backend: url, clusterAdmin: url, bridge: url }, timeoutMs: 30_000 });
+  });
+  afterAll(async () => {
+    for (const c of clients) c.destroy();
+    await gateway?.close();
+    upstream?.closeAllConnections();
+    await new Promise((r) => upstream?.close(r));
+  });
+
+  it('take none of the connections every other request needs', async () => {
+    const { port } = new URL(gateway.base);
+    const connections = UPSTREAMS.backend.connections;
+    for (let i = 0; i < connections; i++) {
+      const req = request({ host: '127.0.0.1', port, path: `/api/v1/data-resources/w/objects/big.bin?i=${i}`, method: 'GET' });
+      req.on('error', () => undefined);
+      req.on('response', (res) => res.pause());
+      req.end();
+      clients.push(req);
+    }
+    for (let i = 0; started < connections; i++) {
+      if (i > 300) throw new Error(`only ${started} of ${connections} downloads started`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const signal = AbortSignal.timeout(5_000);
+    const answers = await Promise.all([
+      ...Array.from({ length: 20 }, () => fetch(`${gateway.base}/api/v1/auth/me`, { signal })),
+      fetch(`${gateway.base}/api/v1/data-resources/w/objects?prefix=`, { signal }),
+    ]);
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+  });
+
+  it('are told apart by method and path (the component’s)', () => {
+    for (const path of [
+      '/api/v1/dav/w/a.csv',
+      '/api/v1/data-resources/w/objects/a.csv',
+      '/api/v1/data-resources/w/versions/a.csv?version_id=v',
+      '/api/v1/data-resources/w/archive?prefix=x/',
+      '/api/v1/data-resources/w/archive',
+      '/jupyter/w/files/a.csv',
+      '/jupyter/w/api/contents/a.ipynb',
+    ])
+      expect(largeAnswer('GET', path), path).toBe(true);
+    for (const [method, path] of [
+      ['GET', '/api/v1/auth/me'],
+      ['GET', '/api/v1/data-resources/w/objects?prefix='],
+      ['GET', '/api/v1/data-resources/w/trash'],
+      ['GET', '/api/v1/data-resources/w/archived'],
+      ['HEAD', '/api/v1/data-resources/w/objects/a.csv'],
+      ['PROPFIND', '/api/v1/dav/w/'],
+      ['GET', '/jupyter/w/api/kernels'],
+      ['GET', '/jupyter/w/lab'],
+    ] as const)
+      expect(largeAnswer(method, path), `${method} ${path}`).toBe(false);
   });
 });

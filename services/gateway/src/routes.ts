@@ -103,6 +103,20 @@ export function workspaceBridgeUrl(url: string): string {
   return m ? `/jupyter/codeagent-bridge/workspaces/${m[1]}${m[2]}` : url;
 }
 
+/**
+ * Requests whose answer may be large (a file's content, a folder's zip, a WebDAV download, a
+ * lab's file): a client that reads it slowly holds its connection to the component as long, so
+ * these go over the instance's `bulk` connections with the uploads and never take those every
+ * other request needs (decision 0258). The component's path, with or without its query.
+ */
+export function largeAnswer(method: string, path: string): boolean {
+  if (method !== 'GET') return false;
+  return LARGE_ANSWERS.test(path);
+}
+
+const LARGE_ANSWERS =
+  /^\/api\/v1\/(?:dav\/|data-resources\/[^/?]+\/(?:objects\/|versions\/|archive(?:[/?]|$)))|^\/jupyter\/[^/?]+\/(?:files\/|api\/contents\/)/;
+
 /** Whether a request path falls under a route's prefix: the prefix itself, or below it at a `/`. */
 export function underPrefix(path: string, prefix: string): boolean {
   return path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 47); /* / */

@@ -22,6 +22,8 @@ export interface UpstreamPoolOptions {
   log?: PoolLog;
   /** Called when an instance goes down or comes back (metrics). */
   onState?: (instance: string, up: boolean) => void;
+  /** Requests whose answer may be large (routes.ts `largeAnswer`): over `bulk`, as streamed bodies are. */
+  bulkAnswer?: (method: string, path: string) => boolean;
 }
 
 export interface Instance {
@@ -32,8 +34,9 @@ export interface Instance {
   pool: Pool;
   /**
    * The connections for requests whose body streams on from the client (`streamsBody`: larger
-   * than SMALL_BODY_BYTES, or of unknown length): as many again as `pool`, so that slow uploads,
-   * however many, never take the connections every other request needs (decision 0258).
+   * than SMALL_BODY_BYTES, or of unknown length) or whose answer may be large (`bulkAnswer`): as
+   * many again as `pool`, so that slow uploads and downloads, however many, never take the
+   * connections every other request needs (decision 0258).
    */
   bulk: Pool;
   /** A connection of its own for health checks, so that they never queue behind traffic. */
@@ -124,6 +127,7 @@ export class UpstreamPool {
   private readonly log: PoolLog | undefined;
   private readonly onState: ((instance: string, up: boolean) => void) | undefined;
   private readonly healthPath: string;
+  private readonly bulkAnswer: ((method: string, path: string) => boolean) | undefined;
   private readonly healthIntervalMs: number;
   private timer: NodeJS.Timeout | undefined;
   private checking = false;
@@ -135,6 +139,7 @@ export class UpstreamPool {
     this.log = opts.log;
     this.onState = opts.onState;
     this.healthPath = opts.healthPath;
+    this.bulkAnswer = opts.bulkAnswer;
     this.healthIntervalMs = opts.healthIntervalMs ?? 2000;
     this.instances = [...new Set(opts.urls.map((u) => new URL(u).origin))].map((origin) => {
       const traffic = () =>
@@ -204,7 +209,7 @@ export class UpstreamPool {
     tried.add(instance);
     const { origin: _origin, ...rest } = opts;
     const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
-    (streamsBody(opts) ? instance.bulk : instance.pool).request({ ...rest, headers }, (err, data) => {
+    this.poolFor(instance, opts).request({ ...rest, headers }, (err, data) => {
       if (!err) return callback(null, data);
       const other = this.failedOver(instance, opts, err, tried);
       if (other) return this.attempt(other, opts, callback, tried);
@@ -225,7 +230,7 @@ export class UpstreamPool {
     tried.add(instance);
     const headers = { ...(opts.headers as Record<string, string | string[] | undefined>), host: instance.host };
     let answered = false;
-    (streamsBody(opts) ? instance.bulk : instance.pool).dispatch(
+    this.poolFor(instance, opts).dispatch(
       { ...opts, headers },
       {
         onConnect: (abort) => handler.onConnect(abort),
@@ -242,6 +247,12 @@ export class UpstreamPool {
         },
       },
     );
+  }
+
+  /** The instance's connections for a request: `bulk` for a streamed body or an answer that may be large, else the first pool. */
+  private poolFor(instance: Instance, opts: Omit<RequestOptions, 'origin'>): Pool {
+    const large = streamsBody(opts) || this.bulkAnswer?.(String(opts.method).toUpperCase(), opts.path) === true;
+    return large ? instance.bulk : instance.pool;
   }
 
   /** After `err` on `instance`: the instance to send the request to instead, if any (marks a broken one down). */
