@@ -1,9 +1,9 @@
 import { createServer, request, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pipeline } from 'node:stream/promises';
-import { Writable } from 'node:stream';
+import { PassThrough, Writable, type Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { requestBody } from './body.js';
+import { lastChunkWhen, requestBody } from './body.js';
 
 describe('requestBody', () => {
   it('a client gone before the consumer began: no unheard error, and the consumer that begins then fails at once', async () => {
@@ -36,5 +36,46 @@ describe('requestBody', () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
+  });
+});
+
+describe('lastChunkWhen', () => {
+  const read = async (stream: Readable) => {
+    const chunks: Buffer[] = [];
+    for await (const c of stream) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString();
+  };
+
+  it('passes the whole body once the check holds, and holds its last chunk until then', async () => {
+    const source = new PassThrough();
+    let asked = false;
+    let release!: (ok: boolean) => void;
+    const out = lastChunkWhen(source, () => {
+      asked = true;
+      return new Promise<boolean>((r) => (release = r));
+    });
+    const seen: string[] = [];
+    out.on('data', (c: Buffer) => seen.push(c.toString()));
+    source.write('one,');
+    source.write('two,');
+    source.end('last');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(asked).toBe(true);
+    expect(seen.join('')).toBe('one,two,');
+    release(true);
+    await new Promise((r) => out.once('end', r));
+    expect(seen.join('')).toBe('one,two,last');
+  });
+
+  it('fails without the last chunk when the check refuses', async () => {
+    const source = new PassThrough();
+    const out = lastChunkWhen(
+      source,
+      () => Promise.resolve(false),
+      () => new Error('refused here'),
+    );
+    source.write('one,');
+    source.end('last');
+    await expect(read(out)).rejects.toThrow('refused here');
   });
 });

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, Transform, type Readable } from 'node:stream';
 
 /**
  * The request body as a stream that a consumer may destroy (a size limit, a storage failure)
@@ -31,4 +31,36 @@ export function requestBody(raw: IncomingMessage): Readable {
     }
   });
   return body;
+}
+
+/**
+ * `body` with its last chunk held back until `check` answers true (decisions 0261, 0259): whoever
+ * reads it gets the whole body only if what was checked before it (the writer's access) still
+ * holds once the client has sent it all. Refused, the stream fails with `refused` and a proxy's
+ * request is cut short, its body incomplete (a Jupyter server then writes nothing of it).
+ */
+export function lastChunkWhen(
+  body: Readable,
+  check: () => Promise<boolean>,
+  refused: () => Error = () => new Error('the access ended while the body arrived'),
+): Readable {
+  let held: Buffer | undefined;
+  const out = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      const previous = held;
+      held = chunk;
+      done(null, previous);
+    },
+    flush(done) {
+      check().then(
+        (ok) => (ok ? done(null, held) : done(refused())),
+        (err: unknown) => done(err as Error),
+      );
+    },
+  });
+  // (As requestBody's: a failure is for the consumer, which may begin later.)
+  out.on('error', () => undefined);
+  body.once('error', (err) => out.destroy(err));
+  body.pipe(out);
+  return out;
 }

@@ -19,7 +19,7 @@ export { ambiguousPathReason } from './request-guards.js';
 export { createLogger, isPrettyFormat, loggerOptions, redactUrl, REDACTED } from './logging.js';
 export type { ServiceKitOptions } from './plugin.js';
 export { listen } from './listen.js';
-export { requestBody } from './body.js';
+export { requestBody, lastChunkWhen } from './body.js';
 export { hasRequestBody, lingerAfterAnswer, lingerOnEarlyAnswers } from './linger.js';
 export type { LingerOptions } from './linger.js';
 export { Metrics, opsRoutes, startOpsServer, OPS_PATHS } from './ops.js';

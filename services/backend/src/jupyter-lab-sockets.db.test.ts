@@ -3,6 +3,7 @@
 // again every few seconds (set to ten minutes here, so that only the runtime's own ending shows).
 // Real backend (sessions and memberships on real PostgreSQL), real runtime (a sandboxed Jupyter
 // server), real nginx with the rendered configuration.
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { INGRESSES, startIngress, type Ingress } from '@codeagent/gateway/ingress-testing';
@@ -160,5 +161,43 @@ describe.each(INGRESSES)(`open lab websockets behind %s end when their user chan
       kept.end();
       doomed.end();
     }
+  }, 150_000);
+
+  it("a member removed while a large lab save arrives has nothing written (the ingress's check, or the runtime's)", async () => {
+    const saver = await member(`saver-${kind}@example.com`);
+    const keeper = await member(`reader-${kind}@example.com`);
+    const name = `removed-save-${kind}.txt`;
+    const body = Buffer.from(JSON.stringify({ type: 'file', format: 'text', content: 'x'.repeat(200_000) }));
+    // The lab is started by a first request, so that the save reaches a running server.
+    expect((await fetch(`${ingress.base}/jupyter/${ws}/api/contents`, { headers: bearer(keeper.token), signal: AbortSignal.timeout(90_000) })).status).toBe(
+      200,
+    );
+    await settled();
+    const url = new URL(`${ingress.base}/jupyter/${ws}/api/contents/${name}`);
+    const req = request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname,
+      method: 'PUT',
+      headers: { ...bearer(saver.token), 'content-type': 'application/json', 'content-length': body.length },
+    });
+    const answer = new Promise<number>((resolve) => {
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', () => resolve(0));
+    });
+    req.write(body.subarray(0, body.length - 40));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(
+      (await b.app.inject({ method: 'DELETE', url: `/api/v1/platform/workspaces/${ws}/members/${saver.id}`, headers: bearer(b.adminToken) })).statusCode,
+    ).toBe(204);
+    await new Promise((r) => setTimeout(r, 500));
+    req.end(body.subarray(body.length - 40));
+    // The gateway asks the backend again (404); behind nginx the runtime heard of the change (409).
+    expect(await answer).toBe(kind === 'gateway' ? 404 : 409);
+    const read = await fetch(`${ingress.base}/jupyter/${ws}/api/contents/${name}?content=0`, { headers: bearer(keeper.token) });
+    expect(read.status).toBe(404);
   }, 150_000);
 });

@@ -1,5 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Readable, Transform, type Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import Fastify, {
   LogController,
@@ -12,7 +12,16 @@ import Fastify, {
   type RouteGenericInterface,
 } from 'fastify';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
-import { WEBDAV_EXTRA_METHODS, hasRequestBody, opsRoutes, requestBody, requestIdOptions, serviceKit, type Metrics } from '@codeagent/service-kit/http';
+import {
+  WEBDAV_EXTRA_METHODS,
+  hasRequestBody,
+  lastChunkWhen,
+  opsRoutes,
+  requestBody,
+  requestIdOptions,
+  serviceKit,
+  type Metrics,
+} from '@codeagent/service-kit/http';
 import { registerWebApp } from './web-app.js';
 import { PAGES } from './landing.js';
 import {
@@ -167,34 +176,6 @@ export function limitBodyIdle(req: IncomingMessage, res: ServerResponse, ms: num
     res.writeHead(408);
     res.end(body, cutOff);
   });
-}
-
-/**
- * `body` with its last chunk held back until `check` answers true (decision 0261): the component
- * gets the whole body only if the access checked at the start still holds once the client has
- * sent it all. Refused, the stream fails and the component's request is aborted, its body
- * incomplete (a Jupyter server writes nothing of it).
- */
-export function checkedAtEnd(body: Readable, check: () => Promise<boolean>): Readable {
-  let held: Buffer | undefined;
-  const out = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      const previous = held;
-      held = chunk;
-      done(null, previous);
-    },
-    flush(done) {
-      check().then(
-        (ok) => (ok ? done(null, held) : done(new Error('the access ended while the body arrived'))),
-        (err: unknown) => done(err as Error),
-      );
-    },
-  });
-  // (As requestBody's: a failure is for the consumer, which may begin later.)
-  out.on('error', () => undefined);
-  body.once('error', (err) => out.destroy(err));
-  body.pipe(out);
-  return out;
 }
 
 type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -436,7 +417,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
               // holds once it has arrived: a member removed during a slow lab save must not have it
               // written (decision 0261).
               if (req.body instanceof Readable && !(req.body instanceof InMemoryBody)) {
-                req.body = checkedAtEnd(req.body, async () => {
+                req.body = lastChunkWhen(req.body, async () => {
                   const again = await labAccess(req.method, req.url, req.headers, req.host, req.id);
                   if (again.ok) return true;
                   if (!reply.sent) void reply.code(again.status).send({ error: again.error, message: again.message });

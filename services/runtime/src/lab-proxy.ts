@@ -1,13 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { USER_ID_HEADER } from '@codeagent/auth';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
+import { hasRequestBody, lastChunkWhen } from '@codeagent/service-kit/http';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
 import { answerOwnLabPath, labAnswerHeaders, pluginSchemas, settingsCheck, userSettingsAnswers, userWorkspacesAnswers, type LabFiles } from './lab-answers.js';
 import type { LabStateStore } from './lab-state.js';
 import { carriesToken, relayRequest, relayUpgrade, type AnswerCheck } from './relay.js';
 import { LabSockets, type FollowedSockets } from './lab-sockets.js';
+
+/** A request's user changed (USERS_CHANNEL) while its body arrived: refused before its last chunk. */
+class AccessChanged extends Error {
+  constructor() {
+    super('your session, role or membership changed while this request arrived; nothing was written: send it again (the platform checks your access again)');
+  }
+}
 
 /** A workspace server's root and lab state as its users see them (servers.ts, the sandbox layout): shown in its page config. */
 const SERVER_ROOT = '/workspace';
@@ -128,6 +136,12 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
   /** The open websockets of the users the ingress named (decision 0259). */
   const sockets = new LabSockets(log);
   let following = false;
+  /** From the first websocket or body of a named user on, the users' changes are followed. */
+  const follow = () => {
+    if (following || !opts.followUsers) return;
+    following = true;
+    opts.followUsers(sockets);
+  };
   const authorized = (req: IncomingMessage) => carriesToken(req, opts.token);
   /** The workspace and the rest of the path, or why not. */
   const parse = (url: string): { workspaceId: string; rest: string } | undefined => {
@@ -185,6 +199,19 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       }
       // Taken before the server writes: the save's upload through the mount ends after it.
       const since = new Date();
+      // A body reaches the server whole only if its user did not change while it arrived: an
+      // ingress (nginx) that checked the user at the start does not ask again (decision 0261).
+      const named = typeof user === 'string' && isUuid(user) ? user : undefined;
+      let body: Readable = req;
+      if (named !== undefined && hasRequestBody(req)) {
+        follow();
+        const stamp = sockets.stamp();
+        body = lastChunkWhen(
+          req,
+          () => Promise.resolve(sockets.unchangedSince(named, target.workspaceId, stamp)),
+          () => new AccessChanged(),
+        );
+      }
       serverFor(target.workspaceId).then(
         (server) =>
           relayRequest(
@@ -192,11 +219,16 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
             res,
             server.socket,
             (err) => {
+              if (err instanceof AccessChanged) {
+                json(res, 409, { error: 'conflict', message: err.message });
+                return;
+              }
               log.warn({ workspace_id: target.workspaceId, reason: err.message }, "a workspace's Jupyter server did not answer");
               json(res, 502, { error: 'bad_gateway', message: "the workspace's Jupyter server does not answer; reload to start it again" });
             },
             (server.files ? saveCheck(server.files, req.method, target.rest, since) : undefined) ?? settings(req.method, target.rest),
             (headers) => labAnswerHeaders(target.rest, headers, `/jupyter/${target.workspaceId}/`),
+            body,
           ),
         (err: unknown) => json(res, 503, { error: 'kernel_unavailable', message: (err as Error).message }),
       );
@@ -230,10 +262,7 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
       if (typeof user === 'string' && isUuid(user)) {
         // Ended when the user's sessions or memberships change: nginx, as an ingress, does not ask again (decision 0259).
         sockets.add(socket, user, target.workspaceId);
-        if (!following && opts.followUsers) {
-          following = true;
-          opts.followUsers(sockets);
-        }
+        follow();
       }
       serverFor(target.workspaceId).then(
         (server) => relayUpgrade(req, socket, head, server.socket),

@@ -76,4 +76,22 @@ describe('LabSockets (decision 0259)', () => {
     expect(inA.destroyed).toBe(true);
     expect(s.workspaces()).toEqual([]);
   });
+
+  it("tells whether a user, a workspace or everyone changed since a stamp (a body's last chunk waits on it)", () => {
+    const s = sockets();
+    const before = s.stamp();
+    expect(s.unchangedSince(U, A, before)).toBe(true);
+    s.userChanged(V);
+    expect(s.unchangedSince(U, A, before)).toBe(true);
+    s.userChanged(U.toUpperCase());
+    expect(s.unchangedSince(U, A, before)).toBe(false);
+    const later = s.stamp();
+    expect(s.unchangedSince(U, A, later)).toBe(true);
+    s.endWorkspaces([B]);
+    expect(s.unchangedSince(U, A, later)).toBe(true);
+    expect(s.unchangedSince(U, B, later)).toBe(false);
+    const last = s.stamp();
+    s.endAll();
+    expect(s.unchangedSince(V, A, last)).toBe(false);
+  });
 });

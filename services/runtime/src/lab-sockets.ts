@@ -22,11 +22,19 @@ export interface FollowedSockets {
   endAll(): void;
 }
 
-/** The lab's open websockets of the users the ingress named, by user and workspace (decision 0259). */
+/**
+ * The lab's open websockets of the users the ingress named, by user and workspace, and the
+ * changes heard of (decision 0259): a request whose body arrives while its user changes is cut
+ * off before its last chunk (`unchangedSince`).
+ */
 export class LabSockets implements FollowedSockets {
   private readonly open = new Map<Duplex, { user: string; workspace: string }>();
   /** Users whose websockets ended less than `gapMs` ago; `more`: changed again since. */
   private readonly ending = new Map<string, { more: boolean }>();
+  /** A count of the changes heard of, and when (by that count) each user and workspace last changed. */
+  private epoch = 0;
+  private everyone = 0;
+  private readonly changed = new Map<string, number>();
 
   constructor(
     private readonly log: FastifyBaseLogger,
@@ -38,8 +46,19 @@ export class LabSockets implements FollowedSockets {
     socket.once('close', () => this.open.delete(socket));
   }
 
+  /** The count of changes heard of so far: what `unchangedSince` compares with. */
+  stamp(): number {
+    return this.epoch;
+  }
+
+  /** Whether nothing was heard of `user`, of `workspace` being gone, or of lost changes, since `stamp`. */
+  unchangedSince(user: string, workspace: string, stamp: number): boolean {
+    return this.everyone <= stamp && (this.changed.get(user.toLowerCase()) ?? 0) <= stamp && (this.changed.get(workspace.toLowerCase()) ?? 0) <= stamp;
+  }
+
   userChanged(userId: string): void {
     const user = userId.toLowerCase();
+    this.changed.set(user, ++this.epoch);
     const pending = this.ending.get(user);
     if (pending) {
       pending.more = true;
@@ -68,11 +87,13 @@ export class LabSockets implements FollowedSockets {
 
   endWorkspaces(ids: readonly string[]): void {
     const gone = new Set(ids.map((id) => id.toLowerCase()));
+    for (const id of gone) this.changed.set(id, ++this.epoch);
     const ended = this.end((s) => gone.has(s.workspace));
     if (ended > 0) this.log.info({ workspaces: [...gone], websockets: ended }, 'workspaces were deleted: their lab websockets ended');
   }
 
   endAll(): void {
+    this.everyone = ++this.epoch;
     const ended = this.end(() => true);
     if (ended > 0)
       this.log.info({ websockets: ended }, 'changes of users may have been missed: every lab websocket ended (the ingress checks the reconnections)');

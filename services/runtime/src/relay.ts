@@ -5,7 +5,7 @@
  * (`@codeagent/runtime/relay`): the CLI's JupyterLab process loads this, not the runtime.
  */
 import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import { INTERNAL_TOKEN_HEADER, safeEqual } from '@codeagent/auth';
 import { connectInside } from '@codeagent/sandbox/inside';
 
@@ -51,6 +51,8 @@ export function relayRequest(
   failed: (err: Error) => void,
   check?: AnswerCheck,
   answerHeaders: (headers: IncomingHttpHeaders) => IncomingHttpHeaders = (h) => h,
+  /** What is sent as the body (the request itself, or a stream made of it); failing, it fails the request. */
+  body: Readable = req,
 ): void {
   /** A checked answer grew too large and was answered 502: what the server does next no longer matters. */
   let over = false;
@@ -129,7 +131,8 @@ export function relayRequest(
       upstream.destroy();
     }
   });
-  req.pipe(upstream);
+  body.once('error', (err) => upstream.destroy(err));
+  body.pipe(upstream);
 }
 
 /** A websocket upgrade relayed the same way: the request's head written again, then bytes both ways. */
