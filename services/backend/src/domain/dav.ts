@@ -1,6 +1,6 @@
 import { InvalidPathError, validateObjectPath } from '@codeagent/storage';
 import type { ObjectDto } from '@codeagent/files';
-import { ambiguousPathReason } from '@codeagent/service-kit';
+import { BadRequestError, ambiguousPathReason } from '@codeagent/service-kit';
 
 /**
  * The rules of the WebDAV tree (docs/decisions/0070-webdav-tree.md) as plain functions: request
@@ -21,6 +21,22 @@ export const DAV_REFUSED_METHODS = ['PROPPATCH', 'LOCK', 'UNLOCK'] as const;
  * hides it; the REST API shows it like any object.
  */
 export const FOLDER_MARKER = '.codeagent-folder';
+
+/**
+ * Refuses (400) an upload to the marker's name: only MKCOL stores it, empty. Written with content
+ * by a client, it was hidden from the WebDAV tree and from zips while its bytes counted (hostile
+ * review): a member could park data the other members' mounts never show.
+ */
+export function refuseMarkerName(path: string): void {
+  if (path === FOLDER_MARKER || path.endsWith(`/${FOLDER_MARKER}`)) {
+    throw new BadRequestError(
+      `${FOLDER_MARKER} is the name the platform gives an empty folder's marker; store the file under another name (a folder is made with MKCOL, or by storing a file in it)`,
+      {
+        path: 'reserved name',
+      },
+    );
+  }
+}
 
 /** The paths of a workspace: '' is its root folder. */
 export interface DavTarget {

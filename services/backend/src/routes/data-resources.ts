@@ -33,6 +33,7 @@ import {
 import { errors } from './schemas.js';
 import { objectContentHeaders, refuseAsCode } from './object-headers.js';
 import { writeStillAllowed } from './access.js';
+import { refuseMarkerName } from '../domain/dav.js';
 
 export interface DataResourcesOptions {
   db: Kysely<DB>;
@@ -196,6 +197,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
       },
       async (req, reply) => {
         const path = pathOf(req.params);
+        refuseMarkerName(path);
         checkUploadHeaders(req, maxUploadBytes);
         const { object, created } = await files.put(req.params.ws, path, requestBody(req.raw), {
           contentType: req.headers['content-type'],
@@ -246,6 +248,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           }
           if (path === undefined) throw new BadRequestError('the field `path` must come before the field `file`', { path: 'missing before file' });
           const target = pathOf({ '*': path });
+          refuseMarkerName(target);
           // The parser fails the file's stream when the form breaks off inside it (a last boundary
           // missing): the client's fault, whatever the store makes of it. A refusal of the files'
           // own (too large, over the quota) fails that stream too, and is the answer.

@@ -397,6 +397,21 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
     expect(listing.items.filter((o) => /[\u202e\u2067]/.test(o.path))).toEqual([]);
   });
 
+  it('refuses uploads to the folder marker’s name (only MKCOL stores it, empty), by WebDAV, the API and the form', async () => {
+    expect((await dav('parked/.codeagent-folder', { method: 'PUT', body: 'hidden data' })).status).toBe(400);
+    const rest = (path: string, init: RequestInit) => fetch(`${gatewayUrl}/api/v1/data-resources/${ws}/${path}`, { ...init, headers: bearer(editor.token) });
+    const put = await rest('objects/parked/.codeagent-folder', { method: 'PUT', body: 'hidden data' });
+    expect(put.status).toBe(400);
+    expect(((await put.json()) as { message: string }).message).toMatch(/MKCOL/);
+    const form = new FormData();
+    form.append('path', 'parked/.codeagent-folder');
+    form.append('file', new Blob(['hidden data']), 'x');
+    expect((await rest('uploads', { method: 'POST', body: form })).status).toBe(400);
+    expect((await dav('parked', { method: 'MKCOL' })).status).toBe(201);
+    const listing = (await (await api('objects?prefix=parked/')).json()) as { items: { path: string; size: number }[] };
+    expect(listing.items).toMatchObject([{ path: 'parked/.codeagent-folder', size: 0 }]);
+  });
+
   it('refuses a Destination in another workspace (403), on another server (502), or with dot segments (400)', async () => {
     const copy = (destination: string) => dav('notes/renamed.txt', { method: 'COPY', headers: { destination } });
     expect((await copy(`/api/v1/dav/${other}/stolen.txt`)).status).toBe(403);

@@ -22,6 +22,7 @@ import {
   DAV_METHODS,
   DAV_REFUSED_METHODS,
   FOLDER_MARKER,
+  refuseMarkerName,
   clientModTime,
   davError,
   davHref,
@@ -196,6 +197,7 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (t.path === '' || (await files.kindOf(t.workspace, t.path)) === 'folder') {
       throw new AppError(405, 'method_not_allowed', 'a folder is here: PUT stores a file');
     }
+    refuseMarkerName(t.path);
     await refuseUnderObject(t);
     checkUploadHeaders(req, maxUploadBytes);
     const modifiedAt = clientModTime(req.headers['x-oc-mtime']);
