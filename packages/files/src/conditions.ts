@@ -1,4 +1,4 @@
-import { PreconditionFailedError } from '@codeagent/service-kit';
+import { BadRequestError, PreconditionFailedError } from '@codeagent/service-kit';
 
 /** An object's entity tag (`ETag`): the SHA-256 of its content, quoted. */
 export function entityTag(sha256: string): string {
@@ -31,11 +31,23 @@ export interface WriteConditions {
   ifNoneMatch?: string | undefined;
 }
 
-/** The write's conditions from its request headers; undefined without any. */
+/**
+ * The write's conditions from its request headers; undefined without any. `*` stands alone or not
+ * at all (RFC 9110: `"*" / #entity-tag`): in a list, or the header repeated (Node joins the
+ * copies with commas), it is 400 rather than read as a tag, which made `If-None-Match: *, *`
+ * (create only) replace a file.
+ */
 export function writeConditionsOf(headers: Record<string, string | string[] | undefined>): WriteConditions | undefined {
-  const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join(', ') : v);
-  const ifMatch = one(headers['if-match']);
-  const ifNoneMatch = one(headers['if-none-match']);
+  const one = (name: string) => {
+    const v = headers[name];
+    const value = Array.isArray(v) ? v.join(', ') : v;
+    if (value !== undefined && tags(value) !== '*' && (tags(value) as string[]).includes('*')) {
+      throw new BadRequestError(`${name}: * stands alone, never in a list of entity tags`, { [name]: 'malformed' });
+    }
+    return value;
+  };
+  const ifMatch = one('if-match');
+  const ifNoneMatch = one('if-none-match');
   return ifMatch === undefined && ifNoneMatch === undefined ? undefined : { ifMatch, ifNoneMatch };
 }
 

@@ -970,7 +970,7 @@ export class WorkspaceFiles {
     return { version, body: got.body };
   }
 
-  async restoreVersion(workspaceId: string, path: string, versionId: string, actor: string | null): Promise<ObjectDto> {
+  async restoreVersion(workspaceId: string, path: string, versionId: string, actor: string | null, conditions?: WriteConditions): Promise<ObjectDto> {
     validateObjectPath(path);
     if (!isUuid(versionId)) throw new NotFoundError(`version ${versionId} of ${path} not found`);
     const newVersionId = randomUUID();
@@ -1005,6 +1005,7 @@ export class WorkspaceFiles {
           .executeTakeFirst();
         if (version) await this.admit(trx, workspaceId, Number(version.size));
         const current = await this.currentRow(trx, workspaceId, path, true);
+        checkWriteConditions(current, conditions, path);
         if (current?.version_id === versionId) return current;
         if (!version) throw new NotFoundError(`version ${versionId} of ${path} not found`);
         if (!copiedVersion) await this.store.copy('version', blobKey(workspaceId, versionId), 'workspace', blobKey(workspaceId, newVersionId));

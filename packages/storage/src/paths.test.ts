@@ -125,13 +125,20 @@ describe('object path rule (docs/contract/spec.md §4.3)', () => {
       ['report\u2060.txt', 'word joiner'],
       ['\u3164.txt', 'Hangul filler'],
       ['a/\u180ereport', 'Mongolian vowel separator'],
+      ['a\u{e0020}.txt', 'tag space, outside an emoji flag'],
+      ['a\ufff9.txt', 'interlinear annotation anchor'],
+      ['a\u{1d173}.txt', 'musical symbol begin beam'],
+      ['a\u{13430}.txt', 'Egyptian hieroglyph vertical joiner'],
+      ['a\u{1bca0}.txt', 'shorthand format letter overlap'],
+      ['\u034f.txt', 'combining grapheme joiner'],
     ])('refuses %j (%s): an invisible character, named', (path) => {
-      expect(() => validateNewObjectPath(path)).toThrow(/invisible characters \(U\+[0-9A-F]{4}\)/);
+      expect(() => validateNewObjectPath(path)).toThrow(/invisible characters \(U\+[0-9A-F]{4,6}\)/);
       expect(validateObjectPath(path)).toBe(path);
     });
 
     it('accepts the joiners and variation selectors that scripts and emoji need', () => {
-      for (const p of ['می\u200cخواهم.txt', '\u{1F469}\u200d\u{1F4BB}.txt', '\u2764\ufe0f.txt']) expect(validateNewObjectPath(p)).toBe(p);
+      const england = '\u{1f3f4}\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}';
+      for (const p of ['می\u200cخواهم.txt', '\u{1F469}\u200d\u{1F4BB}.txt', '\u2764\ufe0f.txt', `${england}.txt`]) expect(validateNewObjectPath(p)).toBe(p);
     });
 
     it('accepts right-to-left text itself, and applies the object-path rule first', () => {

@@ -67,14 +67,18 @@ export function validateNewObjectPath(path: unknown): string {
 
 /**
  * Characters that show as nothing at all, so that two names that look the same differ (decision
- * 0224's addendum): the zero-width space, the word joiner and the invisible operators, the
- * byte-order mark, the soft hyphen, the combining grapheme joiner, the Hangul fillers, the
- * Mongolian vowel separator, the Khmer inherent vowels, the deprecated format characters. Not the
- * zero-width joiner and non-joiner (U+200C, U+200D) nor the variation selectors: scripts and emoji
- * need them.
+ * 0224's addendum): Unicode's default-ignorable code points (the zero-width space, the word joiner
+ * and the invisible operators, the byte-order mark, the soft hyphen, the combining grapheme
+ * joiner, the Hangul fillers, the Mongolian vowel separator, the Khmer inherent vowels, the
+ * deprecated format characters, the shorthand and musical format controls, the tags, the
+ * unassigned U+FFF0–U+FFF8 and U+E0000–U+E0FFF) and the format controls that show nothing
+ * either (the interlinear annotation marks, the Egyptian hieroglyph format controls). Not the
+ * zero-width joiner and non-joiner (U+200C, U+200D), the variation selectors and the Mongolian
+ * free variation selectors: scripts and emoji need them; nor the tags of an emoji flag (after
+ * U+1F3F4). The Python module of the workspaces' servers keeps the same set.
  */
-// (The combining ones apart: in a character class they would read as joined to their neighbour.)
-const INVISIBLE = /[\u00ad\u115f\u1160\u180e\u200b\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0]|\u034f|\u17b4|\u17b5/;
+const INVISIBLE =
+  /[\u00ad\u115f\u1160\u180e\u200b\u2060-\u206f\u3164\ufeff\uffa0\ufff0-\ufffb\u{13430}-\u{1343f}\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e001f}\u{e0080}-\u{e00ff}\u{e01f0}-\u{e0fff}]|\u034f|\u17b4|\u17b5|(?<!\u{1f3f4}[\u{e0020}-\u{e007f}]*)[\u{e0020}-\u{e007f}]/u;
 
 /** The first invisible character of `text` as `U+XXXX`, or undefined (paths, users, workspaces). */
 export function invisibleCharacterIn(text: string): string | undefined {

@@ -180,26 +180,37 @@ describe('downloads read slowly', () => {
     expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
   });
 
-  it('are told apart by method and path (the component’s)', () => {
-    for (const path of [
-      '/api/v1/dav/w/a.csv',
-      '/api/v1/data-resources/w/objects/a.csv',
-      '/api/v1/data-resources/w/versions/a.csv?version_id=v',
-      '/api/v1/data-resources/w/archive?prefix=x/',
-      '/api/v1/data-resources/w/archive',
-      '/jupyter/w/files/a.csv',
-      '/jupyter/w/api/contents/a.ipynb',
-    ])
-      expect(largeAnswer('GET', path), path).toBe(true);
+  it('are told apart by method and path (the component’s, decoded as the component decodes it)', () => {
+    for (const [method, path] of [
+      ['GET', '/api/v1/dav/w/a.csv'],
+      ['PROPFIND', '/api/v1/dav/w/big-folder/'],
+      ['GET', '/api/v1/data-resources/w/objects/a.csv'],
+      ['GET', '/api/v1/data-resources/w/%6Fbjects/a.csv'],
+      ['GET', '/api/v1/%64ata-resources/w/objects/a.csv'],
+      ['GET', '/api/v1/data-resources/w/versions/a.csv?version_id=v'],
+      ['GET', '/api/v1/data-resources/w/archive?prefix=x/'],
+      ['GET', '/api/v1/data-resources/w/archive'],
+      ['GET', '/api/v1/workspaces/w/runs/r/log'],
+      ['GET', '/jupyter/w/files/a.csv'],
+      ['GET', '/jupyter/w/api/contents/a.ipynb'],
+      ['GET', '/jupyter/w/api/contents'],
+      ['GET', '/jupyter/w/nbconvert/notebook/big.ipynb?download=true'],
+      ['GET', '/jupyter/w/static/lab/vendors.js'],
+      ['GET', '/jupyter/w/lab'],
+    ] as const)
+      expect(largeAnswer(method, path), `${method} ${path}`).toBe(true);
     for (const [method, path] of [
       ['GET', '/api/v1/auth/me'],
       ['GET', '/api/v1/data-resources/w/objects?prefix='],
       ['GET', '/api/v1/data-resources/w/trash'],
       ['GET', '/api/v1/data-resources/w/archived'],
+      ['GET', '/api/v1/workspaces/w/runs/r'],
+      ['GET', '/api/v1/%zz/objects/a.csv'],
       ['HEAD', '/api/v1/data-resources/w/objects/a.csv'],
-      ['PROPFIND', '/api/v1/dav/w/'],
+      ['PROPFIND', '/jupyter/w/files/'],
       ['GET', '/jupyter/w/api/kernels'],
-      ['GET', '/jupyter/w/lab'],
+      ['GET', '/jupyter/w/api/status'],
+      ['GET', '/jupyter/w/api/contentsx'],
     ] as const)
       expect(largeAnswer(method, path), `${method} ${path}`).toBe(false);
   });

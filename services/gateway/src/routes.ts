@@ -104,18 +104,36 @@ export function workspaceBridgeUrl(url: string): string {
 }
 
 /**
- * Requests whose answer may be large (a file's content, a folder's zip, a WebDAV download, a
- * lab's file): a client that reads it slowly holds its connection to the component as long, so
- * these go over the instance's `bulk` connections with the uploads and never take those every
- * other request needs (decision 0258). The component's path, with or without its query.
+ * Requests whose answer may be large: a client that reads it slowly holds its connection to the
+ * component as long, so these go over the instance's `bulk` connections with the uploads and
+ * never take those every other request needs (decision 0258). The backend's: a file's content,
+ * a version, a folder's zip, the WebDAV tree (`GET` and `PROPFIND`, whose listing of a big folder
+ * is large), a run's log. A lab's: every `GET` but its small API calls (`api/…`, except the
+ * contents, which carry whole notebooks): its files, pages and scripts, nbconvert's exports.
+ * The component's path, with or without its query, read as the component reads it: decoded
+ * (`%6Fbjects` is `objects` to the backend's router; a re-check found downloads so spelled held
+ * the first pool).
  */
 export function largeAnswer(method: string, path: string): boolean {
-  if (method !== 'GET') return false;
-  return LARGE_ANSWERS.test(path);
+  if (method !== 'GET' && method !== 'PROPFIND') return false;
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(path.split('?', 1)[0]!);
+  } catch {
+    // Not decodable: the component refuses it; whichever pool, it is over at once.
+    return false;
+  }
+  if (method === 'PROPFIND') return decoded.startsWith('/api/v1/dav/');
+  if (LARGE_BACKEND_ANSWERS.test(decoded)) return true;
+  const lab = LAB_PATH.exec(decoded);
+  return lab !== null && !SMALL_LAB_CALLS.test(lab[1]!);
 }
 
-const LARGE_ANSWERS =
-  /^\/api\/v1\/(?:dav\/|data-resources\/[^/?]+\/(?:objects\/|versions\/|archive(?:[/?]|$)))|^\/jupyter\/[^/?]+\/(?:files\/|api\/contents\/)/;
+const LARGE_BACKEND_ANSWERS = /^\/api\/v1\/(?:dav\/|data-resources\/[^/]+\/(?:objects\/|versions\/|archive(?:\/|$))|workspaces\/[^/]+\/runs\/[^/]+\/log$)/;
+/** A workspace's lab below `/jupyter/<workspace>/`: the rest of the path. */
+const LAB_PATH = /^\/jupyter\/[^/]+\/(.*)$/;
+/** The lab's API calls with small answers: everything below `api/` but the contents. */
+const SMALL_LAB_CALLS = /^api\/(?!contents(?:\/|$))/;
 
 /** Whether a request path falls under a route's prefix: the prefix itself, or below it at a `/`. */
 export function underPrefix(path: string, prefix: string): boolean {

@@ -36,14 +36,23 @@ PARTIAL = {"codeagent_upload": "partial"}
 # with them displays as another name. Refused here too, before the file exists on the mount, so
 # that the workspace's JupyterLab never lists a file the platform will not store.
 BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# And the characters that show as nothing (invisibleCharacterIn, the same file: decision 0224's
-# addendum), which make two names that look the same differ.
-INVISIBLE = re.compile("[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0]")
+# And the characters that show as nothing (invisibleCharacterIn, the same set: decision 0224's
+# addendum), which make two names that look the same differ; the tags of an emoji flag (after
+# U+1F3F4) are allowed.
+INVISIBLE = re.compile(
+    "[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b\u2060-\u206f\u3164\ufeff\uffa0\ufff0-\ufffb"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e001f\U000e0080-\U000e00ff\U000e01f0-\U000e0fff]"
+)
+TAG = re.compile("[\U000e0020-\U000e007f]")
+EMOJI_FLAG = re.compile("\U0001f3f4[\U000e0020-\U000e007f]+")
 
 
 def _check_new_name(path):
-    for pattern, what in ((BIDI_CONTROLS, "bidirectional control characters"), (INVISIBLE, "invisible characters")):
-        found = pattern.search(path)
+    # (Tags are looked for where no emoji flag holds them.)
+    unflagged = EMOJI_FLAG.sub("", path)
+    for pattern, what in ((BIDI_CONTROLS, "bidirectional control characters"), (INVISIBLE, "invisible characters"), (TAG, "invisible characters")):
+        found = pattern.search(unflagged)
         if found:
             raise web.HTTPError(
                 400,

@@ -244,7 +244,7 @@ describe('chunked uploads are one write (the codeagent_contents manager)', () =>
     }
     expect((await put(encodeURIComponent('folder\u202e'), { type: 'directory' })).status).toBe(400);
     // The invisible characters too (zero-width space, byte-order mark, soft hyphen, Hangul filler).
-    for (const c of ['\u200b', '\ufeff', '\u00ad', '\u3164']) {
+    for (const c of ['\u200b', '\ufeff', '\u00ad', '\u3164', '\u{e0020}', '\ufff9']) {
       const saved = await put(encodeURIComponent(`report${c}.txt`), { type: 'file', format: 'text', content: 'x' });
       expect(saved.status).toBe(400);
       expect(saved.model.message).toContain('invisible characters');

@@ -19,7 +19,11 @@ describe(`conditional writes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, 
     await addMembers(b, ws, [[editor, 'editor']]);
   }, 60_000);
   afterAll(async () => {
-    await b.close();
+    // (Connections the test's fetches keep open, answers of refusals not read to their end, are
+    // cut, as `closeNow` does for the gateway's tests: the close would wait for them otherwise.)
+    const closing = b.close();
+    b.app.server.closeAllConnections();
+    await closing;
   });
 
   const api = (path: string) => `${base}/api/v1/data-resources/${ws}/objects/${path}`;
@@ -29,6 +33,12 @@ describe(`conditional writes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, 
   const read = async (path: string) => {
     const res = await send(api(path), 'GET');
     return res.status === 200 ? await res.text() : res.status;
+  };
+  // (The answers read to their end, as a client does: one left unread kept the test's server from closing.)
+  const statusOf = async (answer: Promise<Response>) => {
+    const res = await answer;
+    await res.arrayBuffer();
+    return res.status;
   };
   const etagOf = async (path: string) => (await send(api(path), 'HEAD')).headers.get('etag')!;
 
@@ -75,5 +85,40 @@ describe(`conditional writes (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, 
     expect(await read('folder/a.txt')).toBe('a');
     expect((await send(dav('folder'), 'DELETE', { 'if-match': '*' })).status).toBe(204);
     expect(await read('folder/a.txt')).toBe(404);
+  });
+
+  it('refuses * inside a list (400), and holds the conditions on the form upload, a version restore, and a WebDAV COPY or MOVE (about its source)', async () => {
+    expect(await statusOf(send(api('star.txt'), 'PUT', {}, 'one'))).toBe(201);
+    for (const header of ['*, *', '"x", *']) {
+      expect(await statusOf(send(api('star.txt'), 'PUT', { 'if-none-match': header }, 'two')), header).toBe(400);
+      expect(await statusOf(send(dav('star.txt'), 'PUT', { 'if-none-match': header }, 'two')), header).toBe(400);
+    }
+    expect(await read('star.txt')).toBe('one');
+    const form = new FormData();
+    form.append('path', 'star.txt');
+    form.append('file', new Blob(['form']), 'star.txt');
+    expect(
+      (await fetch(`${base}/api/v1/data-resources/${ws}/uploads`, { method: 'POST', body: form, headers: { ...bearer(editor.token), 'if-none-match': '*' } }))
+        .status,
+    ).toBe(412);
+    expect(await read('star.txt')).toBe('one');
+    const first = await etagOf('star.txt');
+    expect(await statusOf(send(api('star.txt'), 'PUT', {}, 'two'))).toBe(200);
+    const versions = (await (await send(`${base}/api/v1/data-resources/${ws}/versions/star.txt`, 'GET')).json()) as { items: { version_id: string }[] };
+    const old = versions.items.at(-1)!.version_id;
+    const restore = (headers: Record<string, string>) =>
+      send(
+        `${base}/api/v1/data-resources/${ws}/versions/star.txt/restore`,
+        'POST',
+        { 'content-type': 'application/json', ...headers },
+        JSON.stringify({ version_id: old }),
+      );
+    expect(await statusOf(restore({ 'if-match': first }))).toBe(412);
+    expect(await read('star.txt')).toBe('two');
+    expect(await statusOf(send(dav('star.txt'), 'MOVE', { destination: `/api/v1/dav/${ws}/moved.txt`, 'if-match': first }))).toBe(412);
+    expect(await statusOf(send(dav('star.txt'), 'COPY', { destination: `/api/v1/dav/${ws}/copied.txt`, 'if-none-match': '*' }))).toBe(412);
+    expect([await read('star.txt'), await read('moved.txt'), await read('copied.txt')]).toEqual(['two', 404, 404]);
+    expect(await statusOf(restore({ 'if-match': await etagOf('star.txt') }))).toBe(200);
+    expect(await read('star.txt')).toBe('one');
   });
 });

@@ -199,12 +199,14 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         const path = pathOf(req.params);
         refuseMarkerName(path);
         checkUploadHeaders(req, maxUploadBytes);
+        // (Before the body is taken: a malformed condition is refused unread.)
+        const conditions = writeConditionsOf(req.headers);
         const { object, created } = await files.put(req.params.ws, path, requestBody(req.raw), {
           contentType: req.headers['content-type'],
           actor: req.user.id,
           maxBytes: maxUploadBytes,
           stillAllowed: writeStillAllowed(req, req.params.ws),
-          conditions: writeConditionsOf(req.headers),
+          conditions,
         });
         return reply.code(created ? 201 : 200).send(object);
       },
@@ -226,11 +228,12 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
           summary: 'Upload a file as multipart/form-data: field `path`, then field `file`',
           params: Ws,
           consumes: ['multipart/form-data'],
-          response: { 201: ObjectSchema, ...errors(400, 401, 403, 404, 409, 413, 415, 429) },
+          response: { 201: ObjectSchema, ...errors(400, 401, 403, 404, 409, 412, 413, 415, 429) },
         },
       },
       async (req, reply) => {
         checkUploadHeaders(req, maxUploadBytes + 64 * 1024);
+        const conditions = writeConditionsOf(req.headers);
         if (!req.isMultipart()) throw new BadRequestError('send multipart/form-data with a field `path` and then a field `file`', { file: 'missing' });
         let path: string | undefined;
         const parts = req.parts();
@@ -261,6 +264,7 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
               actor: req.user.id,
               maxBytes: maxUploadBytes,
               stillAllowed: writeStillAllowed(req, req.params.ws),
+              conditions,
             });
           } catch (err) {
             if (broken === undefined || err instanceof AppError) throw err;
@@ -399,14 +403,14 @@ export const dataResourcesRoutes: FastifyPluginAsyncTypebox<DataResourcesOptions
         summary: 'Restore a version (POST …/versions/{path}/restore); the current content becomes a version',
         params: WsPath,
         body: Type.Object({ version_id: Type.String({ maxLength: 64 }) }, { additionalProperties: false }),
-        response: { 200: ObjectSchema, ...errors(400, 401, 403, 404, 409) },
+        response: { 200: ObjectSchema, ...errors(400, 401, 403, 404, 409, 412) },
       },
     },
     async (req) => {
       const raw = req.params['*'];
       if (!raw.endsWith('/restore')) throw new BadRequestError('POST …/versions/{path}/restore restores a version', { path: 'must end with /restore' });
       const path = pathOf({ '*': raw.slice(0, -'/restore'.length) });
-      return files.restoreVersion(req.params.ws, path, req.body.version_id, req.user.id);
+      return files.restoreVersion(req.params.ws, path, req.body.version_id, req.user.id, writeConditionsOf(req.headers));
     },
   );
 

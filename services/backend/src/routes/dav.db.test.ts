@@ -400,13 +400,19 @@ describe(`WebDAV tree (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   it('refuses uploads to the folder marker’s name (only MKCOL stores it, empty), by WebDAV, the API and the form', async () => {
     expect((await dav('parked/.codeagent-folder', { method: 'PUT', body: 'hidden data' })).status).toBe(400);
     const rest = (path: string, init: RequestInit) => fetch(`${gatewayUrl}/api/v1/data-resources/${ws}/${path}`, { ...init, headers: bearer(editor.token) });
-    const put = await rest('objects/parked/.codeagent-folder', { method: 'PUT', body: 'hidden data' });
-    expect(put.status).toBe(400);
-    expect(((await put.json()) as { message: string }).message).toMatch(/MKCOL/);
+    const refused = await rest('objects/parked/.codeagent-folder', { method: 'PUT', body: 'hidden data' });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { message: string }).message).toMatch(/MKCOL/);
     const form = new FormData();
     form.append('path', 'parked/.codeagent-folder');
     form.append('file', new Blob(['hidden data']), 'x');
     expect((await rest('uploads', { method: 'POST', body: form })).status).toBe(400);
+    // Nor a MOVE or COPY onto it (the re-check moved a file there).
+    expect((await put('parked-source.bin', 'hidden data')).status).toBe(201);
+    for (const method of ['MOVE', 'COPY']) {
+      const res = await dav('parked-source.bin', { method, headers: { destination: `/api/v1/dav/${ws}/other/.codeagent-folder` } });
+      expect([method, res.status]).toEqual([method, 400]);
+    }
     expect((await dav('parked', { method: 'MKCOL' })).status).toBe(201);
     const listing = (await (await api('objects?prefix=parked/')).json()) as { items: { path: string; size: number }[] };
     expect(listing.items).toMatchObject([{ path: 'parked/.codeagent-folder', size: 0 }]);

@@ -201,13 +201,14 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     await refuseUnderObject(t);
     checkUploadHeaders(req, maxUploadBytes);
     const modifiedAt = clientModTime(req.headers['x-oc-mtime']);
+    const conditions = writeConditionsOf(req.headers);
     const { object, created } = await files.put(t.workspace, t.path, requestBody(req.raw), {
       contentType: req.headers['content-type'],
       actor: actorOf(req),
       maxBytes: maxUploadBytes,
       modifiedAt,
       stillAllowed: writeStillAllowed(req, t.workspace),
-      conditions: writeConditionsOf(req.headers),
+      conditions,
     });
     // (ownCloud's answer that the time was kept.)
     if (modifiedAt !== undefined) reply.header('x-oc-mtime', 'accepted');
@@ -304,8 +305,14 @@ export const davRoutes: FastifyPluginAsync<DavOptions> = async (app, { db, files
     if (isWithin(dest.path, source.path) || isWithin(source.path, dest.path)) {
       throw new ForbiddenError('the source and the Destination are the same or one lies inside the other');
     }
+    refuseMarkerName(dest.path);
     const kind = await files.kindOf(source.workspace, source.path);
     if (!kind) throw new NotFoundError(`nothing at ${source.path}`);
+    // The conditions are the request's, about its own URL: the source (RFC 9110 §13, RFC 4918).
+    // Checked before anything changes (not under the write's lock, as PUT's and DELETE's are).
+    const conditions = writeConditionsOf(req.headers);
+    if (conditions !== undefined)
+      checkWriteConditions(kind === 'object' ? await files.stat(source.workspace, source.path) : { sha256: undefined }, conditions, source.path);
     await refuseUnderObject(dest);
     // A folder moved or deleted, or anything copied (a copy reads and writes every byte), holds
     // one of the user's places (decision 0227); a file moved onto a file does not.
