@@ -1,24 +1,37 @@
 // Slow uploads, however many, never take the connections every other request needs (decision
 // 0258): a component's requests whose body streams on go over connections of their own.
-import { createServer, request, type ClientRequest, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, request, type ClientRequest, type IncomingMessage, type RequestListener } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startIngress, type Ingress } from './ingress-testing.js';
+import { startIngress } from './ingress-testing.js';
+import { listenOn, stopServer } from './upstream-testing.js';
 import { UPSTREAMS, largeAnswer } from './routes.js';
 import { SMALL_BODY_BYTES } from './upstream-pool.js';
+
+/** A stand-in for every component, answering with `handler`, and the gateway in front of it. */
+async function behindGateway(handler: RequestListener, fastPath = true): Promise<{ base: string; close(): Promise<void> }> {
+  const upstream = createServer(handler);
+  const url = await listenOn(upstream);
+  const gateway = await startIngress('gateway', { upstreams: { backend: url, clusterAdmin: url, bridge: url }, timeoutMs: 30_000, fastPath });
+  return {
+    base: gateway.base,
+    async close() {
+      await gateway.close();
+      await stopServer(upstream);
+    },
+  };
+}
 
 describe.each([
   { path: 'fast path', fastPath: true },
   { path: "the framework's proxy", fastPath: false },
 ])('the gateway full of held uploads ($path)', ({ fastPath }) => {
-  let upstream: Server;
-  let gateway: Ingress;
+  let gateway: Awaited<ReturnType<typeof behindGateway>>;
   const held: IncomingMessage[] = [];
   const holding: ClientRequest[] = [];
 
   beforeAll(async () => {
     // The backend: holds every large upload (reads it, never answers), answers anything else.
-    upstream = createServer((req, res) => {
+    gateway = await behindGateway((req, res) => {
       if (req.method === 'PUT' && Number(req.headers['content-length'] ?? Infinity) > SMALL_BODY_BYTES) {
         held.push(req);
         req.resume();
@@ -26,16 +39,11 @@ describe.each([
       }
       req.resume();
       req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'));
-    });
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-    gateway = await startIngress('gateway', { upstreams: { backend: url, clusterAdmin: url, bridge: url }, timeoutMs: 30_000, fastPath });
+    }, fastPath);
   });
   afterAll(async () => {
     for (const req of holding) req.destroy();
     await gateway?.close();
-    upstream?.closeAllConnections();
-    await new Promise((r) => upstream?.close(r));
   });
 
   it('answers requests without a large body at once, and queues the next upload', async () => {
@@ -83,26 +91,20 @@ describe.each([
   { path: 'fast path', fastPath: true },
   { path: "the framework's proxy", fastPath: false },
 ])('small bodies sent slowly ($path)', ({ fastPath }) => {
-  let upstream: Server;
-  let gateway: Ingress;
+  let gateway: Awaited<ReturnType<typeof behindGateway>>;
   const holding: ClientRequest[] = [];
   /** Every request that reached the backend, by path. */
   const seen: string[] = [];
   beforeAll(async () => {
-    upstream = createServer((req, res) => {
+    gateway = await behindGateway((req, res) => {
       seen.push(req.url ?? '');
       req.resume();
       req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'));
-    });
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-    gateway = await startIngress('gateway', { upstreams: { backend: url, clusterAdmin: url, bridge: url }, timeoutMs: 30_000, fastPath });
+    }, fastPath);
   });
   afterAll(async () => {
     for (const req of holding) req.destroy();
     await gateway?.close();
-    upstream?.closeAllConnections();
-    await new Promise((r) => upstream?.close(r));
   });
 
   it('takes no connection for a small body sent slowly: it is read whole before it goes on', async () => {
@@ -132,13 +134,12 @@ describe.each([
 });
 
 describe('downloads read slowly', () => {
-  let upstream: Server;
-  let gateway: Ingress;
+  let gateway: Awaited<ReturnType<typeof behindGateway>>;
   const clients: ClientRequest[] = [];
   let started = 0;
   beforeAll(async () => {
     // The backend: a file's content starts and never ends (a client reading at a trickle holds it as long).
-    upstream = createServer((req, res) => {
+    gateway = await behindGateway((req, res) => {
       if (req.url?.includes('/objects/big.bin')) {
         started++;
         res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': 10_000_000 });
@@ -147,15 +148,10 @@ describe('downloads read slowly', () => {
       }
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
     });
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-    gateway = await startIngress('gateway', { upstreams: { backend: url, clusterAdmin: url, bridge: url }, timeoutMs: 30_000 });
   });
   afterAll(async () => {
     for (const c of clients) c.destroy();
     await gateway?.close();
-    upstream?.closeAllConnections();
-    await new Promise((r) => upstream?.close(r));
   });
 
   it('take none of the connections every other request needs', async () => {
@@ -213,5 +209,62 @@ describe('downloads read slowly', () => {
       ['GET', '/jupyter/w/api/contentsx'],
     ] as const)
       expect(largeAnswer(method, path), `${method} ${path}`).toBe(false);
+  });
+});
+
+// An upload waiting for a connection of a full pool whose client goes away: the gateway lives on
+// (it died of the body stream's unheard error, and every user's connections with it).
+describe('an upload queued for a full pool whose client goes away', () => {
+  let gateway: Awaited<ReturnType<typeof behindGateway>>;
+  const held: IncomingMessage[] = [];
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown) => uncaught.push(err);
+
+  beforeAll(async () => {
+    process.on('uncaughtException', onUncaught);
+    // The backend: holds every upload (reads it, never answers), answers anything else.
+    gateway = await behindGateway((req, res) => {
+      if (req.method === 'PUT') {
+        held.push(req);
+        req.resume();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    });
+  });
+  afterAll(async () => {
+    process.off('uncaughtException', onUncaught);
+    await gateway?.close();
+  });
+
+  it('ends that request alone; the gateway answers the next ones', async () => {
+    const { port } = new URL(gateway.base);
+    // A streamed upload (declared larger than the 64 KiB the gateway reads first) that sends
+    // 100 KiB of its 1 MB and then waits.
+    const upload = (): ClientRequest => {
+      const req = request({ host: '127.0.0.1', port, path: '/api/v1/data-resources/w/objects/f.bin', method: 'PUT', headers: { 'content-length': 1_000_000 } });
+      req.on('error', () => undefined);
+      req.write(Buffer.alloc(100 * 1024, 1));
+      return req;
+    };
+    const pool = UPSTREAMS.backend.connections;
+    const holding = Array.from({ length: pool }, upload);
+    for (let i = 0; held.length < pool; i++) {
+      if (i > 300) throw new Error(`only ${held.length} of ${pool} uploads reached the backend`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // One more waits in the pool's queue; its client goes away.
+    const queued = upload();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(held).toHaveLength(pool);
+    queued.destroy();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(uncaught).toEqual([]);
+    // The held uploads end; the gateway still answers.
+    for (const req of holding) req.destroy();
+    for (const req of held) req.socket.destroy();
+    const res = await fetch(`${gateway.base}/api/v1/health`);
+    expect(res.status).toBe(200);
+    expect(uncaught).toEqual([]);
   });
 });
