@@ -19,6 +19,14 @@ export interface NginxConfigOptions {
 
 /** `codeagent nginx-config`: the nginx equivalent of the gateway (issue 18, decision 0060). */
 export async function nginxConfig(config: Config, options: NginxConfigOptions): Promise<number> {
+  if (config.labOrigins !== undefined) {
+    // (Decision 0263: the tickets, passes and host rules of lab hosts are the gateway's.)
+    console.error(
+      'codeagent: LAB_ORIGIN (a host of its own for each workspace lab) is served by the gateway only; the nginx ingress does not have it. ' +
+        'Unset LAB_ORIGIN, or run the gateway behind your proxy (TRUSTED_PROXIES) for the lab hosts.',
+    );
+    return 2;
+  }
   const opts = {
     output: options.output === undefined ? undefined : resolve(options.output),
     runDir: options.runDir === undefined ? undefined : resolve(options.runDir),

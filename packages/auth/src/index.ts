@@ -20,3 +20,19 @@ export {
 export type { Credential, CredentialSource } from './session-cookie.js';
 export { MOUNT_TOKEN_PREFIX, MOUNT_TOKEN_MAX_SECONDS, mountTokenKey, issueMountToken, isMountToken, verifyMountToken } from './mount-token.js';
 export type { MountTokenClaims } from './mount-token.js';
+export {
+  LAB_TICKET_PREFIX,
+  LAB_PASS_PREFIX,
+  LAB_TICKET_SECONDS,
+  labTokenKey,
+  isLabToken,
+  newLabState,
+  labStateHash,
+  labStateMatches,
+  isLabStateHash,
+  issueLabTicket,
+  issueLabPass,
+  verifyLabToken,
+} from './lab-token.js';
+export type { LabCredential } from './lab-token.js';
+export { LAB_COOKIE, LAB_STATE_COOKIE, LAB_STATE_HEADER, LAB_STATE_HASH_HEADER, WORKSPACE_HEADER, ACCESS_HEADER } from './session-cookie.js';

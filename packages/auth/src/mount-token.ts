@@ -1,5 +1,6 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { InvalidTokenError } from './jwt.js';
+import { openToken, signToken } from './signed-token.js';
 
 /** Every mount token starts with this: never a JWT, so no user-token check can take one. */
 export const MOUNT_TOKEN_PREFIX = 'mnt.';
@@ -24,14 +25,11 @@ export function mountTokenKey(internalServiceToken: string): Buffer {
   return createHmac('sha256', internalServiceToken).update('codeagent mount token').digest();
 }
 
-const sign = (key: Buffer, payload: string) => createHmac('sha256', key).update(payload).digest();
-
 /** A token for the platform's own mount of one workspace: `mnt.<payload>.<HMAC-SHA256>`. */
 export function issueMountToken(key: Buffer, workspaceId: string, ttlSeconds = MOUNT_TOKEN_MAX_SECONDS, now = Date.now()): { token: string; expiresAt: Date } {
   const ttl = Math.min(Math.max(1, Math.floor(ttlSeconds)), MOUNT_TOKEN_MAX_SECONDS);
   const claims: MountTokenClaims = { ws: workspaceId.toLowerCase(), exp: Math.floor(now / 1000) + ttl, jti: randomBytes(12).toString('base64url') };
-  const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
-  return { token: `${MOUNT_TOKEN_PREFIX}${payload}.${sign(key, payload).toString('base64url')}`, expiresAt: new Date(claims.exp * 1000) };
+  return { token: signToken(MOUNT_TOKEN_PREFIX, key, claims), expiresAt: new Date(claims.exp * 1000) };
 }
 
 export function isMountToken(token: string): boolean {
@@ -40,18 +38,7 @@ export function isMountToken(token: string): boolean {
 
 /** Checks the signature (constant time), the shape and the expiry; throws InvalidTokenError otherwise. */
 export function verifyMountToken(key: Buffer, token: string, now = Date.now()): MountTokenClaims {
-  if (!isMountToken(token)) throw new InvalidTokenError('not a mount token');
-  const [payload, signature, ...rest] = token.slice(MOUNT_TOKEN_PREFIX.length).split('.');
-  if (!payload || !signature || rest.length > 0) throw new InvalidTokenError('malformed mount token');
-  const given = Buffer.from(signature, 'base64url');
-  const expected = sign(key, payload);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new InvalidTokenError('invalid mount token signature');
-  let claims: Partial<MountTokenClaims>;
-  try {
-    claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Partial<MountTokenClaims>;
-  } catch {
-    throw new InvalidTokenError('malformed mount token');
-  }
+  const claims = openToken(MOUNT_TOKEN_PREFIX, key, token, 'mount token') as Partial<MountTokenClaims>;
   if (typeof claims.ws !== 'string' || typeof claims.exp !== 'number' || typeof claims.jti !== 'string') throw new InvalidTokenError('malformed mount token');
   if (claims.exp * 1000 <= now) throw new InvalidTokenError('mount token expired');
   // A token that claims to live longer than any token may was not made by this platform's rule.

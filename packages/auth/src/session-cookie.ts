@@ -11,6 +11,20 @@ import { parseBasicPassword, parseBearer } from './bearer.js';
 export const SESSION_COOKIE = 'codeagent_session';
 
 /**
+ * On a workspace lab's own host (LAB_ORIGIN, decision 0263): the lab pass, the state a ticket is
+ * checked against, and the header the gateway hands that state to the backend in.
+ */
+export const LAB_COOKIE = 'codeagent_lab';
+export const LAB_STATE_COOKIE = 'codeagent_lab_state';
+export const LAB_STATE_HEADER = 'x-codeagent-lab-state';
+/** The state's hash, with which the platform's origin asks for a ticket. */
+export const LAB_STATE_HASH_HEADER = 'x-codeagent-lab-state-hash';
+
+/** Headers of the session check (`GET /api/v1/auth/session`) that name a lab's workspace, and whether the request reads or writes. */
+export const WORKSPACE_HEADER = 'x-codeagent-workspace';
+export const ACCESS_HEADER = 'x-codeagent-access';
+
+/**
  * The attributes the session cookie is set and cleared with: never readable by scripts, sent
  * on top-level navigations from other sites but not on their sub-requests or writes (SameSite
  * Lax), for every path; `secure` when the client reached us over HTTPS.

@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { resolve, join, relative, isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadOrCreateSecrets } from './secrets.js';
+import { parseLabOrigins, type LabOrigins } from './lab-origin.js';
 
 export type StorageBackend = 's3' | 'local';
 export type LogFormat = 'auto' | 'json' | 'pretty';
@@ -171,6 +172,11 @@ export interface Config {
      */
     shared: boolean;
   };
+  /**
+   * LAB_ORIGIN (with PLATFORM_ORIGIN): each workspace's JupyterLab on a host of its own, where
+   * its outputs' scripts may run (decision 0263); undefined: at `/jupyter/<id>/` of the platform's origin.
+   */
+  labOrigins: LabOrigins | undefined;
 }
 
 export class ConfigError extends Error {
@@ -492,6 +498,12 @@ export function loadConfig(options: LoadOptions = {}): Config {
   const sharedJupyterlab = str('JUPYTERLAB_URL') !== undefined;
   const runtimeUrlValue = url('RUNTIME_URL', `http://127.0.0.1:${runtimePort}`);
   const jupyterlabUrls = urls('JUPYTERLAB_URL', runtimeUrlValue);
+  const labOriginsParsed = parseLabOrigins(str('LAB_ORIGIN'), str('PLATFORM_ORIGIN'));
+  const labOrigins = labOriginsParsed !== undefined && 'problems' in labOriginsParsed ? undefined : labOriginsParsed;
+  if (labOriginsParsed !== undefined && 'problems' in labOriginsParsed) problems.push(...labOriginsParsed.problems);
+  if (labOriginsParsed !== undefined && sharedJupyterlab) {
+    problems.push('LAB_ORIGIN gives each workspace’s JupyterLab a host of its own; the shared developer server of JUPYTERLAB_URL has none: unset one of them');
+  }
 
   const config: Config = {
     mode: production ? 'production' : 'development',
@@ -612,6 +624,7 @@ export function loadConfig(options: LoadOptions = {}): Config {
       shared: sharedJupyterlab,
       token: str('JUPYTERLAB_TOKEN') ?? derivedJupyterlabToken(internalServiceToken),
     },
+    labOrigins,
   };
 
   if (problems.length > 0) throw new ConfigError(problems);

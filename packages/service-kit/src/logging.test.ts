@@ -88,5 +88,9 @@ describe('component logs', () => {
     expect(redactUrl('/api/v1/health')).toBe('/api/v1/health');
     expect(redactUrl('/a?page=2&limit=5')).toBe('/a?page=2&limit=5');
     expect(redactUrl('/a?Token=x&API_KEY=y&%74oken=z&flag')).toBe('/a?Token=[redacted]&API_KEY=[redacted]&%74oken=[redacted]&flag');
+    // A lab's ticket (decision 0263) in the address its login is sent to.
+    expect(redactUrl('/jupyter/w/codeagent-lab-login?ticket=labt.x.y&next=%2Fjupyter%2Fw%2Flab')).toBe(
+      '/jupyter/w/codeagent-lab-login?ticket=[redacted]&next=%2Fjupyter%2Fw%2Flab',
+    );
   });
 });

@@ -22,7 +22,7 @@ const SECRET_FIELDS = [
 export const REDACTED = '[redacted]';
 
 /** Query parameters that carry secrets (Jupyter's `?token=`, OAuth's `access_token`, …). */
-const SECRET_QUERY = /token|password|secret|key|auth|session|cookie/i;
+const SECRET_QUERY = /token|password|secret|key|auth|session|cookie|ticket/i;
 
 /** A URL or path with the values of secret-bearing query parameters replaced by `[redacted]`. */
 export function redactUrl(url: string): string {

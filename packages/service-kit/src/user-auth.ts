@@ -2,7 +2,21 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import { USERS_CHANNEL, announcedUserId, findActiveTokenUser, isSystemAdmin, type DB, type Database, type Listener, type UserRow } from '@codeagent/db';
-import { isMountToken, refusedCrossSite, requestCredential, verifyMountToken, verifyUserToken, InvalidTokenError, type UserTokenClaims } from '@codeagent/auth';
+import {
+  isLabToken,
+  isMountToken,
+  labStateMatches,
+  labTokenKey,
+  refusedCrossSite,
+  requestCredential,
+  verifyLabToken,
+  verifyMountToken,
+  verifyUserToken,
+  InvalidTokenError,
+  LAB_STATE_HEADER,
+  type LabCredential,
+  type UserTokenClaims,
+} from '@codeagent/auth';
 import { ForbiddenError, UnauthorizedError } from './errors.js';
 import { HeardCache } from './heard-cache.js';
 
@@ -16,6 +30,8 @@ declare module 'fastify' {
      * mount token, decision 0140): the one workspace it may reach; `user` is then not set.
      */
     mountWorkspace: string | undefined;
+    /** Set by `requireUserOrLab` when the caller came with a lab ticket or pass (decision 0263); `user` is its session's. */
+    labCredential: LabCredential | undefined;
   }
   interface FastifyInstance {
     requireUser: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
@@ -30,6 +46,12 @@ declare module 'fastify' {
      */
     requireUserOrMount: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
     requireSystemAdmin: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    /**
+     * `requireUser` that also takes a lab ticket or pass (Bearer only) for `workspaceId`, the one
+     * workspace whose JupyterLab the route serves (decision 0263): one made for another workspace,
+     * or a ticket without the state of the browser it was made for, is 401.
+     */
+    requireUserOrLab: (req: FastifyRequest, workspaceId: string | undefined) => Promise<void>;
     /**
      * After a change of the user's sessions or record committed here (its NOTIFY included):
      * this instance forgets the user's cached token checks now, and waits (briefly) until the
@@ -194,6 +216,8 @@ export const userAuth = fp<UserAuthOptions>(
     app.decorateRequest('user', null as unknown as UserRow);
     app.decorateRequest('tokenClaims', null as unknown as UserTokenClaims);
     app.decorateRequest('mountWorkspace', undefined);
+    app.decorateRequest('labCredential', undefined);
+    const labKey = labTokenKey(opts.jwtSecret);
     const cacheMs = opts.cacheMs ?? 10_000;
     const feed = opts.listen && cacheMs > 0 ? new UserChangeFeed(cacheMs, opts.cacheEntries ?? 10_000) : undefined;
     if (feed) {
@@ -205,6 +229,18 @@ export const userAuth = fp<UserAuthOptions>(
     });
     app.decorate('userScopedCache', <V>(): UserScopedCache<V> => feed?.cache<V>() ?? NO_CACHE);
     const tokenChecks = app.userScopedCache<UserRow>();
+
+    /** The user of a session whose token checked out, while the session is still valid (cached per session). */
+    const activeUser = async (claims: UserTokenClaims): Promise<UserRow> => {
+      let user = tokenChecks.get(claims.jti);
+      if (!user) {
+        const stamp = tokenChecks.stamp();
+        user = await findActiveTokenUser(opts.db, claims);
+        if (!user) throw new UnauthorizedError('token is no longer valid; log in again');
+        tokenChecks.set(claims.jti, user.id, user, stamp);
+      }
+      return user;
+    };
 
     const authenticate = async (req: FastifyRequest, allowBasic: boolean): Promise<void> => {
       const credential = requestCredential(req.headers, { basic: allowBasic });
@@ -222,13 +258,7 @@ export const userAuth = fp<UserAuthOptions>(
         if (err instanceof InvalidTokenError) throw new UnauthorizedError(`${err.message}; log in again`);
         throw err;
       }
-      let user = tokenChecks.get(claims.jti);
-      if (!user) {
-        const stamp = tokenChecks.stamp();
-        user = await findActiveTokenUser(opts.db, claims);
-        if (!user) throw new UnauthorizedError('token is no longer valid; log in again');
-        tokenChecks.set(claims.jti, user.id, user, stamp);
-      }
+      const user = await activeUser(claims);
       // Checked after the token so that a stale token says "log in again" first, as before.
       if (refusedCrossSite(credential.source, req.method, req.headers, addressedHost(req))) {
         throw new ForbiddenError('cross-site request refused: send the token in the Authorization header');
@@ -253,6 +283,31 @@ export const userAuth = fp<UserAuthOptions>(
         return;
       }
       await authenticate(req, true);
+    });
+
+    app.decorate('requireUserOrLab', async (req: FastifyRequest, workspaceId: string | undefined) => {
+      const credential = requestCredential(req.headers);
+      // Only as Bearer: the gateway of a lab's host hands its cookie on so, after its own origin check.
+      if (!credential || credential.source !== 'bearer' || !isLabToken(credential.token)) return authenticate(req, false);
+      let lab: LabCredential;
+      try {
+        lab = verifyLabToken(labKey, credential.token);
+      } catch (err) {
+        if (err instanceof InvalidTokenError) throw new UnauthorizedError(`${err.message}; open the lab again from the platform`);
+        throw err;
+      }
+      if (workspaceId === undefined || workspaceId.toLowerCase() !== lab.workspaceId) {
+        throw new UnauthorizedError('a lab pass opens only the JupyterLab of its own workspace');
+      }
+      if (lab.kind === 'ticket') {
+        const state = req.headers[LAB_STATE_HEADER];
+        if (!labStateMatches(lab, typeof state === 'string' ? state : undefined)) {
+          throw new UnauthorizedError('this link to the lab was made for another browser; open the lab again from the platform');
+        }
+      }
+      req.user = await activeUser(lab.session);
+      req.tokenClaims = lab.session;
+      req.labCredential = lab;
     });
 
     app.decorate('requireSystemAdmin', async (req: FastifyRequest, reply: FastifyReply) => {

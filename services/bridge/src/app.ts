@@ -155,8 +155,11 @@ export async function buildBridgeApp(opts: BridgeOptions): Promise<FastifyInstan
     // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
     await bridge.register(async (inner) => {
       const authed = inner.withTypeProvider<TypeBoxTypeProvider>();
-      authed.addHook('onRequest', authed.requireUser);
-      if (inWorkspace) authed.addHook('onRequest', requireMember);
+      // A workspace's bridge also takes its lab's pass (the lab on a host of its own, decision 0263); no other route does.
+      if (inWorkspace) {
+        authed.addHook('onRequest', async (req) => authed.requireUserOrLab(req, (req.params as { ws?: string }).ws));
+        authed.addHook('onRequest', requireMember);
+      } else authed.addHook('onRequest', authed.requireUser);
 
       authed.get('/providers', async () => {
         const { resolved, upstream } = client();

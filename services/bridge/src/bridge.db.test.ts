@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { createTestDatabase, type TestDatabase } from '@codeagent/db';
-import { issueUserToken } from '@codeagent/auth';
+import { issueLabPass, issueLabTicket, issueUserToken, labStateHash, labTokenKey, verifyLabToken, verifyUserToken } from '@codeagent/auth';
 import { buildGatewayApp } from '@codeagent/gateway';
 import type { ErrorBody } from '@codeagent/service-kit';
 import { MAX_EDITS_PER_USER, buildBridgeApp } from './app.js';
@@ -625,6 +625,16 @@ describe(`notebook bridge (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () 
       expect(fake.prompts.length).toBe(sent);
       expect((await call(`/jupyter/${wsA}/codeagent-bridge/hello`, { as: 'no-token' })).status).toBe(200);
       expect((await fetch(`${base}/jupyter/${wsA}/codeagent-bridge/sessions`)).status).toBe(401);
+      // The pass of A's lab on a host of its own (decision 0263) opens A's bridge, and no other route.
+      const key = labTokenKey(SECRET);
+      const claims = await verifyUserToken(token, SECRET);
+      const passA = issueLabPass(key, verifyLabToken(key, issueLabTicket(key, claims, wsA, labStateHash('state')))).pass;
+      expect((await fixIn(wsA, 'from the lab of A', passA)).status).toBe(200);
+      expect((await fixIn(wsB, 'from the lab of A', passA)).status).toBe(401);
+      expect((await call('/codeagent-bridge/providers', { as: passA })).status).toBe(401);
+      expect((await call('/codeagent-bridge/sessions', { as: passA })).status).toBe(401);
+      // A ticket is no pass, even for its own workspace.
+      expect((await fixIn(wsA, 'with a ticket', issueLabTicket(key, claims, wsA, labStateHash('state')))).status).toBe(401);
       // A membership that ended ends the workspace's bridge too.
       await db.updateTable('workspace_members').set({ deleted_at: new Date() }).where('workspace_id', '=', wsB).where('user_id', '=', me).execute();
       expect((await fixIn(wsB, 'after removal')).status).toBe(404);

@@ -34,7 +34,9 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
+import { labHostWorkspace, registerLabHosts, startLabLogin } from './lab-hosts.js';
 import { ROUTES, UPSTREAMS, USER_ID_HEADER, largeAnswer, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
+import type { LabOrigins } from '@codeagent/config';
 import { InMemoryBody, SMALL_BODY_BYTES, UpstreamPool } from './upstream-pool.js';
 import { OpenSockets } from './open-sockets.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
@@ -79,6 +81,8 @@ export interface GatewayOptions {
    * with the backend (`GET /api/v1/auth/session` on `upstreams.backend`).
    */
   jupyter?: JupyterUpstream;
+  /** LAB_ORIGIN: each workspace's JupyterLab on a host of its own (lab-hosts.ts, decision 0263); only with `jupyter.perWorkspace`. */
+  labOrigins?: LabOrigins | undefined;
   /** TRUSTED_PROXIES: peers (addresses, CIDRs) whose X-Forwarded-For/-Proto/-Host are believed; default none. */
   trustedProxies?: readonly string[];
   /**
@@ -203,6 +207,7 @@ function refuseUpgrade(socket: Duplex): void {
  */
 export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInstance> {
   const trusted = opts.trustedProxies ?? [];
+  const labs = opts.jupyter?.perWorkspace === true ? opts.labOrigins : undefined;
   const bodyIdleMs = opts.bodyIdleMs ?? 60_000;
   // Set once the routes are known; until then (and when off) every request goes to Fastify.
   let fast: FastPathControl | undefined;
@@ -230,7 +235,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
         { ServerResponse: GatewayResponse, shouldUpgradeCallback: (req) => websocketProxies.length > 0 && takesUpgrade(req.url ?? '/', req.headers.upgrade) },
         (req, res) => {
           limitBodyIdle(req, res, bodyIdleMs);
-          if (fast === undefined || !fast(req, res)) handler(req, res);
+          // (A lab's host has rules of its own, lab-hosts.ts: the framework's path. The fast path
+          // is on only without trusted proxies, so the Host header is the host the client addressed.)
+          if (fast === undefined || labHostWorkspace(labs, req.headers.host) !== undefined || !fast(req, res)) handler(req, res);
         },
       ) as unknown as Server;
       server.keepAliveTimeout = 72_000;
@@ -336,6 +343,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   app.addHook('onClose', async () => sessions.close());
   const jupyterToken = opts.jupyter?.token ?? '';
   const perWorkspace = opts.jupyter?.perWorkspace === true;
+  if (labs !== undefined && perWorkspace) registerLabHosts(app, labs, sessions);
   // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
   // drops the platform cookie and the Origin it already checked (Jupyter would compare the
   // Origin with its own address and refuse).
@@ -408,6 +416,9 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
               if (!access.ok) {
                 // A browser without a valid session goes to the login page and comes back.
                 if (perWorkspace && access.status === 401 && isPageRequest(req.method, req.headers)) {
+                  // (On a lab's host: through the platform's origin for a ticket, decision 0263.)
+                  const hostWs = labHostWorkspace(labs, req.host);
+                  if (hostWs !== undefined) return startLabLogin(reply, labs!, hostWs, req.originalUrl);
                   return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(req.url));
                 }
                 return reply.code(access.status).send({ error: access.error, message: access.message });

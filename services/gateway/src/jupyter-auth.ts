@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool, errors as undiciErrors, type Dispatcher } from 'undici';
-import { refusedCrossSite, requestCredential, SAFE_METHODS } from '@codeagent/auth';
+import { ACCESS_HEADER, LAB_STATE_HASH_HEADER, LAB_STATE_HEADER, refusedCrossSite, requestCredential, SAFE_METHODS, WORKSPACE_HEADER } from '@codeagent/auth';
 import { MESSAGES } from './routes.js';
 
 // The cookie's name and the cookie/origin rule are the platform's one copy in @codeagent/auth
@@ -12,7 +12,15 @@ export const SESSION_CHECK_PATH = '/api/v1/auth/session';
 
 /** What the backend says about a session token. */
 export type SessionAnswer =
-  | { kind: 'user'; userId: string; isSystemAdmin: boolean }
+  | {
+      kind: 'user';
+      userId: string;
+      isSystemAdmin: boolean;
+      /** Asked with a state's hash: a ticket to the workspace's lab (decision 0263). */
+      labTicket?: string;
+      /** Asked with a ticket and its state: the lab's pass, and for how many seconds. */
+      labPass?: { pass: string; expiresIn: number };
+    }
   /** A workspace was asked about: not a member or no such workspace (404), a viewer writing (403). */
   | { kind: 'refused'; status: 403 | 404; message: string }
   | { kind: 'invalid'; message: string }
@@ -29,12 +37,14 @@ export interface WorkspaceQuestion {
   access: 'read' | 'write';
 }
 
-/** Headers of the session check that name the workspace (the backend applies its membership rule). */
-export const WORKSPACE_HEADER = 'x-codeagent-workspace';
-export const ACCESS_HEADER = 'x-codeagent-access';
+// Headers of the session check that name the workspace (the backend applies its membership rule).
+export { WORKSPACE_HEADER, ACCESS_HEADER } from '@codeagent/auth';
+
+/** A lab on a host of its own (decision 0263): ask for a ticket (with the browser's state's hash) or exchange one (with the state). */
+export type LabQuestion = { stateHash: string } | { state: string };
 
 export interface SessionChecker {
-  check(token: string, requestId: string, workspace?: WorkspaceQuestion): Promise<SessionAnswer>;
+  check(token: string, requestId: string, workspace?: WorkspaceQuestion, lab?: LabQuestion): Promise<SessionAnswer>;
   close(): Promise<void>;
 }
 
@@ -51,7 +61,7 @@ export function backendSessionChecker(backend: string | SessionDispatcher, timeo
       : undefined;
   const pool: SessionDispatcher = own ?? (backend as SessionDispatcher);
   return {
-    async check(token, requestId, workspace) {
+    async check(token, requestId, workspace, lab) {
       try {
         const res = await pool.request({
           method: 'GET',
@@ -62,6 +72,7 @@ export function backendSessionChecker(backend: string | SessionDispatcher, timeo
             accept: 'application/json',
             'x-request-id': requestId,
             ...(workspace ? { [WORKSPACE_HEADER]: workspace.workspaceId, [ACCESS_HEADER]: workspace.access } : {}),
+            ...(lab === undefined ? {} : 'state' in lab ? { [LAB_STATE_HEADER]: lab.state } : { [LAB_STATE_HASH_HEADER]: lab.stateHash }),
           },
         });
         const text = await res.body.text();
@@ -73,7 +84,15 @@ export function backendSessionChecker(backend: string | SessionDispatcher, timeo
           }
         })();
         if (res.statusCode === 200 && typeof body.user_id === 'string' && typeof body.is_system_admin === 'boolean') {
-          return { kind: 'user', userId: body.user_id, isSystemAdmin: body.is_system_admin };
+          return {
+            kind: 'user',
+            userId: body.user_id,
+            isSystemAdmin: body.is_system_admin,
+            ...(typeof body.lab_ticket === 'string' ? { labTicket: body.lab_ticket } : {}),
+            ...(typeof body.lab_pass === 'string' && typeof body.lab_pass_expires_in === 'number'
+              ? { labPass: { pass: body.lab_pass, expiresIn: body.lab_pass_expires_in } }
+              : {}),
+          };
         }
         if (workspace && (res.statusCode === 403 || res.statusCode === 404)) {
           return { kind: 'refused', status: res.statusCode, message: typeof body.message === 'string' ? body.message : 'not found' };

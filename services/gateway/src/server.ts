@@ -26,6 +26,7 @@ export async function startGateway(config: Config, inProcess: Partial<Record<Ups
   const app = await buildGatewayApp({
     upstreams: { backend: config.backendUrls, clusterAdmin: config.clusterAdminUrls, bridge: config.bridgeUrls },
     jupyter: { url: config.jupyterlab.urls, token: config.jupyterlab.token, perWorkspace: !config.jupyterlab.shared },
+    labOrigins: config.labOrigins,
     trustedProxies: config.trustedProxies,
     maxUploadBytes: config.maxUploadBytes,
     loggerInstance: createLogger({ level: config.logLevel, format: config.logFormat }, 'gateway'),

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { browserOrigin, labPageCsp } from './lab-answers.js';
+import { FILES_POLICY, browserOrigin, labPageCsp } from './lab-answers.js';
 import { defaultLabHost } from './lab-host.js';
 import { labProxy, type LabProxy } from './lab-proxy.js';
 import { CHECKED_ANSWER_MAX } from './relay.js';
@@ -108,6 +108,7 @@ describe('a taken-over workspace server behind the lab proxy', () => {
   let dir: string;
   let fake: Server;
   let lab: LabProxy;
+  let ownOrigin: LabProxy;
   let front: Server;
   let base: string;
 
@@ -133,7 +134,14 @@ describe('a taken-over workspace server behind the lab proxy', () => {
       stop: () => Promise.resolve(),
     } as JupyterPool;
     lab = labProxy({ pool, token: TOKEN, log: pino({ level: 'silent' }) });
-    front = createServer((req, res) => lab.request(req, res));
+    // The same workspace with LAB_ORIGIN (decision 0263).
+    ownOrigin = labProxy({
+      pool,
+      token: TOKEN,
+      log: pino({ level: 'silent' }),
+      labOrigins: { protocol: 'https:', suffix: 'labs.example:8443', platform: 'https://example' },
+    });
+    front = createServer((req, res) => (req.headers['x-test-own-origin'] ? ownOrigin : lab).request(req, res));
     front.on('upgrade', (req, socket: Socket, head: Buffer) => lab.upgrade(req, socket, head));
     await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
     const address = front.address() as { port: number };
@@ -339,6 +347,26 @@ describe('a taken-over workspace server behind the lab proxy', () => {
     const refused = await handshake('refused');
     expect(refused).toMatch(/^HTTP\/1\.1 404 /);
     expect(refused.toLowerCase()).not.toContain('set-cookie');
+  });
+
+  it("lets outputs run their scripts only at the workspace's own lab origin (LAB_ORIGIN, decision 0263); every other answer stays sandboxed", async () => {
+    const at = async (host: string, path = '/lab') =>
+      (await get(path, { accept: 'text/html', 'x-forwarded-host': host, 'x-test-own-origin': '1' })).headers.get('content-security-policy')!;
+    const own = await at(`${WS}.labs.example:8443`);
+    expect(own).toBe(labPageCsp(`https://${WS}.labs.example:8443`, `/jupyter/${WS}/`, `https://${WS}.labs.example:8443`));
+    expect(own).toMatch(
+      /^script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data: https:; frame-src 'self' blob: data: https:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'$/,
+    );
+    // The platform's host, another workspace's lab host, or no LAB_ORIGIN: JupyterLab's scripts only.
+    for (const host of ['lab.example:8443', `99999999-1111-4222-8333-444455556666.labs.example:8443`, `${WS}.labs.example:8444`]) {
+      expect(await at(host), host).toBe(labPageCsp(`https://${host}`, `/jupyter/${WS}/`));
+    }
+    expect((await get('/lab', { accept: 'text/html', 'x-forwarded-host': `${WS}.labs.example:8443` })).headers.get('content-security-policy')).toBe(
+      labPageCsp(`https://${WS}.labs.example:8443`, `/jupyter/${WS}/`),
+    );
+    // What the server answers keeps its sandbox at the lab's own origin too.
+    expect(await at(`${WS}.labs.example:8443`, '/files/x.html')).toContain(FILES_POLICY);
+    expect(await at(`${WS}.labs.example:8443`, '/nbconvert/html/x.ipynb')).toMatch(/(^|, )sandbox$/);
   });
 
   it('allows no script at all when the origin the gateway vouches for is not a plain scheme and host', () => {

@@ -145,7 +145,7 @@ export function answerOwnLabPath(req: IncomingMessage, res: ServerResponse, rest
     res.writeHead(200, {
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
-      'content-security-policy': labPageCsp(browserOrigin(req.headers), ctx.base),
+      'content-security-policy': labPageCsp(browserOrigin(req.headers), ctx.base, ctx.ownOrigin),
       'x-content-type-options': 'nosniff',
     });
     res.end(req.method === 'HEAD' ? undefined : html);
@@ -206,6 +206,8 @@ export interface LabPageContext {
   serverRoot: string;
   /** Where the server keeps the users' lab settings and workspaces (shown in the Settings Editor). */
   stateDir: string;
+  /** The lab's origin of its own (LAB_ORIGIN, decision 0263): there, and only there, its outputs' scripts run. */
+  ownOrigin?: string | undefined;
 }
 
 /** The prebuilt extensions JupyterLab loads (jupyterlab_server's `federated_extensions`), from their installed package.json. */
@@ -378,9 +380,21 @@ export function browserOrigin(headers: IncomingHttpHeaders): string | undefined 
 
 /**
  * The CSP of JupyterLab's pages at `base` (`/jupyter/<workspace>/` or `/jupyter/`) for a browser at
- * `origin`: scripts from the installed files' paths only.
+ * `origin`: scripts from the installed files' paths only. At the lab's origin of its own
+ * (`ownOrigin`, decision 0263), where nothing of the platform is, also its outputs' scripts
+ * (inline, and from the web: Plotly, Bokeh and the like load theirs from a CDN) and frames.
  */
-export function labPageCsp(origin: string | undefined, base: string): string {
+export function labPageCsp(origin: string | undefined, base: string, ownOrigin?: string): string {
+  if (origin !== undefined && origin === ownOrigin) {
+    return [
+      "script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data: https:",
+      "frame-src 'self' blob: data: https:",
+      "object-src 'none'",
+      "base-uri 'none'",
+      "form-action 'self'",
+      "frame-ancestors 'self'",
+    ].join('; ');
+  }
   const at = (path: string) => `${origin}${base}${path.slice(1)}`;
   const scripts = origin === undefined ? "'none'" : `'unsafe-eval' ${at(LAB_STATIC)} ${at(LAB_EXTENSIONS)}`;
   // Frames: the workspace's files (sandboxed by the runtime), never the platform's own pages,

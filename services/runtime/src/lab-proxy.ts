@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { USER_ID_HEADER } from '@codeagent/auth';
+import { labOriginOf, type LabOrigins } from '@codeagent/config';
 import { ambiguousPathReason, isUuid } from '@codeagent/service-kit';
 import { hasRequestBody, lastChunkWhen } from '@codeagent/service-kit/http';
 import type { JupyterPool, JupyterServerRef } from './servers.js';
@@ -44,6 +45,8 @@ export interface LabProxyOptions {
    * open websockets of the users' changes (user-changes.ts, decision 0259).
    */
   followUsers?: (sockets: FollowedSockets) => void;
+  /** LAB_ORIGIN: each workspace's lab on a host of its own, where its page lets outputs run their scripts (decision 0263). */
+  labOrigins?: LabOrigins | undefined;
 }
 
 export interface LabProxy {
@@ -191,7 +194,15 @@ export function labProxy(opts: LabProxyOptions): LabProxy {
         return;
       }
       // JupyterLab's pages and files: the installed ones, whatever the server would answer.
-      if (files && answerOwnLabPath(req, res, target.rest, files, { base: `/jupyter/${target.workspaceId}/`, serverRoot: SERVER_ROOT, stateDir: STATE_DIR }))
+      if (
+        files &&
+        answerOwnLabPath(req, res, target.rest, files, {
+          base: `/jupyter/${target.workspaceId}/`,
+          serverRoot: SERVER_ROOT,
+          stateDir: STATE_DIR,
+          ownOrigin: opts.labOrigins && labOriginOf(opts.labOrigins, target.workspaceId),
+        })
+      )
         return;
       const user = req.headers[USER_ID_HEADER];
       if (typeof user === 'string' && isUuid(user)) {

@@ -74,7 +74,14 @@ export async function startRuntime(config: Config): Promise<void> {
   });
   // A user's lab websockets end when their sessions or memberships change, whichever ingress let them in (decision 0259).
   const users = usersFollower(platformDatabase, log);
-  const lab = labProxy({ pool: kernels.pool, token: config.jupyterlab.token, log, labState, followUsers: (sockets) => users.follow(sockets) });
+  const lab = labProxy({
+    pool: kernels.pool,
+    token: config.jupyterlab.token,
+    log,
+    labState,
+    followUsers: (sockets) => users.follow(sockets),
+    labOrigins: config.labOrigins,
+  });
   const app = await buildRuntimeApp({ kernels: kernels.kernels, internalServiceToken: config.internalServiceToken, loggerInstance: log, lab });
   app.addHook('onClose', async () => {
     await users.close();

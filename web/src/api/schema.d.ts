@@ -177,7 +177,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Check a session: 200 with the user id and whether a system administrator, or 401. With `X-Codeagent-Workspace` (a workspace id) also the membership: 404 for a non-member or an unknown workspace, 403 for a viewer when `X-Codeagent-Access: write`, else `workspace_role` */
+        /** Check a session: 200 with the user id and whether a system administrator, or 401. With `X-Codeagent-Workspace` (a workspace id) also the membership: 404 for a non-member or an unknown workspace, 403 for a viewer when `X-Codeagent-Access: write`, else `workspace_role`. With a workspace and `X-Codeagent-Lab-State-Hash`, also a ticket to its lab (`lab_ticket`); asked with a lab ticket (Bearer) and the same state, the lab’s pass (`lab_pass`) */
         get: {
             parameters: {
                 query?: never;
@@ -197,6 +197,26 @@ export interface paths {
                             user_id: string;
                             is_system_admin: boolean;
                             workspace_role?: "admin" | "editor" | "viewer";
+                            lab_ticket?: string;
+                            lab_pass?: string;
+                            lab_pass_expires_in?: number;
+                        };
+                    };
+                };
+                /** @description Default Response */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                            message?: string;
+                            fields?: {
+                                [key: string]: string;
+                            };
+                        } & {
+                            [key: string]: unknown;
                         };
                     };
                 };

@@ -9,7 +9,7 @@ const EXPECTED: Record<string, string> = {
   // HEAD routes are checked against their GET (below).
   'POST /api/v1/auth/login': 'public',
   'POST /api/v1/auth/logout': 'user',
-  'GET /api/v1/auth/session': 'user',
+  'GET /api/v1/auth/session': 'lab',
   'POST /api/v1/auth/password': 'user',
   'GET /api/v1/auth/me': 'user',
   'GET /api/v1/health': 'public',

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import { findActiveTokenUser, type DB, type MemberRole } from '@codeagent/db';
+import { WORKSPACE_HEADER } from '@codeagent/auth';
 import { UnauthorizedError } from '@codeagent/service-kit';
 import { requireMountAccess, roleIn, workspacesOfUser, type UserWorkspaces, type WorkspaceAccess } from '../domain/workspaces.js';
 import { holdLargeBodyPlace } from './large-bodies.js';
@@ -16,11 +17,13 @@ import { holdLargeBodyPlace } from './large-bodies.js';
  * - `workspace-editor`: an editor or admin of `:ws` (a viewer: 403, a non-member: 404);
  * - `dav`: a signed-in user, the token also as the password of HTTP Basic, or a workspace mount
  *   token of the runtime (decision 0140); the WebDAV handler applies the workspace rule itself,
- *   reading or writing by method, after refusing the methods it does not offer (routes/dav.ts).
+ *   reading or writing by method, after refusing the methods it does not offer (routes/dav.ts);
+ * - `lab`: a signed-in user, or a lab ticket or pass (decision 0263) for the workspace the request
+ *   names in `X-Codeagent-Workspace` (the session check the gateway asks for a lab's host).
  */
-export type RouteAccess = 'public' | 'user' | 'system-admin' | 'workspace-viewer' | 'workspace-editor' | 'dav';
+export type RouteAccess = 'public' | 'user' | 'system-admin' | 'workspace-viewer' | 'workspace-editor' | 'dav' | 'lab';
 
-export const ROUTE_ACCESS: readonly RouteAccess[] = ['public', 'user', 'system-admin', 'workspace-viewer', 'workspace-editor', 'dav'];
+export const ROUTE_ACCESS: readonly RouteAccess[] = ['public', 'user', 'system-admin', 'workspace-viewer', 'workspace-editor', 'dav', 'lab'];
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -97,6 +100,11 @@ export const routeAccess = fp<RouteAccessOptions>(
         case 'system-admin':
           await app.requireSystemAdmin(req, reply);
           break;
+        case 'lab': {
+          const workspace = req.headers[WORKSPACE_HEADER];
+          await app.requireUserOrLab(req, typeof workspace === 'string' ? workspace : undefined);
+          break;
+        }
         default:
           // 'public', and the not-found handler (no route, no access)
           return;

@@ -3,8 +3,21 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
-import { SESSION_COOKIE, USER_ID_HEADER, admitPasswordCheck, issueUserToken, sessionCookieOptions } from '@codeagent/auth';
-import { ForbiddenError, NotFoundError, UnauthorizedError } from '@codeagent/service-kit';
+import {
+  ACCESS_HEADER,
+  LAB_STATE_HASH_HEADER,
+  SESSION_COOKIE,
+  USER_ID_HEADER,
+  WORKSPACE_HEADER,
+  admitPasswordCheck,
+  issueLabPass,
+  issueLabTicket,
+  issueUserToken,
+  isLabStateHash,
+  labTokenKey,
+  sessionCookieOptions,
+} from '@codeagent/auth';
+import { BadRequestError, ForbiddenError, NotFoundError, UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
 import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
 import { MemberRole, Password, User, errors } from './schemas.js';
@@ -16,14 +29,11 @@ export interface AuthRoutesOptions {
   throttle: LoginThrottle;
 }
 
-/** The ingress names the workspace of a `/jupyter/<id>/` request, and whether it reads or writes. */
-const WORKSPACE_HEADER = 'x-codeagent-workspace';
 /**
  * The largest body of a login or password change: its fields fit in a few KiB (e-mail 320,
  * password 1,024 characters). The default 1 MiB let 20 logged-out logins at once hold 300 MB.
  */
 export const AUTH_BODY_LIMIT = 16 * 1024;
-const ACCESS_HEADER = 'x-codeagent-access';
 
 // eslint-disable-next-line @typescript-eslint/require-await -- a Fastify plugin stays async: avvio turns a throw while it registers (a route without an access rule, 0122) into a register() error (0130)
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, opts) => {
@@ -96,18 +106,29 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
   // auth_request would: the same checks as every user route (signature, expiry, revocation,
   // a disabled or deleted user): one indexed query, or none while the check is cached (a
   // logout, revocation or disabling is announced to every backend at once; decision 0082).
+  // With LAB_ORIGIN (decision 0263) it also makes a session's ticket to a workspace's lab (with
+  // `X-Codeagent-Lab-State-Hash`) and, asked with that ticket and the same state, the lab's pass.
+  const labKey = labTokenKey(opts.jwtSecret);
   app.get(
     '/auth/session',
     {
-      config: { access: 'user' },
+      config: { access: 'lab' },
       schema: {
         tags: ['auth'],
         summary:
           'Check a session: 200 with the user id and whether a system administrator, or 401. With `X-Codeagent-Workspace` (a workspace id) also the membership: ' +
-          '404 for a non-member or an unknown workspace, 403 for a viewer when `X-Codeagent-Access: write`, else `workspace_role`',
+          '404 for a non-member or an unknown workspace, 403 for a viewer when `X-Codeagent-Access: write`, else `workspace_role`. ' +
+          'With a workspace and `X-Codeagent-Lab-State-Hash`, also a ticket to its lab (`lab_ticket`); asked with a lab ticket (Bearer) and the same state, the lab’s pass (`lab_pass`)',
         response: {
-          200: Type.Object({ user_id: Type.String(), is_system_admin: Type.Boolean(), workspace_role: Type.Optional(MemberRole) }),
-          ...errors(401, 403, 404),
+          200: Type.Object({
+            user_id: Type.String(),
+            is_system_admin: Type.Boolean(),
+            workspace_role: Type.Optional(MemberRole),
+            lab_ticket: Type.Optional(Type.String()),
+            lab_pass: Type.Optional(Type.String()),
+            lab_pass_expires_in: Type.Optional(Type.Integer()),
+          }),
+          ...errors(400, 401, 403, 404),
         },
       },
     },
@@ -135,7 +156,21 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
           throw err;
         });
         reply.header('x-codeagent-workspace-role', role);
-        return { user_id: req.user.id, is_system_admin: admin, workspace_role: role };
+        const answer = { user_id: req.user.id, is_system_admin: admin, workspace_role: role };
+        const lab = req.labCredential;
+        if (lab?.kind === 'ticket') {
+          const { pass, expiresAt } = issueLabPass(labKey, lab);
+          return { ...answer, lab_pass: pass, lab_pass_expires_in: Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000)) };
+        }
+        const stateHash = req.headers[LAB_STATE_HASH_HEADER];
+        if (stateHash !== undefined) {
+          // (A ticket is made for a session only: a pass does not make another.)
+          if (lab !== undefined) throw new UnauthorizedError('a lab pass makes no ticket; open the lab from the platform');
+          if (typeof stateHash !== 'string' || !isLabStateHash(stateHash))
+            throw new BadRequestError('the lab state hash is malformed (43 base64url characters)');
+          return { ...answer, lab_ticket: issueLabTicket(labKey, req.tokenClaims, workspace, stateHash) };
+        }
+        return answer;
       }
       return { user_id: req.user.id, is_system_admin: admin };
     },

@@ -1,0 +1,145 @@
+// Decision 0263: with LAB_ORIGIN, a workspace's JupyterLab opens at a host of its own in Debian's
+// Chromium (`<id>.lab.localhost`, which Chromium resolves to loopback), through the real gateway,
+// backend (real PostgreSQL) and runtime (the workspace's sandboxed JupyterLab): the platform's
+// page sends the browser there, the lab's host through the platform's login and back with a
+// pass; a cell's live output runs its script there (decision 0245 forbids it in the platform's
+// origin), while the page reaches nothing of the platform, and a logout at the platform ends it.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { FastifyInstance } from 'fastify';
+import { buildGatewayApp } from '@codeagent/gateway';
+import { mountTokenKey } from '@codeagent/auth';
+import type { LabOrigins } from '@codeagent/config';
+import { freePort } from '@codeagent/service-kit/http';
+import { WorkspaceMounts, buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
+import { startTestKernels } from '@codeagent/runtime/testing';
+import { INTERNAL_TOKEN, addMembers, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const LAB_TOKEN = 'lab-token-for-the-origin-browser-test';
+
+describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab on a host of its own in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let b: TestBackend;
+  let kernels: Kernels;
+  let runtime: FastifyInstance;
+  let gateway: FastifyInstance;
+  let browser: Browser;
+  let page: Page;
+  let base: string;
+  let labBase: string;
+  let ws: string;
+  const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-lab-origin-browser-'));
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error('Chromium is missing: apt-get install chromium (scripts/system-deps.sh)');
+    b = await startTestBackend();
+    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    const backend = backendUrl.replace(/\/$/, '');
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    const labs: LabOrigins = { protocol: 'http:', suffix: `lab.localhost:${port}`, platform: base };
+    const mounts = new WorkspaceMounts({
+      dataDir,
+      davUrl: (w) => `${backend}/api/v1/dav/${w}/`,
+      tokenKey: mountTokenKey(INTERNAL_TOKEN),
+      log: b.app.log,
+      dirCacheSeconds: 1,
+      cacheBytes: 256 * 1024 * 1024,
+    });
+    kernels = await startTestKernels({ lab: defaultLabHost(), mounts });
+    runtime = await buildRuntimeApp({
+      kernels: kernels.kernels,
+      internalServiceToken: 'runtime-token',
+      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, labOrigins: labs }),
+    });
+    const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
+    gateway = await buildGatewayApp({
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
+      jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true },
+      labOrigins: labs,
+    });
+    await gateway.listen({ host: '127.0.0.1', port });
+    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'origin lab' } })).json<{
+      id: string;
+    }>().id;
+    labBase = `http://${ws}.lab.localhost:${port}`;
+    const editor = await createAndLogin(b, 'origin-editor@example.com');
+    await addMembers(b, ws, [[editor, 'editor']]);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await gateway?.close();
+    await runtime?.close();
+    await kernels?.stop();
+    await b?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }, 120_000);
+
+  it("opens the lab at its own host through the platform's login, and a cell's live output runs its script there", async () => {
+    await page.goto(`${base}/jupyter/${ws}/lab`);
+    // Sent to the lab's host, from there to the platform for a ticket, and so to the login page.
+    expect(new URL(page.url()).origin).toBe(base);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    expect(new URL(page.url()).searchParams.get('next')).toMatch(new RegExp(`^/jupyter/${ws}/codeagent-lab-ticket\\?state_hash=`));
+    await page.locator('input[name=email]').fill('origin-editor@example.com');
+    await page.locator('input[name=password]').fill('password-123');
+    await page.locator('button[type=submit]').click();
+    await page.waitForURL(`${labBase}/jupyter/${ws}/lab`, { timeout: 30_000 });
+    await page.locator('#jp-main-dock-panel').waitFor({ timeout: 90_000 });
+
+    await page.evaluate(
+      async (id) =>
+        (globalThis as unknown as { jupyterapp: { commands: { execute(id: string, args?: object): Promise<unknown> } } }).jupyterapp.commands.execute(id, {
+          kernelName: 'python3',
+        }),
+      'notebook:create-new',
+    );
+    const cell = page.locator('.jp-NotebookPanel .jp-CodeCell .cm-content').first();
+    await cell.waitFor({ timeout: 60_000 });
+    // The kernel's websocket goes through the lab's host, the gateway and the runtime.
+    await page.waitForFunction(
+      () =>
+        (globalThis as unknown as { jupyterapp: { shell: { currentWidget?: { sessionContext?: { session?: { kernel?: { status: string } } } } } } }).jupyterapp
+          .shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle',
+      undefined,
+      { timeout: 90_000 },
+    );
+    const html = '<b id="origin-output">shown</b><script>document.getElementById("origin-output").dataset.ran = location.host</script>';
+    await cell.click();
+    await page.keyboard.type(`from IPython.display import HTML; HTML(${JSON.stringify(html)})`);
+    await page.keyboard.press('Shift+Enter');
+    await page.locator('#origin-output[data-ran]').waitFor({ timeout: 60_000 });
+    expect(await page.locator('#origin-output').getAttribute('data-ran')).toBe(new URL(labBase).host);
+
+    // What a script there can reach: not the pass (HttpOnly), no platform route at this host, and
+    // nothing of the platform's origin it could read.
+    const reach = await page.evaluate(async (platform) => {
+      const me = await fetch('/api/v1/auth/me').then((r) => r.status);
+      const platformMe = await fetch(`${platform}/api/v1/auth/me`, { credentials: 'include' }).then(
+        (r) => `read ${r.status}`,
+        () => 'refused',
+      );
+      return { cookie: (globalThis as unknown as { document: { cookie: string } }).document.cookie, me, platformMe };
+    }, base);
+    expect(reach).toEqual({ cookie: '', me: 404, platformMe: 'refused' });
+  }, 300_000);
+
+  it("a logout at the platform ends the lab's pass at once; the lab's page starts the way in again", async () => {
+    const other = await page.context().newPage();
+    await other.goto(`${base}/`);
+    const status = await other.evaluate(async () => (await fetch('/api/v1/auth/logout', { method: 'POST' })).status);
+    expect(status).toBe(204);
+    await other.close();
+    const api = await page.evaluate(async (path) => (await fetch(path)).status, `/jupyter/${ws}/api/contents`);
+    expect(api).toBe(401);
+    await page.goto(`${labBase}/jupyter/${ws}/lab`);
+    expect(new URL(page.url()).origin).toBe(base);
+    expect(new URL(page.url()).pathname).toBe('/login');
+  }, 60_000);
+});

@@ -1,0 +1,202 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  LAB_COOKIE,
+  LAB_STATE_COOKIE,
+  SESSION_COOKIE,
+  isLabStateHash,
+  labStateHash,
+  newLabState,
+  readCookie,
+  refusedCrossSite,
+  withoutCookie,
+} from '@codeagent/auth';
+import { labOriginOf, labWorkspaceOfHost, type LabOrigins } from '@codeagent/config';
+import { isPageRequest, labWorkspaceOf, loginRedirect, type SessionChecker } from './jupyter-auth.js';
+import { MESSAGES } from './routes.js';
+
+/**
+ * Each workspace's JupyterLab on a host of its own (LAB_ORIGIN, decision 0263), at the gateway.
+ *
+ * A lab's host (`<id>.<suffix>`) serves that workspace's `/jupyter/<id>/` and nothing else, with a
+ * cookie of its own, the lab's pass; the platform's session cookie never reaches it. A browser
+ * without a pass goes through the platform's origin once: the lab's host keeps a random state in
+ * a cookie and sends the browser, with the state's hash, to `/jupyter/<id>/codeagent-lab-ticket`
+ * at the platform's origin, which asks the backend for a ticket of the session (a minute, for that
+ * hash) and sends the browser back to `/jupyter/<id>/codeagent-lab-login?ticket=…`, where the
+ * backend exchanges the ticket and the state for the pass. At the platform's origin, a
+ * workspace's lab answers API clients with a token in `Authorization` only; a page is sent to the
+ * lab's host, anything else the cookie carries is 404 (a page of the lab in the platform's origin
+ * would run its outputs' scripts with the member's session).
+ */
+
+/** At the platform's origin: where a lab's host sends a browser for its ticket. */
+export const LAB_TICKET_PATH = 'codeagent-lab-ticket';
+/** At a lab's host: where the ticket is exchanged for the pass. */
+export const LAB_LOGIN_PATH = 'codeagent-lab-login';
+/** How long a browser may take from the lab's host, through a login at the platform, back again. */
+const STATE_SECONDS = 600;
+
+const labRoot = (ws: string) => `/jupyter/${ws}/`;
+
+/** The query parameter `name` of a URL, or undefined. */
+function queryParam(url: string, name: string): string | undefined {
+  const q = url.indexOf('?');
+  if (q < 0) return undefined;
+  return new URLSearchParams(url.slice(q + 1)).get(name) ?? undefined;
+}
+
+/** Where to go once in: a path of this lab, or its start page (never another host or lab). */
+export function labNext(ws: string, next: string | undefined): string {
+  const root = labRoot(ws);
+  if (next === undefined || !next.startsWith(root) || /[\\\s]|\/\//.test(next)) return `${root}lab`;
+  return next;
+}
+
+function cookie(name: string, value: string, path: string, maxAge: number, secure: boolean): string {
+  return `${name}=${value}; Path=${path}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
+}
+
+const notFound = (reply: FastifyReply, message: string) => reply.code(404).header('cache-control', 'no-store').send({ error: 'not_found', message });
+
+/**
+ * Sends a browser without a (valid) pass from a lab's host to the platform's origin for a ticket,
+ * with a new state kept here.
+ */
+export function startLabLogin(reply: FastifyReply, labs: LabOrigins, ws: string, url: string): FastifyReply {
+  const state = newLabState();
+  const secure = labs.protocol === 'https:';
+  const target = `${labs.platform}${labRoot(ws)}${LAB_TICKET_PATH}?state_hash=${labStateHash(state)}&next=${encodeURIComponent(url)}`;
+  return reply
+    .code(302)
+    .header('cache-control', 'no-store')
+    .header('set-cookie', cookie(LAB_STATE_COOKIE, state, `${labRoot(ws)}${LAB_LOGIN_PATH}`, STATE_SECONDS, secure))
+    .redirect(target);
+}
+
+/** The workspace whose lab's host a request addressed, or undefined (the platform's origin). */
+export function labHostWorkspace(labs: LabOrigins | undefined, host: string | undefined): string | undefined {
+  return labs === undefined ? undefined : labWorkspaceOfHost(labs, host);
+}
+
+/** The path of a request after the lab's root: `codeagent-lab-login` of `/jupyter/<id>/codeagent-lab-login?…`. */
+const restOf = (url: string, ws: string) => url.split('?', 1)[0]!.slice(labRoot(ws).length);
+
+/**
+ * The rules of lab hosts and of the labs at the platform's origin, before any route (and before
+ * the upgrade of a websocket, which passes through the same hooks).
+ */
+export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, sessions: SessionChecker): void {
+  const secure = labs.protocol === 'https:';
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    // (Before the bridge's rewrite: `/jupyter/<id>/codeagent-bridge/…`.)
+    const url = req.originalUrl;
+    const pathWs = labWorkspaceOf(url);
+    const hostWs = labHostWorkspace(labs, req.host);
+    if (hostWs !== undefined) return labHost(req, reply, hostWs, pathWs, url);
+    if (pathWs === undefined) return;
+    // The platform's origin. API clients with a token in Authorization are served here as before.
+    if (req.headers.authorization !== undefined) return;
+    if (restOf(url, pathWs) === LAB_TICKET_PATH) return ticket(req, reply, pathWs, url);
+    if (isPageRequest(req.method, req.headers)) {
+      return reply
+        .code(302)
+        .header('cache-control', 'no-store')
+        .redirect(`${labOriginOf(labs, pathWs)}${url}`);
+    }
+    return notFound(
+      reply,
+      `this workspace's JupyterLab is served at ${labOriginOf(labs, pathWs)}${labRoot(pathWs)} (LAB_ORIGIN); here only with a token in Authorization`,
+    );
+  });
+
+  /** A lab's host: its own lab's paths only, its pass as the credential. */
+  const labHost = async (req: FastifyRequest, reply: FastifyReply, hostWs: string, pathWs: string | undefined, url: string) => {
+    if (url === '/' || url.startsWith('/?'))
+      return reply
+        .code(302)
+        .header('cache-control', 'no-store')
+        .redirect(`${labRoot(hostWs)}lab`);
+    if (pathWs !== hostWs) return notFound(reply, `this host serves the JupyterLab of one workspace only: ${labRoot(hostWs)}`);
+    const headers = req.headers;
+    const pass = readCookie(headers.cookie, LAB_COOKIE);
+    const state = readCookie(headers.cookie, LAB_STATE_COOKIE);
+    // The lab's cookies go no further than here (the pass, as Bearer, to the backend and the bridge only).
+    const rest = withoutCookie(withoutCookie(headers.cookie, LAB_COOKIE), LAB_STATE_COOKIE);
+    if (rest === undefined) delete headers.cookie;
+    else headers.cookie = rest;
+    if (restOf(url, hostWs) === LAB_LOGIN_PATH) return login(req, reply, hostWs, url, state);
+    if (pass !== '' && headers.authorization === undefined) {
+      // The cookie's rule (decision 0120): another host (another workspace's lab is same-site) may not write with it.
+      if (refusedCrossSite('cookie', req.method, headers, req.host)) {
+        return reply.code(403).send({ error: 'forbidden', message: MESSAGES.jupyterCrossSite });
+      }
+      headers.authorization = `Bearer ${pass}`;
+    }
+  };
+
+  /** At the platform's origin: a ticket of the session for the browser's state, and back to the lab's host. */
+  const ticket = async (req: FastifyRequest, reply: FastifyReply, ws: string, url: string) => {
+    if (req.method !== 'GET') return reply.code(405).header('allow', 'GET').send({ error: 'method_not_allowed', message: 'open this address in a browser' });
+    const stateHash = queryParam(url, 'state_hash') ?? '';
+    if (!isLabStateHash(stateHash))
+      return reply.code(400).send({ error: 'invalid_request', message: `open the lab from its own address: ${labOriginOf(labs, ws)}${labRoot(ws)}lab` });
+    const next = labNext(ws, queryParam(url, 'next'));
+    const token = readCookie(req.headers.cookie, SESSION_COOKIE);
+    if (token === '') return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(url));
+    const answer = await sessions.check(token, req.id, { workspaceId: ws, access: 'read' }, { stateHash });
+    switch (answer.kind) {
+      case 'user':
+        if (answer.labTicket === undefined) return reply.code(502).send({ error: 'bad_gateway', message: MESSAGES.sessionUnavailable });
+        return reply
+          .code(302)
+          .header('cache-control', 'no-store')
+          .header('referrer-policy', 'no-referrer')
+          .redirect(`${labOriginOf(labs, ws)}${labRoot(ws)}${LAB_LOGIN_PATH}?ticket=${encodeURIComponent(answer.labTicket)}&next=${encodeURIComponent(next)}`);
+      case 'invalid':
+        return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(url));
+      case 'refused':
+        return answer.status === 404 ? notFound(reply, MESSAGES.jupyterNotMember) : reply.code(403).send({ error: 'forbidden', message: answer.message });
+      default:
+        return unavailable(reply, answer.timedOut);
+    }
+  };
+
+  /** At a lab's host: the ticket and this browser's state for the pass, kept as the lab's cookie. */
+  const login = async (req: FastifyRequest, reply: FastifyReply, ws: string, url: string, state: string) => {
+    if (req.method !== 'GET') return reply.code(405).header('allow', 'GET').send({ error: 'method_not_allowed', message: 'open this address in a browser' });
+    const ticketToken = queryParam(url, 'ticket') ?? '';
+    const again = `open the lab again from the platform: ${labs.platform}${labRoot(ws)}lab`;
+    if (ticketToken === '' || state === '') {
+      return reply
+        .code(401)
+        .header('cache-control', 'no-store')
+        .send({ error: 'unauthorized', message: `this link to the lab was made for another browser or has been used; ${again}` });
+    }
+    const answer = await sessions.check(ticketToken, req.id, { workspaceId: ws, access: 'read' }, { state });
+    if (answer.kind === 'user' && answer.labPass !== undefined) {
+      return reply
+        .code(302)
+        .header('cache-control', 'no-store')
+        .header('referrer-policy', 'no-referrer')
+        .header('set-cookie', [
+          cookie(LAB_COOKIE, answer.labPass.pass, '/', answer.labPass.expiresIn, secure),
+          cookie(LAB_STATE_COOKIE, '', `${labRoot(ws)}${LAB_LOGIN_PATH}`, 0, secure),
+        ])
+        .redirect(labNext(ws, queryParam(url, 'next')));
+    }
+    if (answer.kind === 'unavailable') return unavailable(reply, answer.timedOut);
+    if (answer.kind === 'refused') {
+      return answer.status === 404 ? notFound(reply, MESSAGES.jupyterNotMember) : reply.code(403).send({ error: 'forbidden', message: answer.message });
+    }
+    return reply
+      .code(401)
+      .header('cache-control', 'no-store')
+      .send({ error: 'unauthorized', message: `this link to the lab has expired or was made for another browser; ${again}` });
+  };
+}
+
+function unavailable(reply: FastifyReply, timedOut: boolean): FastifyReply {
+  return timedOut
+    ? reply.code(504).send({ error: 'gateway_timeout', message: MESSAGES.sessionTimeout })
+    : reply.code(502).send({ error: 'bad_gateway', message: MESSAGES.sessionUnavailable });
+}
