@@ -47,11 +47,12 @@ declare module 'fastify' {
     requireUserOrMount: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
     requireSystemAdmin: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
     /**
-     * `requireUser` that also takes a lab ticket or pass (Bearer only) for `workspaceId`, the one
-     * workspace whose JupyterLab the route serves (decision 0263): one made for another workspace,
-     * or a ticket without the state of the browser it was made for, is 401.
+     * `requireUser` that also takes a lab pass (Bearer only) for `workspaceId`, the one workspace
+     * whose JupyterLab the route serves (decision 0263), and with `tickets` (the session check
+     * that exchanges them) a lab ticket with the state of the browser it was made for; one made
+     * for another workspace, or a ticket without that state or where none is taken, is 401.
      */
-    requireUserOrLab: (req: FastifyRequest, workspaceId: string | undefined) => Promise<void>;
+    requireUserOrLab: (req: FastifyRequest, workspaceId: string | undefined, opts?: { tickets?: boolean }) => Promise<void>;
     /**
      * After a change of the user's sessions or record committed here (its NOTIFY included):
      * this instance forgets the user's cached token checks now, and waits (briefly) until the
@@ -285,7 +286,7 @@ export const userAuth = fp<UserAuthOptions>(
       await authenticate(req, true);
     });
 
-    app.decorate('requireUserOrLab', async (req: FastifyRequest, workspaceId: string | undefined) => {
+    app.decorate('requireUserOrLab', async (req: FastifyRequest, workspaceId: string | undefined, labOpts: { tickets?: boolean } = {}) => {
       const credential = requestCredential(req.headers);
       // Only as Bearer: the gateway of a lab's host hands its cookie on so, after its own origin check.
       if (!credential || credential.source !== 'bearer' || !isLabToken(credential.token)) return authenticate(req, false);
@@ -300,6 +301,7 @@ export const userAuth = fp<UserAuthOptions>(
         throw new UnauthorizedError('a lab pass opens only the JupyterLab of its own workspace');
       }
       if (lab.kind === 'ticket') {
+        if (labOpts.tickets !== true) throw new UnauthorizedError('a lab ticket is exchanged for the lab’s pass, and opens nothing itself');
         const state = req.headers[LAB_STATE_HEADER];
         if (!labStateMatches(lab, typeof state === 'string' ? state : undefined)) {
           throw new UnauthorizedError('this link to the lab was made for another browser; open the lab again from the platform');

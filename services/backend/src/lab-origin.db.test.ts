@@ -35,6 +35,7 @@ async function standIn(): Promise<{ server: Server; url: string; seen: Seen[] }>
 
 describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision 0263)', () => {
   let b: TestBackend;
+  let backendUrl: string;
   let gateway: FastifyInstance;
   let lab: Awaited<ReturnType<typeof standIn>>;
   let bridge: Awaited<ReturnType<typeof standIn>>;
@@ -80,8 +81,7 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     expect(atLab.status).toBe(302);
     const state = cookieValue(atLab.cookies, 'codeagent_lab_state')!;
     expect(state).toMatch(/^[A-Za-z0-9_-]{32}$/);
-    expect(atLab.cookies[0]).toContain(`Path=/jupyter/${ws}/codeagent-lab-login`);
-    expect(atLab.cookies[0]).toContain('HttpOnly');
+    expect(atLab.cookies[0]).toMatch(/^codeagent_lab_state=[^;]+; Path=\/; Max-Age=600; HttpOnly; SameSite=Lax$/);
     const ticketUrl = new URL(atLab.location!);
     expect(ticketUrl.origin).toBe(`http://${platform}`);
     expect(ticketUrl.pathname).toBe(`/jupyter/${ws}/codeagent-lab-ticket`);
@@ -103,7 +103,7 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
 
   beforeAll(async () => {
     b = await startTestBackend();
-    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
+    backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
     lab = await standIn();
     bridge = await standIn();
     port = await freePort();
@@ -248,6 +248,51 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
       const res = await call(hostOf(wsA), url, { cookie: `codeagent_lab_state=${fresh.state}` });
       expect(res.status, next).toBe(302);
       expect(res.location, next).toBe(next.startsWith(`/jupyter/${wsA}/..`) ? next : `/jupyter/${wsA}/lab`);
+    }
+  });
+
+  it('over https the cookies are `__Host-` ones, which a sibling lab host cannot set: a tossed plain cookie is not read', async () => {
+    const httpsPort = await freePort();
+    const secure = await buildGatewayApp({
+      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: bridge.url },
+      jupyter: { url: lab.url, token: LAB_TOKEN, perWorkspace: true },
+      labOrigins: { protocol: 'https:', suffix: `lab.localhost:${httpsPort}`, platform: `https://${platform}` },
+    });
+    await secure.listen({ host: '127.0.0.1', port: httpsPort });
+    try {
+      const host = `${wsA}.lab.localhost:${httpsPort}`;
+      const at = (path: string, cookie?: string, headers: Record<string, string> = {}) =>
+        request(`http://127.0.0.1:${httpsPort}${path}`, { headers: { host, ...(cookie ? { cookie } : {}), ...headers } }).then(async (r) => ({
+          status: r.statusCode,
+          location: r.headers.location as string | undefined,
+          cookies: [r.headers['set-cookie'] ?? []].flat(),
+          text: await r.body.text(),
+        }));
+      const start = await at(`/jupyter/${wsA}/lab`, undefined, page);
+      expect(start.cookies[0]).toMatch(/^__Host-codeagent_lab_state=[^;]+; Path=\/; Max-Age=600; HttpOnly; SameSite=Lax; Secure$/);
+      const state = cookieValue(start.cookies, '__Host-codeagent_lab_state')!;
+      const ticketUrl = new URL(start.location!);
+      expect(ticketUrl.origin).toBe(`https://${platform}`);
+      const ticket = await request(`http://127.0.0.1:${httpsPort}${ticketUrl.pathname}${ticketUrl.search}`, {
+        headers: { host: platform, cookie: `codeagent_session=${editor.token}`, ...page },
+      });
+      await ticket.body.text();
+      const loginUrl = new URL(ticket.headers.location as string);
+      // A plain state cookie (what a sibling could set for the parent domain) is not the state.
+      expect((await at(`${loginUrl.pathname}${loginUrl.search}`, `codeagent_lab_state=${state}`)).status).toBe(401);
+      const login = await at(`${loginUrl.pathname}${loginUrl.search}`, `__Host-codeagent_lab_state=${state}`);
+      expect(login.status, login.text).toBe(302);
+      const pass = cookieValue(login.cookies, '__Host-codeagent_lab')!;
+      expect(login.cookies.find((c) => c.startsWith('__Host-codeagent_lab='))).toMatch(/; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax; Secure$/);
+      // The attacker's own pass tossed in as a plain cookie comes first in the header, and is not read.
+      const { pass: attackers } = await enter(wsA, viewer.token);
+      lab.seen.length = 0;
+      expect((await at(`/jupyter/${wsA}/api/contents`, `codeagent_lab=${attackers}; __Host-codeagent_lab=${pass}`)).status).toBe(200);
+      expect((await at(`/jupyter/${wsA}/api/contents`, `codeagent_lab=${attackers}`)).status).toBe(401);
+      // Neither name reaches the lab.
+      expect(lab.seen[0]!.headers.cookie).toBeUndefined();
+    } finally {
+      await secure.close();
     }
   });
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
-  LAB_COOKIE,
-  LAB_STATE_COOKIE,
+  LAB_COOKIE_NAMES,
+  labCookieNames,
   SESSION_COOKIE,
   isLabStateHash,
   labStateHash,
@@ -52,8 +52,9 @@ export function labNext(ws: string, next: string | undefined): string {
   return next;
 }
 
-function cookie(name: string, value: string, path: string, maxAge: number, secure: boolean): string {
-  return `${name}=${value}; Path=${path}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
+/** A cookie of the lab's host: for all of it (the `__Host-` prefix wants `/`), never to scripts. */
+function cookie(name: string, value: string, maxAge: number, secure: boolean): string {
+  return `${name}=${value}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
 }
 
 const notFound = (reply: FastifyReply, message: string) => reply.code(404).header('cache-control', 'no-store').send({ error: 'not_found', message });
@@ -69,7 +70,7 @@ export function startLabLogin(reply: FastifyReply, labs: LabOrigins, ws: string,
   return reply
     .code(302)
     .header('cache-control', 'no-store')
-    .header('set-cookie', cookie(LAB_STATE_COOKIE, state, `${labRoot(ws)}${LAB_LOGIN_PATH}`, STATE_SECONDS, secure))
+    .header('set-cookie', cookie(labCookieNames(secure).state, state, STATE_SECONDS, secure))
     .redirect(target);
 }
 
@@ -87,6 +88,7 @@ const restOf = (url: string, ws: string) => url.split('?', 1)[0]!.slice(labRoot(
  */
 export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, sessions: SessionChecker): void {
   const secure = labs.protocol === 'https:';
+  const names = labCookieNames(secure);
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     // (Before the bridge's rewrite: `/jupyter/<id>/codeagent-bridge/…`.)
     const url = req.originalUrl;
@@ -118,10 +120,10 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
         .redirect(`${labRoot(hostWs)}lab`);
     if (pathWs !== hostWs) return notFound(reply, `this host serves the JupyterLab of one workspace only: ${labRoot(hostWs)}`);
     const headers = req.headers;
-    const pass = readCookie(headers.cookie, LAB_COOKIE);
-    const state = readCookie(headers.cookie, LAB_STATE_COOKIE);
+    const pass = readCookie(headers.cookie, names.pass);
+    const state = readCookie(headers.cookie, names.state);
     // The lab's cookies go no further than here (the pass, as Bearer, to the backend and the bridge only).
-    const rest = withoutCookie(withoutCookie(headers.cookie, LAB_COOKIE), LAB_STATE_COOKIE);
+    const rest = LAB_COOKIE_NAMES.reduce<string | undefined>((left, name) => withoutCookie(left, name), headers.cookie);
     if (rest === undefined) delete headers.cookie;
     else headers.cookie = rest;
     if (restOf(url, hostWs) === LAB_LOGIN_PATH) return login(req, reply, hostWs, url, state);
@@ -178,10 +180,7 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
         .code(302)
         .header('cache-control', 'no-store')
         .header('referrer-policy', 'no-referrer')
-        .header('set-cookie', [
-          cookie(LAB_COOKIE, answer.labPass.pass, '/', answer.labPass.expiresIn, secure),
-          cookie(LAB_STATE_COOKIE, '', `${labRoot(ws)}${LAB_LOGIN_PATH}`, 0, secure),
-        ])
+        .header('set-cookie', [cookie(names.pass, answer.labPass.pass, answer.labPass.expiresIn, secure), cookie(names.state, '', 0, secure)])
         .redirect(labNext(ws, queryParam(url, 'next')));
     }
     if (answer.kind === 'unavailable') return unavailable(reply, answer.timedOut);

@@ -102,7 +102,7 @@ export const routeAccess = fp<RouteAccessOptions>(
           break;
         case 'lab': {
           const workspace = req.headers[WORKSPACE_HEADER];
-          await app.requireUserOrLab(req, typeof workspace === 'string' ? workspace : undefined);
+          await app.requireUserOrLab(req, typeof workspace === 'string' ? workspace : undefined, { tickets: true });
           break;
         }
         default:
