@@ -25,6 +25,9 @@ export interface LabCredential {
   session: UserTokenClaims;
   /** A ticket's: SHA-256 (base64url) of the state of the browser it was made for. */
   stateHash?: string;
+  /** A ticket's: its id (random), recorded when it is exchanged, and until when it is good. */
+  ticketId?: string;
+  ticketExpiresAt?: Date;
 }
 
 /** The key of lab tickets and passes, derived from JWT_SECRET: the backend alone makes and checks them. */
@@ -65,7 +68,8 @@ export function isLabStateHash(value: string): boolean {
 export function issueLabTicket(key: Buffer, session: UserTokenClaims, workspaceId: string, stateHash: string, now = Date.now()): string {
   if (!isLabStateHash(stateHash)) throw new InvalidTokenError('malformed lab state hash');
   const until = Math.min(Math.floor(now / 1000) + LAB_TICKET_SECONDS, session.exp);
-  return signToken(LAB_TICKET_PREFIX, key, { k: 'ticket', ws: workspaceId.toLowerCase(), ...sessionClaims(session), sh: stateHash, until });
+  const id = randomBytes(16).toString('base64url');
+  return signToken(LAB_TICKET_PREFIX, key, { k: 'ticket', ws: workspaceId.toLowerCase(), ...sessionClaims(session), sh: stateHash, until, tid: id });
 }
 
 /** The pass a lab's host keeps for a ticket checked by `verifyLabToken`: as long-lived as its session. */
@@ -91,7 +95,7 @@ export function verifyLabToken(key: Buffer, token: string, now = Date.now()): La
     typeof c.iat !== 'number' ||
     typeof c.exp !== 'number' ||
     (tva !== undefined && tva !== null && !Number.isSafeInteger(tva)) ||
-    (kind === 'ticket' && (typeof c.sh !== 'string' || typeof c.until !== 'number'))
+    (kind === 'ticket' && (typeof c.sh !== 'string' || typeof c.until !== 'number' || typeof c.tid !== 'string'))
   ) {
     throw new InvalidTokenError(`malformed ${what}`);
   }
@@ -99,5 +103,10 @@ export function verifyLabToken(key: Buffer, token: string, now = Date.now()): La
   if (c.exp <= seconds) throw new InvalidTokenError(`${what} expired`);
   if (kind === 'ticket' && (c.until as number) <= seconds) throw new InvalidTokenError(`${what} expired`);
   const session: UserTokenClaims = { sub: c.sub, jti: c.sid, iat: c.iat, exp: c.exp, ...(tva === undefined ? {} : { tva: tva as number | null }) };
-  return { kind, workspaceId: c.ws, session, ...(kind === 'ticket' ? { stateHash: c.sh as string } : {}) };
+  return {
+    kind,
+    workspaceId: c.ws,
+    session,
+    ...(kind === 'ticket' ? { stateHash: c.sh as string, ticketId: c.tid as string, ticketExpiresAt: new Date((c.until as number) * 1000) } : {}),
+  };
 }

@@ -64,11 +64,33 @@ export function parseLabOrigins(labOrigin: string | undefined, platformOrigin: s
       platform = `${parsed.protocol}//${parsed.host}`;
       if (suffix !== undefined && labWorkspaceOfHost({ protocol: protocol!, suffix, platform }, parsed.host) !== undefined) {
         problems.push('PLATFORM_ORIGIN is one of the labs’ hosts; give the platform a host name of its own');
+      } else if (suffix !== undefined && sameSite(hostName(parsed.host), hostName(suffix))) {
+        problems.push(
+          `LAB_ORIGIN's hosts share a parent domain with PLATFORM_ORIGIN (${hostName(parsed.host)}): a page of a lab, where outputs run their scripts, ` +
+            'could set a session cookie for that domain which the platform would read first; put the labs under a domain of their own ' +
+            '(e.g. LAB_ORIGIN=https://{workspace}.example-labs.net with PLATFORM_ORIGIN=https://example.com; on one machine http://{workspace}.lab.localhost:8080 with http://127.0.0.1:8080)',
+        );
       }
     }
   }
   if (problems.length > 0 || suffix === undefined || protocol === undefined || platform === undefined) return { problems };
   return { protocol, suffix, platform };
+}
+
+/** A host without its port. */
+const hostName = (host: string) => host.replace(/:[0-9]+$/, '');
+
+/**
+ * Whether the platform's host and the labs' shared suffix are in one site as far as cookies go: the
+ * same name, one a parent of the other, or the same last two labels (the registrable domain as
+ * most names have it; a name under a two-label public suffix such as `co.uk` is judged by the
+ * suffix, which refuses more than it must, never less). An IP address shares no parent.
+ */
+function sameSite(platformHost: string, labSuffix: string): boolean {
+  if (/^[0-9.]+$/.test(platformHost)) return false;
+  if (platformHost === labSuffix || labSuffix.endsWith(`.${platformHost}`) || platformHost.endsWith(`.${labSuffix}`)) return true;
+  const lastTwo = (h: string) => h.split('.').slice(-2).join('.');
+  return platformHost.includes('.') && labSuffix.includes('.') && lastTwo(platformHost) === lastTwo(labSuffix);
 }
 
 /** The origin of a workspace's JupyterLab (`https://<id>.labs.example.com`). */

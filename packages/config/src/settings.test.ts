@@ -87,10 +87,10 @@ describe('settings', () => {
 
   it('takes LAB_ORIGIN with PLATFORM_ORIGIN, and not with the shared developer server (decision 0263)', () => {
     expect(loadConfig({ env: {}, cwd: tmp() }).labOrigins).toBeUndefined();
-    const labs = loadConfig({ env: { LAB_ORIGIN: 'https://{workspace}.labs.example.com', PLATFORM_ORIGIN: 'https://example.com' }, cwd: tmp() }).labOrigins;
-    expect(labs).toEqual({ protocol: 'https:', suffix: 'labs.example.com', platform: 'https://example.com' });
-    expect(problemsOf({ LAB_ORIGIN: 'https://{workspace}.labs.example.com' })).toEqual([expect.stringContaining('LAB_ORIGIN needs PLATFORM_ORIGIN')]);
-    expect(problemsOf({ LAB_ORIGIN: 'https://{workspace}.labs.example.com', PLATFORM_ORIGIN: 'https://example.com', JUPYTERLAB_URL: 'http://j:8095' })).toEqual(
+    const labs = loadConfig({ env: { LAB_ORIGIN: 'https://{workspace}.example-labs.net', PLATFORM_ORIGIN: 'https://example.com' }, cwd: tmp() }).labOrigins;
+    expect(labs).toEqual({ protocol: 'https:', suffix: 'example-labs.net', platform: 'https://example.com' });
+    expect(problemsOf({ LAB_ORIGIN: 'https://{workspace}.example-labs.net' })).toEqual([expect.stringContaining('LAB_ORIGIN needs PLATFORM_ORIGIN')]);
+    expect(problemsOf({ LAB_ORIGIN: 'https://{workspace}.example-labs.net', PLATFORM_ORIGIN: 'https://example.com', JUPYTERLAB_URL: 'http://j:8095' })).toEqual(
       [expect.stringContaining('unset one of them')],
     );
   });

@@ -44,6 +44,12 @@ export interface LoginKnownAddressesTable {
   last_login_at: Timestamp;
 }
 
+/** Lab tickets already exchanged for a pass (decision 0263). */
+export interface LabTicketsUsedTable {
+  id: string;
+  expires_at: Timestamp;
+}
+
 export interface WorkspacesTable {
   id: Generated<string>;
   name: string;
@@ -236,6 +242,7 @@ export interface DB {
   revoked_tokens: RevokedTokensTable;
   login_throttle: LoginThrottleTable;
   login_known_addresses: LoginKnownAddressesTable;
+  lab_tickets_used: LabTicketsUsedTable;
   workspaces: WorkspacesTable;
   workspace_members: WorkspaceMembersTable;
   schema_migrations: SchemaMigrationsTable;

@@ -128,6 +128,37 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab on a host of its own 
       return { cookie: (globalThis as unknown as { document: { cookie: string } }).document.cookie, me, platformMe };
     }, base);
     expect(reach).toEqual({ cookie: '', me: 404, platformMe: 'refused' });
+
+    // Nor the address of the lab's login (which holds a ticket) in a frame or a window it opens:
+    // the gateway's answers there are documents of no origin (a hostile review read it so).
+    const login = `/jupyter/${ws}/codeagent-lab-login?ticket=labt.read-me`;
+    const read = await page.evaluate(async (path) => {
+      const w = globalThis as unknown as {
+        document: {
+          createElement(tag: 'iframe'): { src: string; onload: () => void; contentWindow: { location: { href: string } } };
+          body: { append(e: unknown): void };
+        };
+        open(url: string): { location: { href: string }; close(): void } | null;
+      };
+      const href = (win: { location: { href: string } } | null | undefined) => {
+        try {
+          return win?.location.href ?? 'none';
+        } catch {
+          return 'blocked';
+        }
+      };
+      const frame = w.document.createElement('iframe');
+      const loaded = new Promise<void>((resolve) => (frame.onload = resolve));
+      frame.src = path;
+      w.document.body.append(frame);
+      await Promise.race([loaded, new Promise((r) => setTimeout(r, 3000))]);
+      const opened = w.open(path);
+      await new Promise((r) => setTimeout(r, 1500));
+      const result = { framed: href(frame.contentWindow), opened: href(opened) };
+      opened?.close();
+      return result;
+    }, login);
+    expect(read).toEqual({ framed: 'blocked', opened: 'blocked' });
   }, 300_000);
 
   it("a logout at the platform ends the lab's pass at once; the lab's page starts the way in again", async () => {

@@ -61,6 +61,7 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
       status: res.statusCode,
       location: res.headers.location as string | undefined,
       cookies: setCookie === undefined ? [] : [setCookie].flat(),
+      csp: res.headers['content-security-policy'] as string | undefined,
       text,
     };
   };
@@ -73,7 +74,11 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
       ?.slice(name.length + 1);
 
   /** A browser's way into `ws`'s lab with `session`: the pass cookie, and the state cookie it used. */
-  const enter = async (ws: string, session: string): Promise<{ pass: string; state: string; ticketUrl: string; loginUrl: string }> => {
+  const enter = async (
+    ws: string,
+    session: string,
+    opts: { exchange?: boolean } = {},
+  ): Promise<{ pass: string; state: string; ticketUrl: string; loginUrl: string }> => {
     const atPlatform = await call(platform, `/jupyter/${ws}/lab`, { cookie: `codeagent_session=${session}`, headers: page });
     expect(atPlatform.status).toBe(302);
     expect(atPlatform.location).toBe(`http://${hostOf(ws)}/jupyter/${ws}/lab`);
@@ -92,6 +97,8 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     const loginUrl = new URL(ticket.location!);
     expect(loginUrl.origin).toBe(`http://${hostOf(ws)}`);
     expect(loginUrl.pathname).toBe(`/jupyter/${ws}/codeagent-lab-login`);
+    if (opts.exchange === false)
+      return { pass: '', state, ticketUrl: `${ticketUrl.pathname}${ticketUrl.search}`, loginUrl: `${loginUrl.pathname}${loginUrl.search}` };
     const login = await call(hostOf(ws), `${loginUrl.pathname}${loginUrl.search}`, { cookie: `codeagent_lab_state=${state}`, headers: page });
     expect(login.status, login.text).toBe(302);
     expect(login.location).toBe(`/jupyter/${ws}/lab`);
@@ -203,6 +210,28 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     expect(upgrade.status).not.toBe(101);
   });
 
+  it("the platform's session cookie is no credential at a lab's host (a sibling lab's page could have set it for the parent domain)", async () => {
+    const page1 = await call(hostOf(wsA), `/jupyter/${wsA}/lab`, { cookie: `codeagent_session=${editor.token}`, headers: page });
+    expect(page1.status).toBe(302);
+    expect(page1.location).toContain('/codeagent-lab-ticket?state_hash=');
+    lab.seen.length = 0;
+    expect((await call(hostOf(wsA), `/jupyter/${wsA}/api/contents`, { cookie: `codeagent_session=${editor.token}` })).status).toBe(401);
+    const { pass } = await enter(wsA, viewer.token);
+    // Beside a pass, it is taken out: the request is the pass's (a viewer's: no write).
+    const write = await call(hostOf(wsA), `/jupyter/${wsA}/api/contents/a.ipynb`, {
+      method: 'PUT',
+      cookie: `codeagent_session=${editor.token}; codeagent_lab=${pass}`,
+      headers: { origin: `http://${hostOf(wsA)}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(write.status).toBe(403);
+    expect(lab.seen).toHaveLength(0);
+    // Nor does it reach the bridge (which would take it).
+    await call(hostOf(wsA), `/jupyter/${wsA}/codeagent-bridge/sessions`, { cookie: `codeagent_session=${editor.token}` });
+    expect(bridge.seen.at(-1)!.headers.cookie).toBeUndefined();
+    expect(bridge.seen.at(-1)!.headers.authorization).toBeUndefined();
+  });
+
   it('a pass opens its own workspace only, is no user token, and another lab may not write with it', async () => {
     const { pass } = await enter(wsA, editor.token);
     // At B's host (a cookie of A's host would not even be sent there; a client could).
@@ -228,9 +257,20 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
 
   it('a ticket opens the lab only for the browser it was made for (its state), and for its own workspace', async () => {
     const { state, loginUrl } = await enter(wsA, editor.token);
-    // Another browser (another state, or none) gets nothing for it: a ticket read from a log is useless.
-    expect((await call(hostOf(wsA), loginUrl, { cookie: 'codeagent_lab_state=another-browsers-state' })).status).toBe(401);
-    expect((await call(hostOf(wsA), loginUrl)).status).toBe(401);
+    // Used once (by `enter`): the same browser, with the same state, gets nothing for it again.
+    const again = await call(hostOf(wsA), loginUrl, { cookie: `codeagent_lab_state=${state}` });
+    expect(again.status).toBe(401);
+    expect(again.text).toContain('has been used');
+    // The gateway's own answers at a lab's host are documents of no origin, framed nowhere: a
+    // script of the lab's page that opened the login address cannot read the ticket in it.
+    expect(again.csp).toBe("default-src 'none'; sandbox; frame-ancestors 'none'");
+    expect((await call(hostOf(wsA), `/jupyter/${wsB}/lab`)).csp).toBe("default-src 'none'; sandbox; frame-ancestors 'none'");
+    // Another browser (another state, or none) gets nothing for a ticket either: one read from a log is useless.
+    const unused = await enter(wsA, editor.token, { exchange: false });
+    expect((await call(hostOf(wsA), unused.loginUrl, { cookie: 'codeagent_lab_state=another-browsers-state' })).status).toBe(401);
+    expect((await call(hostOf(wsA), unused.loginUrl)).status).toBe(401);
+    // (Those did not use it up.)
+    expect((await call(hostOf(wsA), unused.loginUrl, { cookie: `codeagent_lab_state=${unused.state}` })).status).toBe(302);
     // At B's host, with the right state: a ticket opens its own workspace only.
     const atB = await call(hostOf(wsB), loginUrl.replace(`/jupyter/${wsA}/`, `/jupyter/${wsB}/`), { cookie: `codeagent_lab_state=${state}` });
     expect(atB.status).toBe(401);
@@ -243,7 +283,7 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     expect((await call(platform, '/api/v1/auth/me', { headers: bearer(ticket) })).status).toBe(401);
     // `next` stays inside the lab.
     for (const next of ['https://evil.example/', `//evil.example/jupyter/${wsA}/`, `/jupyter/${wsB}/lab`, `/jupyter/${wsA}/..%2f..%2fapi`]) {
-      const fresh = await enter(wsA, editor.token);
+      const fresh = await enter(wsA, editor.token, { exchange: false });
       const url = fresh.loginUrl.replace(/&next=[^&]*/, `&next=${encodeURIComponent(next)}`);
       const res = await call(hostOf(wsA), url, { cookie: `codeagent_lab_state=${fresh.state}` });
       expect(res.status, next).toBe(302);

@@ -57,6 +57,18 @@ function cookie(name: string, value: string, maxAge: number, secure: boolean): s
   return `${name}=${value}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
 }
 
+/**
+ * What the gateway itself answers at a lab's host: a document of no origin that no page frames,
+ * sends no Referer, and is kept nowhere. The lab's pages run their outputs' scripts in the same
+ * origin, and one that opened the login address (which holds a ticket) in a window or frame could
+ * otherwise read that address from an answer that stayed (a refusal).
+ */
+const ownAnswer = (reply: FastifyReply): FastifyReply =>
+  reply
+    .header('content-security-policy', "default-src 'none'; sandbox; frame-ancestors 'none'")
+    .header('referrer-policy', 'no-referrer')
+    .header('cache-control', 'no-store');
+
 const notFound = (reply: FastifyReply, message: string) => reply.code(404).header('cache-control', 'no-store').send({ error: 'not_found', message });
 
 /**
@@ -67,9 +79,8 @@ export function startLabLogin(reply: FastifyReply, labs: LabOrigins, ws: string,
   const state = newLabState();
   const secure = labs.protocol === 'https:';
   const target = `${labs.platform}${labRoot(ws)}${LAB_TICKET_PATH}?state_hash=${labStateHash(state)}&next=${encodeURIComponent(url)}`;
-  return reply
+  return ownAnswer(reply)
     .code(302)
-    .header('cache-control', 'no-store')
     .header('set-cookie', cookie(labCookieNames(secure).state, state, STATE_SECONDS, secure))
     .redirect(target);
 }
@@ -114,23 +125,25 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
   /** A lab's host: its own lab's paths only, its pass as the credential. */
   const labHost = async (req: FastifyRequest, reply: FastifyReply, hostWs: string, pathWs: string | undefined, url: string) => {
     if (url === '/' || url.startsWith('/?'))
-      return reply
+      return ownAnswer(reply)
         .code(302)
-        .header('cache-control', 'no-store')
         .redirect(`${labRoot(hostWs)}lab`);
-    if (pathWs !== hostWs) return notFound(reply, `this host serves the JupyterLab of one workspace only: ${labRoot(hostWs)}`);
+    if (pathWs !== hostWs) return notFound(ownAnswer(reply), `this host serves the JupyterLab of one workspace only: ${labRoot(hostWs)}`);
     const headers = req.headers;
     const pass = readCookie(headers.cookie, names.pass);
     const state = readCookie(headers.cookie, names.state);
-    // The lab's cookies go no further than here (the pass, as Bearer, to the backend and the bridge only).
-    const rest = LAB_COOKIE_NAMES.reduce<string | undefined>((left, name) => withoutCookie(left, name), headers.cookie);
+    // The lab's cookies go no further than here (the pass, as Bearer, to the backend and the bridge
+    // only), and the platform's session cookie is no credential here: it never comes from the
+    // platform (it is host-only), so it was set by a page of a sibling host for the parent domain
+    // (a hostile review: a member then worked in every lab they opened as the attacker).
+    const rest = [...LAB_COOKIE_NAMES, SESSION_COOKIE].reduce<string | undefined>((left, name) => withoutCookie(left, name), headers.cookie);
     if (rest === undefined) delete headers.cookie;
     else headers.cookie = rest;
-    if (restOf(url, hostWs) === LAB_LOGIN_PATH) return login(req, reply, hostWs, url, state);
+    if (restOf(url, hostWs) === LAB_LOGIN_PATH) return login(req, ownAnswer(reply), hostWs, url, state);
     if (pass !== '' && headers.authorization === undefined) {
       // The cookie's rule (decision 0120): another host (another workspace's lab is same-site) may not write with it.
       if (refusedCrossSite('cookie', req.method, headers, req.host)) {
-        return reply.code(403).send({ error: 'forbidden', message: MESSAGES.jupyterCrossSite });
+        return ownAnswer(reply).code(403).send({ error: 'forbidden', message: MESSAGES.jupyterCrossSite });
       }
       headers.authorization = `Bearer ${pass}`;
     }
@@ -187,10 +200,9 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     if (answer.kind === 'refused') {
       return answer.status === 404 ? notFound(reply, MESSAGES.jupyterNotMember) : reply.code(403).send({ error: 'forbidden', message: answer.message });
     }
-    return reply
-      .code(401)
-      .header('cache-control', 'no-store')
-      .send({ error: 'unauthorized', message: `this link to the lab has expired or was made for another browser; ${again}` });
+    // (The backend says which: expired, made for another browser, used.)
+    const why = answer.kind === 'invalid' ? answer.message : 'this link to the lab has expired or was made for another browser';
+    return reply.code(401).send({ error: 'unauthorized', message: `${why}; ${again}` });
   };
 }
 

@@ -20,6 +20,7 @@ import {
 import { BadRequestError, ForbiddenError, NotFoundError, UnauthorizedError } from '@codeagent/service-kit';
 import { authenticate, changeOwnPassword, isSystemAdmin, normalizeEmail, revokeToken, toUserDto } from '../domain/users.js';
 import { throttleKeys, type LoginThrottle } from '../domain/login-throttle.js';
+import { firstUseOfLabTicket } from '../domain/lab-tickets.js';
 import { MemberRole, Password, User, errors } from './schemas.js';
 
 export interface AuthRoutesOptions {
@@ -159,6 +160,10 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
         const answer = { user_id: req.user.id, is_system_admin: admin, workspace_role: role };
         const lab = req.labCredential;
         if (lab?.kind === 'ticket') {
+          // Once: a ticket seen again (a log, a history, a script that read the address) opens nothing.
+          if (!(await firstUseOfLabTicket(opts.db, lab.ticketId!, lab.ticketExpiresAt!))) {
+            throw new UnauthorizedError('this link to the lab has been used; open the lab again from the platform');
+          }
           const { pass, expiresAt } = issueLabPass(labKey, lab);
           return { ...answer, lab_pass: pass, lab_pass_expires_in: Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000)) };
         }
