@@ -87,7 +87,7 @@ export default tseslint.config(
   })),
   {
     // Integration tests compose several services in one process; production code never does.
-    files: ['services/*/src/**/*.test.ts', 'services/*/src/testing.ts'],
+    files: ['services/*/src/**/*.test.ts', 'services/*/src/testing.ts', 'services/*/src/testing-*.ts'],
     rules: layers(forbid(['cli'], 'layers: nothing imports the cli')),
   },
 );

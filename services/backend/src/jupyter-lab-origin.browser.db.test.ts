@@ -4,81 +4,39 @@
 // page sends the browser there, the lab's host through the platform's login and back with a
 // pass; a cell's live output runs its script there (decision 0245 forbids it in the platform's
 // origin), while the page reaches nothing of the platform, and a logout at the platform ends it.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import type { FastifyInstance } from 'fastify';
-import { buildGatewayApp } from '@codeagent/gateway';
-import { mountTokenKey } from '@codeagent/auth';
-import type { LabOrigins } from '@codeagent/config';
-import { freePort } from '@codeagent/service-kit/http';
-import { WorkspaceMounts, buildRuntimeApp, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
-import { startTestKernels } from '@codeagent/runtime/testing';
-import { INTERNAL_TOKEN, addMembers, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+import type { Browser, Page } from 'playwright-core';
+import { defaultLabHost, labHostBuilt } from '@codeagent/runtime';
+import { addMembers, bearer, createAndLogin, type TestBackend } from './testing.js';
+import { launchChromium, startLabStack, type LabStack } from './testing-lab.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const LAB_TOKEN = 'lab-token-for-the-origin-browser-test';
 
 describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab on a host of its own in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
+  let stack: LabStack;
   let b: TestBackend;
-  let kernels: Kernels;
-  let runtime: FastifyInstance;
-  let gateway: FastifyInstance;
   let browser: Browser;
   let page: Page;
   let base: string;
   let labBase: string;
   let ws: string;
-  const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-lab-origin-browser-'));
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error('Chromium is missing: apt-get install chromium (scripts/system-deps.sh)');
-    b = await startTestBackend();
-    const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
-    const backend = backendUrl.replace(/\/$/, '');
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    const labs: LabOrigins = { protocol: 'http:', suffix: `lab.localhost:${port}`, platform: base };
-    const mounts = new WorkspaceMounts({
-      dataDir,
-      davUrl: (w) => `${backend}/api/v1/dav/${w}/`,
-      tokenKey: mountTokenKey(INTERNAL_TOKEN),
-      log: b.app.log,
-      dirCacheSeconds: 1,
-      cacheBytes: 256 * 1024 * 1024,
-    });
-    kernels = await startTestKernels({ lab: defaultLabHost(), mounts });
-    runtime = await buildRuntimeApp({
-      kernels: kernels.kernels,
-      internalServiceToken: 'runtime-token',
-      lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, labOrigins: labs }),
-    });
-    const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
-    gateway = await buildGatewayApp({
-      upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
-      jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true },
-      labOrigins: labs,
-    });
-    await gateway.listen({ host: '127.0.0.1', port });
+    stack = await startLabStack({ token: LAB_TOKEN, labOrigins: (platform, port) => ({ protocol: 'http:', suffix: `lab.localhost:${port}`, platform }) });
+    ({ b, base } = stack);
     ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'origin lab' } })).json<{
       id: string;
     }>().id;
-    labBase = `http://${ws}.lab.localhost:${port}`;
+    labBase = `http://${ws}.lab.localhost:${new URL(base).port}`;
     const editor = await createAndLogin(b, 'origin-editor@example.com');
     await addMembers(b, ws, [[editor, 'editor']]);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
-    await gateway?.close();
-    await runtime?.close();
-    await kernels?.stop();
-    await b?.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    await stack?.close();
   }, 120_000);
 
   it("opens the lab at its own host through the platform's login, and a cell's live output runs its script there", async () => {

@@ -4,20 +4,13 @@
 // that writes out.csv through a real kernel (websockets through gateway and runtime) and is saved;
 // after logout the same browser loses access at once. The workspace's files are mounted as the
 // server's /workspace (decision 0141): both files are workspace objects, a second save a second version.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import type { FastifyInstance } from 'fastify';
-import { buildGatewayApp } from '@codeagent/gateway';
-import { mountTokenKey } from '@codeagent/auth';
-import { WorkspaceMounts, buildRuntimeApp, databaseLabState, defaultLabHost, labHostBuilt, labProxy, type Kernels } from '@codeagent/runtime';
-import { startTestKernels } from '@codeagent/runtime/testing';
+import type { Browser, Page } from 'playwright-core';
+import { defaultLabHost, labHostBuilt } from '@codeagent/runtime';
 import { startTestS3Store, type TestS3Store } from '@codeagent/storage/testing';
-import { INTERNAL_TOKEN, addMembers, bearer, createAndLogin, startTestBackend, type TestBackend } from './testing.js';
+import { addMembers, bearer, createAndLogin, type TestBackend } from './testing.js';
+import { launchChromium, startLabStack, type LabStack } from './testing-lab.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const LAB_TOKEN = 'lab-token-for-the-browser-test';
 
 // Local storage on both database halves; S3 storage (s3rver) once, on the embedded half: the lab
@@ -45,60 +38,31 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
   `JupyterLab of a workspace in Chromium, STORAGE_BACKEND=%s (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`,
   (storage) => {
     let s3: TestS3Store | undefined;
+    let stack: LabStack;
     let b: TestBackend;
-    let kernels: Kernels;
-    let runtime: FastifyInstance;
-    let gateway: FastifyInstance;
     let browser: Browser;
     let page: Page;
     let base: string;
     let ws: string;
     let editor: { id: string; token: string };
-    const dataDir = mkdtempSync(join(tmpdir(), 'codeagent-lab-browser-'));
 
     beforeAll(async () => {
-      if (!existsSync(CHROMIUM)) throw new Error('Chromium is missing: apt-get install chromium (scripts/system-deps.sh)');
       if (storage === 's3') s3 = await startTestS3Store('lab');
-      b = await startTestBackend(s3 ? { store: s3.store } : {});
-      const backendUrl = await b.app.listen({ host: '127.0.0.1', port: 0 });
-      const backend = backendUrl.replace(/\/$/, '');
-      const mounts = new WorkspaceMounts({
-        dataDir,
-        davUrl: (w) => `${backend}/api/v1/dav/${w}/`,
-        tokenKey: mountTokenKey(INTERNAL_TOKEN),
-        log: b.app.log,
-        dirCacheSeconds: 1,
-        cacheBytes: 256 * 1024 * 1024,
-      });
-      kernels = await startTestKernels({ lab: defaultLabHost(), mounts });
-      runtime = await buildRuntimeApp({
-        kernels: kernels.kernels,
-        internalServiceToken: 'runtime-token',
-        lab: labProxy({ pool: kernels.pool, token: LAB_TOKEN, log: b.app.log, labState: databaseLabState(() => Promise.resolve(b.t.database.db)) }),
-      });
-      const runtimeUrl = await runtime.listen({ host: '127.0.0.1', port: 0 });
-      gateway = await buildGatewayApp({
-        upstreams: { backend: backendUrl, clusterAdmin: 'http://127.0.0.1:9', bridge: 'http://127.0.0.1:9' },
-        jupyter: { url: runtimeUrl, token: LAB_TOKEN, perWorkspace: true },
-      });
-      base = await gateway.listen({ host: '127.0.0.1', port: 0 });
+      stack = await startLabStack({ token: LAB_TOKEN, ...(s3 ? { store: s3.store } : {}) });
+      ({ b, base } = stack);
       ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'browser lab' } })).json<{
         id: string;
       }>().id;
       editor = await createAndLogin(b, 'browser-editor@example.com');
       await addMembers(b, ws, [[editor, 'editor']]);
-      browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+      browser = await launchChromium();
       page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
     }, 120_000);
 
     afterAll(async () => {
       await browser?.close();
-      await gateway?.close();
-      await runtime?.close();
-      await kernels?.stop();
-      await b?.close();
+      await stack?.close();
       await s3?.close();
-      rmSync(dataDir, { recursive: true, force: true });
     }, 120_000);
 
     it('logs in through /login?next=, shows the progress page, opens JupyterLab, runs a cell that writes out.csv and saves', async () => {
