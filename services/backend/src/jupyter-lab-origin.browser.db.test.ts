@@ -5,37 +5,30 @@
 // pass; a cell's live output runs its script there (decision 0245 forbids it in the platform's
 // origin), while the page reaches nothing of the platform, and a logout at the platform ends it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { defaultLabHost, labHostBuilt } from '@codeagent/runtime';
-import { addMembers, bearer, createAndLogin, type TestBackend } from './testing.js';
-import { launchChromium, startLabStack, type LabStack } from './testing-lab.js';
+import { startLabStack, type LabStack } from './testing-lab.js';
 
 const LAB_TOKEN = 'lab-token-for-the-origin-browser-test';
 
 describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab on a host of its own in Chromium (${process.env.CODEAGENT_TEST_DB ?? 'postgres'})`, () => {
   let stack: LabStack;
-  let b: TestBackend;
-  let browser: Browser;
   let page: Page;
   let base: string;
   let labBase: string;
   let ws: string;
 
   beforeAll(async () => {
-    stack = await startLabStack({ token: LAB_TOKEN, labOrigins: (platform, port) => ({ protocol: 'http:', suffix: `lab.localhost:${port}`, platform }) });
-    ({ b, base } = stack);
-    ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'origin lab' } })).json<{
-      id: string;
-    }>().id;
+    stack = await startLabStack({
+      token: LAB_TOKEN,
+      editor: 'origin-editor@example.com',
+      labOrigins: (platform, port) => ({ protocol: 'http:', suffix: `lab.localhost:${port}`, platform }),
+    });
+    ({ base, ws, page } = stack);
     labBase = `http://${ws}.lab.localhost:${new URL(base).port}`;
-    const editor = await createAndLogin(b, 'origin-editor@example.com');
-    await addMembers(b, ws, [[editor, 'editor']]);
-    browser = await launchChromium();
-    page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   }, 120_000);
 
   afterAll(async () => {
-    await browser?.close();
     await stack?.close();
   }, 120_000);
 
@@ -44,7 +37,7 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab on a host of its own 
     // Sent to the lab's host, from there to the platform for a ticket, and so to the login page.
     expect(new URL(page.url()).origin).toBe(base);
     expect(new URL(page.url()).pathname).toBe('/login');
-    expect(new URL(page.url()).searchParams.get('next')).toMatch(new RegExp(`^/jupyter/${ws}/codeagent-lab-ticket\\?state_hash=`));
+    expect(new URL(page.url()).searchParams.get('next')).toMatch(new RegExp(`^/jupyter/${ws}/codeagent-lab-ticket\\?lab_state=`));
     await page.locator('input[name=email]').fill('origin-editor@example.com');
     await page.locator('input[name=password]').fill('password-123');
     await page.locator('button[type=submit]').click();

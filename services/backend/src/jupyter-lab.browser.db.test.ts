@@ -5,11 +5,11 @@
 // after logout the same browser loses access at once. The workspace's files are mounted as the
 // server's /workspace (decision 0141): both files are workspace objects, a second save a second version.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { defaultLabHost, labHostBuilt } from '@codeagent/runtime';
 import { startTestS3Store, type TestS3Store } from '@codeagent/storage/testing';
 import { addMembers, bearer, createAndLogin, type TestBackend } from './testing.js';
-import { launchChromium, startLabStack, type LabStack } from './testing-lab.js';
+import { startLabStack, type LabStack } from './testing-lab.js';
 
 const LAB_TOKEN = 'lab-token-for-the-browser-test';
 
@@ -40,7 +40,6 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
     let s3: TestS3Store | undefined;
     let stack: LabStack;
     let b: TestBackend;
-    let browser: Browser;
     let page: Page;
     let base: string;
     let ws: string;
@@ -48,19 +47,11 @@ describe.runIf(labHostBuilt(defaultLabHost())).each(storages)(
 
     beforeAll(async () => {
       if (storage === 's3') s3 = await startTestS3Store('lab');
-      stack = await startLabStack({ token: LAB_TOKEN, ...(s3 ? { store: s3.store } : {}) });
-      ({ b, base } = stack);
-      ws = (await b.app.inject({ method: 'POST', url: '/api/v1/platform/workspaces', headers: bearer(b.adminToken), payload: { name: 'browser lab' } })).json<{
-        id: string;
-      }>().id;
-      editor = await createAndLogin(b, 'browser-editor@example.com');
-      await addMembers(b, ws, [[editor, 'editor']]);
-      browser = await launchChromium();
-      page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+      stack = await startLabStack({ token: LAB_TOKEN, editor: 'browser-editor@example.com', ...(s3 ? { store: s3.store } : {}) });
+      ({ b, base, ws, editor, page } = stack);
     }, 120_000);
 
     afterAll(async () => {
-      await browser?.close();
       await stack?.close();
       await s3?.close();
     }, 120_000);

@@ -73,6 +73,12 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
       ?.split(';')[0]
       ?.slice(name.length + 1);
 
+  /** Where a lab's host sends a browser without a pass: the platform's ticket address (path and query). */
+  const startAtLab = async (ws: string): Promise<string> => {
+    const url = new URL((await call(hostOf(ws), `/jupyter/${ws}/lab`, { headers: page })).location!);
+    return `${url.pathname}${url.search}`;
+  };
+
   /** A browser's way into `ws`'s lab with `session`: the pass cookie, and the state cookie it used. */
   const enter = async (
     ws: string,
@@ -184,9 +190,10 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     expect((await call(platform, `/jupyter/${wsA}/api/contents`, { headers: bearer(editor.token) })).status).toBe(200);
     expect(lab.seen).toHaveLength(1);
     // Without a session the ticket's page sends the browser to log in, and back.
-    const anonymous = await call(platform, `/jupyter/${wsA}/codeagent-lab-ticket?state_hash=${'a'.repeat(43)}&next=x`, { headers: page });
+    const ticketPath = await startAtLab(wsA);
+    const anonymous = await call(platform, ticketPath, { headers: page });
     expect(anonymous.status).toBe(302);
-    expect(anonymous.location).toBe(`/login?next=${encodeURIComponent(`/jupyter/${wsA}/codeagent-lab-ticket?state_hash=${'a'.repeat(43)}&next=x`)}`);
+    expect(anonymous.location).toBe(`/login?next=${encodeURIComponent(ticketPath)}`);
   });
 
   it("a lab's host serves its own lab only, and no platform route", async () => {
@@ -213,7 +220,7 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
   it("the platform's session cookie is no credential at a lab's host (a sibling lab's page could have set it for the parent domain)", async () => {
     const page1 = await call(hostOf(wsA), `/jupyter/${wsA}/lab`, { cookie: `codeagent_session=${editor.token}`, headers: page });
     expect(page1.status).toBe(302);
-    expect(page1.location).toContain('/codeagent-lab-ticket?state_hash=');
+    expect(page1.location).toContain('/codeagent-lab-ticket?lab_state=');
     lab.seen.length = 0;
     expect((await call(hostOf(wsA), `/jupyter/${wsA}/api/contents`, { cookie: `codeagent_session=${editor.token}` })).status).toBe(401);
     const { pass } = await enter(wsA, viewer.token);
@@ -336,19 +343,50 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     }
   });
 
-  it('a non-member gets no ticket, a viewer reads only, and a logout ends the pass at once', async () => {
-    const hash = 'b'.repeat(43);
-    const refused = await call(platform, `/jupyter/${wsA}/codeagent-lab-ticket?state_hash=${hash}`, {
-      cookie: `codeagent_session=${stranger.token}`,
-      headers: page,
-    });
-    expect(refused.status).toBe(404);
-    expect(refused.location).toBeUndefined();
-    const malformed = await call(platform, `/jupyter/${wsA}/codeagent-lab-ticket?state_hash=short`, {
+  it("a ticket is made only for a state a lab's host made, and nothing at the lab's origin shows one where a page's script could read it", async () => {
+    // A state of the script's own choosing (its hash, unsigned or signed for another workspace or
+    // with a changed hash): no ticket, so none to read from any answer and exchange elsewhere.
+    const made = new URL(`http://x${await startAtLab(wsA)}`).searchParams.get('lab_state')!;
+    const [hash, until, signature] = made.split('.') as [string, string, string];
+    const forB = (await startAtLab(wsB)).replace(`/jupyter/${wsB}/`, `/jupyter/${wsA}/`);
+    for (const path of [
+      `/jupyter/${wsA}/codeagent-lab-ticket?state_hash=${'a'.repeat(43)}`,
+      `/jupyter/${wsA}/codeagent-lab-ticket?lab_state=${'a'.repeat(43)}.${until}.${signature}`,
+      `/jupyter/${wsA}/codeagent-lab-ticket?lab_state=${hash}.${Number(until) + 1}.${signature}`,
+      forB,
+    ]) {
+      const res = await call(platform, path, { cookie: `codeagent_session=${editor.token}`, headers: page });
+      expect(res.status, path).toBe(400);
+      expect(res.location).toBeUndefined();
+    }
+    // A long `next` is not carried on (it made a head too large for the lab's host: 431).
+    const long = await call(platform, `/jupyter/${wsA}/codeagent-lab-ticket?lab_state=${made}&next=/jupyter/${wsA}/${':'.repeat(6000)}`, {
       cookie: `codeagent_session=${editor.token}`,
       headers: page,
     });
-    expect(malformed.status).toBe(400);
+    expect(long.status).toBe(302);
+    expect(new URL(long.location!).searchParams.get('next')).toBe(`/jupyter/${wsA}/lab`);
+    // And a head too large is answered as every other answer: a document of no origin.
+    const huge = await call(hostOf(wsA), `/jupyter/${wsA}/codeagent-lab-login?ticket=x`, { headers: { 'x-pad': 'p'.repeat(20_000) } });
+    expect(huge.status).toBe(431);
+    expect(huge.csp).toBe("default-src 'none'; frame-ancestors 'none'; sandbox");
+  });
+
+  it("any other name under the labs' domain serves nothing, and the pass cookie holds a pass only", async () => {
+    for (const host of [`evil.lab.localhost:${port}`, `lab.localhost:${port}`, `a.${wsA}.lab.localhost:${port}`]) {
+      for (const path of ['/', '/login', '/api/v1/auth/me', `/jupyter/${wsA}/lab`]) {
+        const res = await call(host, path, { cookie: `codeagent_session=${editor.token}`, headers: page });
+        expect(res.status, `${host}${path}`).toBe(404);
+      }
+    }
+    // A session's token in the lab's cookie is no credential there.
+    expect((await call(hostOf(wsA), `/jupyter/${wsA}/api/contents`, { cookie: `codeagent_lab=${editor.token}` })).status).toBe(401);
+  });
+
+  it('a non-member gets no ticket, a viewer reads only, and a logout ends the pass at once', async () => {
+    const refused = await call(platform, await startAtLab(wsA), { cookie: `codeagent_session=${stranger.token}`, headers: page });
+    expect(refused.status).toBe(404);
+    expect(refused.location).toBeUndefined();
 
     const { pass: viewerPass } = await enter(wsA, viewer.token);
     expect((await call(hostOf(wsA), `/jupyter/${wsA}/api/contents`, { cookie: `codeagent_lab=${viewerPass}` })).status).toBe(200);
@@ -372,6 +410,6 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     // A page with a pass that no longer holds starts the way in again.
     const again = await call(hostOf(wsA), `/jupyter/${wsA}/lab`, { cookie: `codeagent_lab=${pass}`, headers: page });
     expect(again.status).toBe(302);
-    expect(again.location).toContain(`http://${platform}/jupyter/${wsA}/codeagent-lab-ticket?state_hash=`);
+    expect(again.location).toContain(`http://${platform}/jupyter/${wsA}/codeagent-lab-ticket?lab_state=`);
   });
 });

@@ -3,7 +3,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import type { FastifyInstance } from 'fastify';
 import { buildGatewayApp } from '@codeagent/gateway';
 import { mountTokenKey } from '@codeagent/auth';
@@ -12,7 +12,7 @@ import { freePort } from '@codeagent/service-kit/http';
 import type { ObjectStore } from '@codeagent/storage';
 import { WorkspaceMounts, buildRuntimeApp, databaseLabState, defaultLabHost, labProxy, type Kernels } from '@codeagent/runtime';
 import { startTestKernels } from '@codeagent/runtime/testing';
-import { INTERNAL_TOKEN, startTestBackend, type TestBackend } from './testing.js';
+import { INTERNAL_TOKEN, addMembers, createAndLogin, createWorkspace, startTestBackend, type TestBackend } from './testing.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 
@@ -27,6 +27,11 @@ export interface LabStack {
   kernels: Kernels;
   /** The platform's origin: the gateway (`http://127.0.0.1:<port>`). */
   base: string;
+  /** A workspace, and an editor of it (password `password-123`) whose browser page is `page`. */
+  ws: string;
+  editor: { id: string; token: string };
+  browser: Browser;
+  page: Page;
   close(): Promise<void>;
 }
 
@@ -36,6 +41,8 @@ export interface LabStack {
  */
 export async function startLabStack(opts: {
   token: string;
+  /** The editor's e-mail address. */
+  editor: string;
   store?: ObjectStore;
   labOrigins?: (platform: string, port: number) => LabOrigins;
 }): Promise<LabStack> {
@@ -67,11 +74,21 @@ export async function startLabStack(opts: {
     labOrigins,
   });
   await gateway.listen({ host: '127.0.0.1', port });
+  const ws = await createWorkspace(b, 'browser lab');
+  const editor = await createAndLogin(b, opts.editor);
+  await addMembers(b, ws, [[editor, 'editor']]);
+  const browser = await launchChromium();
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   return {
     b,
     kernels,
     base,
+    ws,
+    editor,
+    browser,
+    page,
     async close() {
+      await browser.close();
       await gateway.close();
       await runtime.close();
       await kernels.stop();

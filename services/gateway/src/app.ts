@@ -34,13 +34,13 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
-import { labHostWorkspace, registerLabHosts, startLabLogin } from './lab-hosts.js';
+import { labHostWorkspace, labStateKey, registerLabHosts, startLabLogin } from './lab-hosts.js';
 import { ROUTES, UPSTREAMS, USER_ID_HEADER, largeAnswer, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import type { LabOrigins } from '@codeagent/config';
 import { InMemoryBody, SMALL_BODY_BYTES, UpstreamPool } from './upstream-pool.js';
 import { OpenSockets } from './open-sockets.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';
-import { applySecurityHeaders, asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
+import { answerClientError, applySecurityHeaders, asAppPage, securityHeaders, type SecurityRouteConfig } from './security-headers.js';
 import { accessLogLine, fastPath, GatewayResponse, type FastPathControl, type InProcessHandlers } from './fast-path.js';
 
 /** The methods @fastify/http-proxy proxies unless told otherwise (its `defaultHttpMethods`). */
@@ -247,6 +247,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
     },
     // A workspace's JupyterLab reaches the bridge below its own base URL.
     rewriteUrl: (req) => workspaceBridgeUrl(req.url ?? '/'),
+    // (Fastify's answer to an unreadable request, with the headers of every other answer.)
+    clientErrorHandler: answerClientError,
   });
   // WebDAV's methods, proxied on the routes that ask for them (`webdav` in the route table).
   for (const method of WEBDAV_EXTRA_METHODS) app.addHttpMethod(method, { hasBody: true });
@@ -343,7 +345,8 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
   app.addHook('onClose', async () => sessions.close());
   const jupyterToken = opts.jupyter?.token ?? '';
   const perWorkspace = opts.jupyter?.perWorkspace === true;
-  if (labs !== undefined && perWorkspace) registerLabHosts(app, labs, sessions);
+  const labStates = labStateKey(jupyterToken);
+  if (labs !== undefined && perWorkspace) registerLabHosts(app, labs, sessions, labStates);
   // Users never hold the Jupyter token: the gateway replaces their credentials with it, and
   // drops the platform cookie and the Origin it already checked (Jupyter would compare the
   // Origin with its own address and refuse).
@@ -418,7 +421,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
                 if (perWorkspace && access.status === 401 && isPageRequest(req.method, req.headers)) {
                   // (On a lab's host: through the platform's origin for a ticket, decision 0263.)
                   const hostWs = labHostWorkspace(labs, req.host);
-                  if (hostWs !== undefined) return startLabLogin(reply, labs!, hostWs, req.originalUrl);
+                  if (hostWs !== undefined && hostWs !== 'other') return startLabLogin(reply, labs!, labStates, hostWs, req.originalUrl);
                   return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(req.url));
                 }
                 return reply.code(access.status).send({ error: access.error, message: access.message });

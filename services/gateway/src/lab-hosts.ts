@@ -1,6 +1,8 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   LAB_COOKIE_NAMES,
+  LAB_PASS_PREFIX,
   labCookieNames,
   SESSION_COOKIE,
   isLabStateHash,
@@ -35,6 +37,8 @@ export const LAB_TICKET_PATH = 'codeagent-lab-ticket';
 export const LAB_LOGIN_PATH = 'codeagent-lab-login';
 /** How long a browser may take from the lab's host, through a login at the platform, back again. */
 const STATE_SECONDS = 600;
+/** The longest `next` a lab's login keeps (longer: the lab's start page): it travels through three addresses. */
+const NEXT_MAX = 2048;
 
 const labRoot = (ws: string) => `/jupyter/${ws}/`;
 
@@ -48,8 +52,39 @@ function queryParam(url: string, name: string): string | undefined {
 /** Where to go once in: a path of this lab, or its start page (never another host or lab). */
 export function labNext(ws: string, next: string | undefined): string {
   const root = labRoot(ws);
-  if (next === undefined || !next.startsWith(root) || /[\\\s]|\/\//.test(next)) return `${root}lab`;
+  if (next === undefined || next.length > NEXT_MAX || !next.startsWith(root) || /[\\\s]|\/\//.test(next)) return `${root}lab`;
   return next;
+}
+
+/**
+ * The key a lab's host signs its states' hashes with, and the platform's origin checks them with
+ * (every gateway instance derives the same from JUPYTERLAB_TOKEN, which only gateways hold; a
+ * random one for a gateway without it). A ticket is made only for a state a lab's host made: a
+ * script of a lab's page that sent a member's browser for a ticket of a state of its own, and read
+ * the ticket from any answer left at the lab's origin (a hostile review did, from the 431 a long
+ * address got), could otherwise exchange it anywhere. Now the state it would need is the member's,
+ * in an HttpOnly cookie.
+ */
+export function labStateKey(jupyterToken: string): Buffer {
+  return jupyterToken === '' ? randomBytes(32) : createHmac('sha256', jupyterToken).update('codeagent lab state').digest();
+}
+
+/** `<hash>.<until>.<signature>`: a state's hash, signed for one workspace until a time. */
+export function signLabState(key: Buffer, ws: string, stateHash: string, now = Date.now()): string {
+  const until = Math.floor(now / 1000) + STATE_SECONDS;
+  const signature = createHmac('sha256', key).update(`${ws}.${stateHash}.${until}`).digest('base64url');
+  return `${stateHash}.${until}.${signature}`;
+}
+
+/** The state's hash of a signed one for `ws`, or undefined when it was not made by a lab's host (or has expired). */
+export function openLabState(key: Buffer, ws: string, signed: string, now = Date.now()): string | undefined {
+  const [hash, until, signature, ...rest] = signed.split('.');
+  if (hash === undefined || until === undefined || signature === undefined || rest.length > 0 || !isLabStateHash(hash) || !/^[0-9]{1,12}$/.test(until))
+    return undefined;
+  const expected = createHmac('sha256', key).update(`${ws}.${hash}.${until}`).digest();
+  const given = Buffer.from(signature, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  return Number(until) * 1000 > now ? hash : undefined;
 }
 
 /** A cookie of the lab's host: for all of it (the `__Host-` prefix wants `/`), never to scripts. */
@@ -75,19 +110,30 @@ const notFound = (reply: FastifyReply, message: string) => reply.code(404).heade
  * Sends a browser without a (valid) pass from a lab's host to the platform's origin for a ticket,
  * with a new state kept here.
  */
-export function startLabLogin(reply: FastifyReply, labs: LabOrigins, ws: string, url: string): FastifyReply {
+export function startLabLogin(reply: FastifyReply, labs: LabOrigins, key: Buffer, ws: string, url: string): FastifyReply {
   const state = newLabState();
   const secure = labs.protocol === 'https:';
-  const target = `${labs.platform}${labRoot(ws)}${LAB_TICKET_PATH}?state_hash=${labStateHash(state)}&next=${encodeURIComponent(url)}`;
+  const next = url.length > NEXT_MAX ? `${labRoot(ws)}lab` : url;
+  const target = `${labs.platform}${labRoot(ws)}${LAB_TICKET_PATH}?lab_state=${signLabState(key, ws, labStateHash(state))}&next=${encodeURIComponent(next)}`;
   return ownAnswer(reply)
     .code(302)
     .header('set-cookie', cookie(labCookieNames(secure).state, state, STATE_SECONDS, secure))
     .redirect(target);
 }
 
-/** The workspace whose lab's host a request addressed, or undefined (the platform's origin). */
-export function labHostWorkspace(labs: LabOrigins | undefined, host: string | undefined): string | undefined {
-  return labs === undefined ? undefined : labWorkspaceOfHost(labs, host);
+/**
+ * The workspace whose lab's host a request addressed; `other` for any other name under the labs'
+ * domain (a wildcard DNS entry sends every name there: none may serve the platform, same-site
+ * with every lab, where a lab's page could plant cookies); undefined for the platform's origin.
+ */
+export function labHostWorkspace(labs: LabOrigins | undefined, host: string | undefined): string | 'other' | undefined {
+  if (labs === undefined || host === undefined) return undefined;
+  const ws = labWorkspaceOfHost(labs, host);
+  if (ws !== undefined) return ws;
+  const name = host.toLowerCase();
+  const suffix = labs.suffix;
+  const bare = (h: string) => h.replace(/:[0-9]+$/, '').replace(/\.$/, '');
+  return bare(name) === bare(suffix) || bare(name).endsWith(`.${bare(suffix)}`) ? 'other' : undefined;
 }
 
 /** The path of a request after the lab's root: `codeagent-lab-login` of `/jupyter/<id>/codeagent-lab-login?…`. */
@@ -97,7 +143,7 @@ const restOf = (url: string, ws: string) => url.split('?', 1)[0]!.slice(labRoot(
  * The rules of lab hosts and of the labs at the platform's origin, before any route (and before
  * the upgrade of a websocket, which passes through the same hooks).
  */
-export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, sessions: SessionChecker): void {
+export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, sessions: SessionChecker, key: Buffer): void {
   const secure = labs.protocol === 'https:';
   const names = labCookieNames(secure);
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
@@ -105,6 +151,7 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     const url = req.originalUrl;
     const pathWs = labWorkspaceOf(url);
     const hostWs = labHostWorkspace(labs, req.host);
+    if (hostWs === 'other') return notFound(ownAnswer(reply), 'no workspace has its JupyterLab at this host');
     if (hostWs !== undefined) return labHost(req, reply, hostWs, pathWs, url);
     if (pathWs === undefined) return;
     // The platform's origin. API clients with a token in Authorization are served here as before.
@@ -140,7 +187,8 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     if (rest === undefined) delete headers.cookie;
     else headers.cookie = rest;
     if (restOf(url, hostWs) === LAB_LOGIN_PATH) return login(req, ownAnswer(reply), hostWs, url, state);
-    if (pass !== '' && headers.authorization === undefined) {
+    // (Only a pass: a session's token there would be a credential a sibling's page could plant over http.)
+    if (pass.startsWith(LAB_PASS_PREFIX) && headers.authorization === undefined) {
       // The cookie's rule (decision 0120): another host (another workspace's lab is same-site) may not write with it.
       if (refusedCrossSite('cookie', req.method, headers, req.host)) {
         return ownAnswer(reply).code(403).send({ error: 'forbidden', message: MESSAGES.jupyterCrossSite });
@@ -152,9 +200,15 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
   /** At the platform's origin: a ticket of the session for the browser's state, and back to the lab's host. */
   const ticket = async (req: FastifyRequest, reply: FastifyReply, ws: string, url: string) => {
     if (req.method !== 'GET') return reply.code(405).header('allow', 'GET').send({ error: 'method_not_allowed', message: 'open this address in a browser' });
-    const stateHash = queryParam(url, 'state_hash') ?? '';
-    if (!isLabStateHash(stateHash))
-      return reply.code(400).send({ error: 'invalid_request', message: `open the lab from its own address: ${labOriginOf(labs, ws)}${labRoot(ws)}lab` });
+    const stateHash = openLabState(key, ws, queryParam(url, 'lab_state') ?? '');
+    if (stateHash === undefined) {
+      return reply
+        .code(400)
+        .send({
+          error: 'invalid_request',
+          message: `this link has expired or was not made by the lab; open the lab from its own address: ${labOriginOf(labs, ws)}${labRoot(ws)}lab`,
+        });
+    }
     const next = labNext(ws, queryParam(url, 'next'));
     const token = readCookie(req.headers.cookie, SESSION_COOKIE);
     if (token === '') return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(url));

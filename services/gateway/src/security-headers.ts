@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
 /**
@@ -70,4 +72,24 @@ export function applySecurityHeaders(answer: HeaderTarget, upstreamCsp = false):
   answer.setHeader('x-content-type-options', 'nosniff');
   if (!answer.hasHeader('referrer-policy')) answer.setHeader('referrer-policy', REFERRER_POLICY);
   if (!upstreamCsp && !answer.hasHeader('content-security-policy')) answer.setHeader('content-security-policy', DATA_CSP);
+}
+
+/**
+ * Node's answer to a request it could not read (a head too large: 431; a malformed one: 400; too
+ * slow: 408), as Fastify writes it, with the headers of every other answer: it may come back at a
+ * lab's own origin (decision 0263), where a lab page's script that sent a browser there could read
+ * the address from an answer without the data CSP (a hostile review did: a ticket in it).
+ */
+export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+  const message = status === 408 ? 'Client Timeout' : status === 431 ? 'Exceeded maximum allowed HTTP header size' : 'Client Error';
+  const body = JSON.stringify({ error: STATUS_CODES[status], message, statusCode: status });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n` +
+        `Content-Security-Policy: ${DATA_CSP}\r\nX-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }

@@ -1,6 +1,9 @@
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '@codeagent/db';
 
+/** How long past its end a used ticket is remembered. */
+const CLOCK_MARGIN_MS = 5 * 60_000;
+
 /**
  * Records that a lab ticket (decision 0263) is being exchanged for a pass: true the first time,
  * false if it was exchanged before (by any backend instance). Tickets whose time is over are
