@@ -34,7 +34,7 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
-import { labHostWorkspace, labStateKey, registerLabHosts, startLabLogin } from './lab-hosts.js';
+import { labHostWorkspace, labStateKey, registerLabHosts, startLabLogin, underLabsDomain } from './lab-hosts.js';
 import { ROUTES, UPSTREAMS, USER_ID_HEADER, largeAnswer, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
 import type { LabOrigins } from '@codeagent/config';
 import { InMemoryBody, SMALL_BODY_BYTES, UpstreamPool } from './upstream-pool.js';
@@ -237,7 +237,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
           limitBodyIdle(req, res, bodyIdleMs);
           // (A lab's host has rules of its own, lab-hosts.ts: the framework's path. The fast path
           // is on only without trusted proxies, so the Host header is the host the client addressed.)
-          if (fast === undefined || labHostWorkspace(labs, req.headers.host) !== undefined || !fast(req, res)) handler(req, res);
+          if (fast === undefined || underLabsDomain(labs, req.headers.host) || !fast(req, res)) handler(req, res);
         },
       ) as unknown as Server;
       server.keepAliveTimeout = 72_000;
@@ -421,7 +421,7 @@ export async function buildGatewayApp(opts: GatewayOptions): Promise<FastifyInst
                 if (perWorkspace && access.status === 401 && isPageRequest(req.method, req.headers)) {
                   // (On a lab's host: through the platform's origin for a ticket, decision 0263.)
                   const hostWs = labHostWorkspace(labs, req.host);
-                  if (hostWs !== undefined && hostWs !== 'other') return startLabLogin(reply, labs!, labStates, hostWs, req.originalUrl);
+                  if (hostWs !== undefined) return startLabLogin(reply, labs!, labStates, hostWs, req.originalUrl);
                   return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(req.url));
                 }
                 return reply.code(access.status).send({ error: access.error, message: access.message });

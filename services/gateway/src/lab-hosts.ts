@@ -121,19 +121,25 @@ export function startLabLogin(reply: FastifyReply, labs: LabOrigins, key: Buffer
     .redirect(target);
 }
 
+/** The workspace whose lab's host a request addressed, or undefined. */
+export function labHostWorkspace(labs: LabOrigins | undefined, host: string | undefined): string | undefined {
+  return labs === undefined ? undefined : labWorkspaceOfHost(labs, host);
+}
+
 /**
- * The workspace whose lab's host a request addressed; `other` for any other name under the labs'
- * domain (a wildcard DNS entry sends every name there: none may serve the platform, same-site
- * with every lab, where a lab's page could plant cookies); undefined for the platform's origin.
+ * Whether a host is under the labs' domain (a lab's, or any other name there: a wildcard DNS entry
+ * sends every name there, and none may serve the platform, same-site with every lab, where a lab's
+ * page could plant cookies). Such requests never take the fast path.
  */
-export function labHostWorkspace(labs: LabOrigins | undefined, host: string | undefined): string | 'other' | undefined {
-  if (labs === undefined || host === undefined) return undefined;
-  const ws = labWorkspaceOfHost(labs, host);
-  if (ws !== undefined) return ws;
-  const name = host.toLowerCase();
-  const suffix = labs.suffix;
-  const bare = (h: string) => h.replace(/:[0-9]+$/, '').replace(/\.$/, '');
-  return bare(name) === bare(suffix) || bare(name).endsWith(`.${bare(suffix)}`) ? 'other' : undefined;
+export function underLabsDomain(labs: LabOrigins | undefined, host: string | undefined): boolean {
+  if (labs === undefined || host === undefined) return false;
+  const bare = (h: string) =>
+    h
+      .toLowerCase()
+      .replace(/:[0-9]+$/, '')
+      .replace(/\.$/, '');
+  const [name, suffix] = [bare(host), bare(labs.suffix)];
+  return name === suffix || name.endsWith(`.${suffix}`);
 }
 
 /** The path of a request after the lab's root: `codeagent-lab-login` of `/jupyter/<id>/codeagent-lab-login?…`. */
@@ -151,8 +157,8 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     const url = req.originalUrl;
     const pathWs = labWorkspaceOf(url);
     const hostWs = labHostWorkspace(labs, req.host);
-    if (hostWs === 'other') return notFound(ownAnswer(reply), 'no workspace has its JupyterLab at this host');
     if (hostWs !== undefined) return labHost(req, reply, hostWs, pathWs, url);
+    if (underLabsDomain(labs, req.host)) return notFound(ownAnswer(reply), 'no workspace has its JupyterLab at this host');
     if (pathWs === undefined) return;
     // The platform's origin. API clients with a token in Authorization are served here as before.
     if (req.headers.authorization !== undefined) return;
@@ -202,12 +208,10 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     if (req.method !== 'GET') return reply.code(405).header('allow', 'GET').send({ error: 'method_not_allowed', message: 'open this address in a browser' });
     const stateHash = openLabState(key, ws, queryParam(url, 'lab_state') ?? '');
     if (stateHash === undefined) {
-      return reply
-        .code(400)
-        .send({
-          error: 'invalid_request',
-          message: `this link has expired or was not made by the lab; open the lab from its own address: ${labOriginOf(labs, ws)}${labRoot(ws)}lab`,
-        });
+      return reply.code(400).send({
+        error: 'invalid_request',
+        message: `this link has expired or was not made by the lab; open the lab from its own address: ${labOriginOf(labs, ws)}${labRoot(ws)}lab`,
+      });
     }
     const next = labNext(ws, queryParam(url, 'next'));
     const token = readCookie(req.headers.cookie, SESSION_COOKIE);
