@@ -20,12 +20,13 @@ import { MESSAGES } from './routes.js';
  * Each workspace's JupyterLab on a host of its own (LAB_ORIGIN, decision 0263), at the gateway.
  *
  * A lab's host (`<id>.<suffix>`) serves that workspace's `/jupyter/<id>/` and nothing else, with a
- * cookie of its own, the lab's pass; the platform's session cookie never reaches it. A browser
- * without a pass goes through the platform's origin once: the lab's host keeps a random state in
- * a cookie and sends the browser, with the state's hash, to `/jupyter/<id>/codeagent-lab-ticket`
- * at the platform's origin, which asks the backend for a ticket of the session (a minute, for that
- * hash) and sends the browser back to `/jupyter/<id>/codeagent-lab-login?ticket=…`, where the
- * backend exchanges the ticket and the state for the pass. At the platform's origin, a
+ * cookie of its own, the lab's pass; the platform's session cookie is no credential there. A
+ * browser without a pass goes through the platform's origin once: the lab's host keeps a random
+ * state in a cookie and sends the browser, with the state's hash signed by the gateway, to
+ * `/jupyter/<id>/codeagent-lab-ticket` at the platform's origin, which checks the signature, asks
+ * the backend for a ticket of the session (a minute, for that hash) and sends the browser back to
+ * `/jupyter/<id>/codeagent-lab-login?ticket=…`, where the backend exchanges the ticket and the
+ * state for the pass, once. At the platform's origin, a
  * workspace's lab answers API clients with a token in `Authorization` only; a page is sent to the
  * lab's host, anything else the cookie carries is 404 (a page of the lab in the platform's origin
  * would run its outputs' scripts with the member's session).
