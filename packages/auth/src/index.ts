@@ -35,4 +35,12 @@ export {
   verifyLabToken,
 } from './lab-token.js';
 export type { LabCredential } from './lab-token.js';
-export { LAB_COOKIE_NAMES, labCookieNames, LAB_STATE_HEADER, LAB_STATE_HASH_HEADER, WORKSPACE_HEADER, ACCESS_HEADER } from './session-cookie.js';
+export {
+  LAB_COOKIE_NAMES,
+  LAB_PASS_COOKIE,
+  LAB_STATE_COOKIE,
+  LAB_STATE_HEADER,
+  LAB_STATE_HASH_HEADER,
+  WORKSPACE_HEADER,
+  ACCESS_HEADER,
+} from './session-cookie.js';

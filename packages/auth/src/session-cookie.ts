@@ -12,16 +12,15 @@ export const SESSION_COOKIE = 'codeagent_session';
 
 /**
  * The cookies of a workspace lab's own host (LAB_ORIGIN, decision 0263): its pass, and the state a
- * ticket is checked against. Over https they carry the `__Host-` prefix, which a browser sets only
- * without `Domain` and for `/`: every other workspace's lab is a sibling host, and a page there
- * could otherwise set a cookie for the parent domain that this host would read first (a pass of
- * the attacker's own, or a state of theirs). Over plain http (one machine) the prefix cannot be used.
+ * ticket is checked against. Both carry the `__Host-` prefix (so `Secure`, which browsers honour
+ * over https and on `localhost`), which a browser sets only without `Domain` and for `/`: every
+ * other workspace's lab is a sibling host, and a page there could otherwise set a cookie for the
+ * parent domain that this host would read first (a pass of the attacker's own, or a state of theirs).
  */
-export function labCookieNames(secure: boolean): { pass: string; state: string } {
-  return secure ? { pass: '__Host-codeagent_lab', state: '__Host-codeagent_lab_state' } : { pass: 'codeagent_lab', state: 'codeagent_lab_state' };
-}
-/** Every name a lab's cookies may have: none of them goes past the gateway. */
-export const LAB_COOKIE_NAMES: readonly string[] = [...Object.values(labCookieNames(true)), ...Object.values(labCookieNames(false))];
+export const LAB_PASS_COOKIE = '__Host-codeagent_lab';
+export const LAB_STATE_COOKIE = '__Host-codeagent_lab_state';
+/** Every name a lab's cookies may have, the prefix's and the plain ones a sibling could set: none of them goes past the gateway. */
+export const LAB_COOKIE_NAMES: readonly string[] = [LAB_PASS_COOKIE, LAB_STATE_COOKIE, 'codeagent_lab', 'codeagent_lab_state'];
 
 export const LAB_STATE_HEADER = 'x-codeagent-lab-state';
 /** The state, with which the lab's host exchanges a ticket; its hash, with which the platform's origin asks for one. */

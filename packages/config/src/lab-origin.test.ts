@@ -47,6 +47,8 @@ describe('LAB_ORIGIN (decision 0263)', () => {
       expect(problems(lab!, platform), `${lab} ${platform}`).toMatch(/share a parent domain with PLATFORM_ORIGIN/);
     }
     expect(parseLabOrigins('http://{workspace}.lab.localhost:8080', 'http://127.0.0.1:8080')).not.toHaveProperty('problems');
+    // The labs' cookies are Secure: plain http only under localhost.
+    expect(problems('http://{workspace}.example-labs.net', 'https://example.com')).toMatch(/LAB_ORIGIN must be https/);
     expect(parseLabOrigins('https://{workspace}.example-labs.net', 'https://app.example.com')).not.toHaveProperty('problems');
   });
 });

@@ -53,6 +53,10 @@ export function parseLabOrigins(labOrigin: string | undefined, platformOrigin: s
     const parsed = plainOrigin(`${m[1]}://${m[2]}`);
     if (typeof parsed === 'string') problems.push(`LAB_ORIGIN ${parsed} after ${PLACEHOLDER}. (${example})`);
     else ({ protocol, host: suffix } = parsed);
+    // The labs' cookies are `Secure` (`__Host-`): browsers keep them over https, and on localhost.
+    if (protocol === 'http:' && suffix !== undefined && !/(^|\.)localhost(:[0-9]+)?$/.test(suffix)) {
+      problems.push(`LAB_ORIGIN must be https (browsers keep the labs' secure cookies only there, or under localhost on one machine) (${example})`);
+    }
   }
   let platform: string | undefined;
   if (platformOrigin === undefined) {

@@ -43,6 +43,13 @@ describe.runIf(labHostBuilt(defaultLabHost()))(`JupyterLab on a host of its own 
     await page.locator('button[type=submit]').click();
     await page.waitForURL(`${labBase}/jupyter/${ws}/lab`, { timeout: 30_000 });
     await page.locator('#jp-main-dock-panel').waitFor({ timeout: 90_000 });
+    // The ticket came in a posted form: no address the lab's page can see holds it.
+    const seen = await page.evaluate(() => {
+      const w = globalThis as unknown as { location: { href: string }; document: { referrer: string }; performance: { getEntries(): { name: string }[] } };
+      return [w.location.href, w.document.referrer, ...w.performance.getEntries().map((e) => e.name)].join(' ');
+    });
+    expect(seen).not.toContain('labt.');
+    expect(seen).not.toContain('ticket');
 
     await page.evaluate(
       async (id) =>

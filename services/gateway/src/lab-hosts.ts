@@ -1,9 +1,10 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   LAB_COOKIE_NAMES,
+  LAB_PASS_COOKIE,
   LAB_PASS_PREFIX,
-  labCookieNames,
+  LAB_STATE_COOKIE,
   SESSION_COOKIE,
   isLabStateHash,
   labStateHash,
@@ -24,9 +25,9 @@ import { MESSAGES } from './routes.js';
  * browser without a pass goes through the platform's origin once: the lab's host keeps a random
  * state in a cookie and sends the browser, with the state's hash signed by the gateway, to
  * `/jupyter/<id>/codeagent-lab-ticket` at the platform's origin, which checks the signature, asks
- * the backend for a ticket of the session (a minute, for that hash) and sends the browser back to
- * `/jupyter/<id>/codeagent-lab-login?ticket=…`, where the backend exchanges the ticket and the
- * state for the pass, once. At the platform's origin, a
+ * the backend for a ticket of the session (a minute, for that hash) and answers a page whose form
+ * posts it to `/jupyter/<id>/codeagent-lab-login` at the lab's host (never in an address), where
+ * the backend exchanges the ticket and the state for the pass, once. At the platform's origin, a
  * workspace's lab answers API clients with a token in `Authorization` only; a page is sent to the
  * lab's host, anything else the cookie carries is 404 (a page of the lab in the platform's origin
  * would run its outputs' scripts with the member's session).
@@ -88,9 +89,13 @@ export function openLabState(key: Buffer, ws: string, signed: string, now = Date
   return Number(until) * 1000 > now ? hash : undefined;
 }
 
-/** A cookie of the lab's host: for all of it (the `__Host-` prefix wants `/`), never to scripts. */
-function cookie(name: string, value: string, maxAge: number, secure: boolean): string {
-  return `${name}=${value}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
+/**
+ * A cookie of the lab's host: for all of it (the `__Host-` prefix wants `/` and `Secure`), never
+ * to scripts. The state is `SameSite=None`: it must come with the login's POST from the platform's
+ * origin, another site.
+ */
+function cookie(name: string, value: string, maxAge: number, sameSite: 'Lax' | 'None'): string {
+  return `${name}=${value}; Path=/; Max-Age=${maxAge}; HttpOnly; Secure; SameSite=${sameSite}`;
 }
 
 /**
@@ -113,12 +118,11 @@ const notFound = (reply: FastifyReply, message: string) => reply.code(404).heade
  */
 export function startLabLogin(reply: FastifyReply, labs: LabOrigins, key: Buffer, ws: string, url: string): FastifyReply {
   const state = newLabState();
-  const secure = labs.protocol === 'https:';
   const next = url.length > NEXT_MAX ? `${labRoot(ws)}lab` : url;
   const target = `${labs.platform}${labRoot(ws)}${LAB_TICKET_PATH}?lab_state=${signLabState(key, ws, labStateHash(state))}&next=${encodeURIComponent(next)}`;
   return ownAnswer(reply)
     .code(302)
-    .header('set-cookie', cookie(labCookieNames(secure).state, state, STATE_SECONDS, secure))
+    .header('set-cookie', cookie(LAB_STATE_COOKIE, state, STATE_SECONDS, 'None'))
     .redirect(target);
 }
 
@@ -151,8 +155,6 @@ const restOf = (url: string, ws: string) => url.split('?', 1)[0]!.slice(labRoot(
  * the upgrade of a websocket, which passes through the same hooks).
  */
 export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, sessions: SessionChecker, key: Buffer): void {
-  const secure = labs.protocol === 'https:';
-  const names = labCookieNames(secure);
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     // (Before the bridge's rewrite: `/jupyter/<id>/codeagent-bridge/…`.)
     const url = req.originalUrl;
@@ -184,8 +186,8 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
         .redirect(`${labRoot(hostWs)}lab`);
     if (pathWs !== hostWs) return notFound(ownAnswer(reply), `this host serves the JupyterLab of one workspace only: ${labRoot(hostWs)}`);
     const headers = req.headers;
-    const pass = readCookie(headers.cookie, names.pass);
-    const state = readCookie(headers.cookie, names.state);
+    const pass = readCookie(headers.cookie, LAB_PASS_COOKIE);
+    const state = readCookie(headers.cookie, LAB_STATE_COOKIE);
     // The lab's cookies go no further than here (the pass, as Bearer, to the backend and the bridge
     // only), and the platform's session cookie is no credential here: it never comes from the
     // platform (it is host-only), so it was set by a page of a sibling host for the parent domain
@@ -193,7 +195,7 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     const rest = [...LAB_COOKIE_NAMES, SESSION_COOKIE].reduce<string | undefined>((left, name) => withoutCookie(left, name), headers.cookie);
     if (rest === undefined) delete headers.cookie;
     else headers.cookie = rest;
-    if (restOf(url, hostWs) === LAB_LOGIN_PATH) return login(req, ownAnswer(reply), hostWs, url, state);
+    if (restOf(url, hostWs) === LAB_LOGIN_PATH) return login(req, ownAnswer(reply), hostWs, state);
     // (Only a pass: a session's token there would be a credential a sibling's page could plant over http.)
     if (pass.startsWith(LAB_PASS_PREFIX) && headers.authorization === undefined) {
       // The cookie's rule (decision 0120): another host (another workspace's lab is same-site) may not write with it.
@@ -221,11 +223,7 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     switch (answer.kind) {
       case 'user':
         if (answer.labTicket === undefined) return reply.code(502).send({ error: 'bad_gateway', message: MESSAGES.sessionUnavailable });
-        return reply
-          .code(302)
-          .header('cache-control', 'no-store')
-          .header('referrer-policy', 'no-referrer')
-          .redirect(`${labOriginOf(labs, ws)}${labRoot(ws)}${LAB_LOGIN_PATH}?ticket=${encodeURIComponent(answer.labTicket)}&next=${encodeURIComponent(next)}`);
+        return postToLab(reply, labOriginOf(labs, ws), `${labRoot(ws)}${LAB_LOGIN_PATH}`, answer.labTicket, next);
       case 'invalid':
         return reply.code(302).header('cache-control', 'no-store').redirect(loginRedirect(url));
       case 'refused':
@@ -235,25 +233,24 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     }
   };
 
-  /** At a lab's host: the ticket and this browser's state for the pass, kept as the lab's cookie. */
-  const login = async (req: FastifyRequest, reply: FastifyReply, ws: string, url: string, state: string) => {
-    if (req.method !== 'GET') return reply.code(405).header('allow', 'GET').send({ error: 'method_not_allowed', message: 'open this address in a browser' });
-    const ticketToken = queryParam(url, 'ticket') ?? '';
+  /** At a lab's host: the ticket (posted from the platform's origin) and this browser's state for the pass, kept as the lab's cookie. */
+  const login = async (req: FastifyRequest, reply: FastifyReply, ws: string, state: string) => {
+    // POST only: a ticket is never in an address, where an answer left at the lab's origin (a
+    // proxy's own error page) would show it to a script of the lab's page (decision 0263).
+    if (req.method !== 'POST') return reply.code(405).header('allow', 'POST').send({ error: 'method_not_allowed', message: 'open the lab from the platform' });
+    const form = await formBody(req);
+    if (form === undefined) return reply.code(400).send({ error: 'invalid_request', message: 'a form of at most 16 KiB (ticket, next)' });
+    const ticketToken = form.get('ticket') ?? '';
     const again = `open the lab again from the platform: ${labs.platform}${labRoot(ws)}lab`;
     if (ticketToken === '' || state === '') {
-      return reply
-        .code(401)
-        .header('cache-control', 'no-store')
-        .send({ error: 'unauthorized', message: `this link to the lab was made for another browser or has been used; ${again}` });
+      return reply.code(401).send({ error: 'unauthorized', message: `this link to the lab was made for another browser or has been used; ${again}` });
     }
     const answer = await sessions.check(ticketToken, req.id, { workspaceId: ws, access: 'read' }, { state });
     if (answer.kind === 'user' && answer.labPass !== undefined) {
       return reply
-        .code(302)
-        .header('cache-control', 'no-store')
-        .header('referrer-policy', 'no-referrer')
-        .header('set-cookie', [cookie(names.pass, answer.labPass.pass, answer.labPass.expiresIn, secure), cookie(names.state, '', 0, secure)])
-        .redirect(labNext(ws, queryParam(url, 'next')));
+        .code(303)
+        .header('set-cookie', [cookie(LAB_PASS_COOKIE, answer.labPass.pass, answer.labPass.expiresIn, 'Lax'), cookie(LAB_STATE_COOKIE, '', 0, 'None')])
+        .redirect(labNext(ws, form.get('next') ?? undefined), 303);
     }
     if (answer.kind === 'unavailable') return unavailable(reply, answer.timedOut);
     if (answer.kind === 'refused') {
@@ -263,6 +260,50 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     const why = answer.kind === 'invalid' ? answer.message : 'this link to the lab has expired or was made for another browser';
     return reply.code(401).send({ error: 'unauthorized', message: `${why}; ${again}` });
   };
+}
+
+/** The largest login form: a ticket (≈ 400 bytes) and `next` (2 KiB). */
+const FORM_MAX = 16 * 1024;
+
+/** A request's `application/x-www-form-urlencoded` body, read whole here (bounded), or undefined. */
+async function formBody(req: FastifyRequest): Promise<URLSearchParams | undefined> {
+  if (!String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')) return undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req.raw as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > FORM_MAX) return undefined;
+    chunks.push(chunk);
+  }
+  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+}
+
+/** The one script of the form page below: it sends the form (the page's CSP allows it by its hash). */
+const SUBMIT_SCRIPT = 'document.forms[0].submit();';
+const SUBMIT_HASH = `'sha256-${createHash('sha256').update(SUBMIT_SCRIPT).digest('base64')}'`;
+const escapeHtml = (v: string) => v.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/**
+ * At the platform's origin: a page that posts the ticket to the lab's login (OAuth's `form_post`).
+ * The ticket is in no address: not in a Location, a history entry, a log or an error page a proxy
+ * answers at the lab's origin instead (the third review read it from nginx's 400 for a head that
+ * a lab page's cookies had made too large). It runs its one script, posts only to the lab, and is
+ * framed nowhere; without script its button sends the same form.
+ */
+function postToLab(reply: FastifyReply, labOrigin: string, loginPath: string, ticket: string, next: string): FastifyReply {
+  const html =
+    '<!doctype html><html><head><meta charset="utf-8"><title>Opening JupyterLab…</title></head><body>' +
+    `<form method="post" action="${escapeHtml(labOrigin + loginPath)}">` +
+    `<input type="hidden" name="ticket" value="${escapeHtml(ticket)}"><input type="hidden" name="next" value="${escapeHtml(next)}">` +
+    '<noscript><button type="submit">Open JupyterLab</button></noscript></form>' +
+    `<script>${SUBMIT_SCRIPT}</script></body></html>`;
+  return reply
+    .code(200)
+    .header('content-type', 'text/html; charset=utf-8')
+    .header('cache-control', 'no-store')
+    .header('referrer-policy', 'no-referrer')
+    .header('content-security-policy', `default-src 'none'; script-src ${SUBMIT_HASH}; form-action ${labOrigin}; frame-ancestors 'none'; base-uri 'none'`)
+    .send(html);
 }
 
 function unavailable(reply: FastifyReply, timedOut: boolean): FastifyReply {
