@@ -294,6 +294,14 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     // A ticket in an address opens nothing: the login takes it from a posted form only.
     const inAddress = await call(hostOf(wsA), `/jupyter/${wsA}/codeagent-lab-login?ticket=${ticket}`, { cookie: `__Host-codeagent_lab_state=${state}` });
     expect(inAddress.status).toBe(405);
+    // A form larger than a login's is not read.
+    const large = await call(hostOf(wsA), `/jupyter/${wsA}/codeagent-lab-login`, {
+      method: 'POST',
+      cookie: `__Host-codeagent_lab_state=${state}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `ticket=${ticket}&pad=${'p'.repeat(20_000)}`,
+    });
+    expect(large.status).toBe(400);
     // Another browser (another state, or none) gets nothing for a ticket either: one read from a log is useless.
     const unused = await enter(wsA, editor.token, { exchange: false });
     expect((await login(wsA, unused.ticket, unused.next, 'another-browsers-state')).status).toBe(401);

@@ -239,6 +239,8 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     // proxy's own error page) would show it to a script of the lab's page (decision 0263).
     if (req.method !== 'POST') return reply.code(405).header('allow', 'POST').send({ error: 'method_not_allowed', message: 'open the lab from the platform' });
     const form = await formBody(req);
+    // (Cut off or gone: an answer was written already, or nobody is left to read one.)
+    if (form === 'gone') return reply.raw.headersSent || req.raw.destroyed ? reply.hijack() : reply.code(408).send({ error: 'request_timeout' });
     if (form === undefined) return reply.code(400).send({ error: 'invalid_request', message: 'a form of at most 16 KiB (ticket, next)' });
     const ticketToken = form.get('ticket') ?? '';
     const again = `open the lab again from the platform: ${labs.platform}${labRoot(ws)}lab`;
@@ -265,15 +267,31 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
 /** The largest login form: a ticket (≈ 400 bytes) and `next` (2 KiB). */
 const FORM_MAX = 16 * 1024;
 
-/** A request's `application/x-www-form-urlencoded` body, read whole here (bounded), or undefined. */
-async function formBody(req: FastifyRequest): Promise<URLSearchParams | undefined> {
+/** How long the login's form may take to arrive. */
+const FORM_SECONDS = 10;
+
+/**
+ * A request's `application/x-www-form-urlencoded` body, read whole here (at most `FORM_MAX`, within
+ * `FORM_SECONDS`), or undefined when it is none of that; `gone` when the request went away (or was
+ * cut off and answered) while it arrived.
+ */
+async function formBody(req: FastifyRequest): Promise<URLSearchParams | undefined | 'gone'> {
   if (!String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')) return undefined;
+  if (Number(req.headers['content-length'] ?? 0) > FORM_MAX) return undefined;
+  const raw = req.raw;
+  const timer = setTimeout(() => raw.destroy(new Error(`the form did not arrive within ${FORM_SECONDS} s`)), FORM_SECONDS * 1000);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req.raw as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > FORM_MAX) return undefined;
-    chunks.push(chunk);
+  try {
+    for await (const chunk of raw as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > FORM_MAX) return undefined;
+      chunks.push(chunk);
+    }
+  } catch {
+    return 'gone';
+  } finally {
+    clearTimeout(timer);
   }
   return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
 }
