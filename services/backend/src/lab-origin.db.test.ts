@@ -298,10 +298,22 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     const large = await call(hostOf(wsA), `/jupyter/${wsA}/codeagent-lab-login`, {
       method: 'POST',
       cookie: `__Host-codeagent_lab_state=${state}`,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: `http://${platform}` },
       body: `ticket=${ticket}&pad=${'p'.repeat(20_000)}`,
     });
     expect(large.status).toBe(400);
+    // Posted from anywhere but the platform's page (a lab page's own script: the lab's origin), refused.
+    const fresh = await enter(wsA, editor.token, { exchange: false });
+    for (const origin of [`http://${hostOf(wsA)}`, `http://${hostOf(wsB)}`, 'null', undefined]) {
+      const res = await call(hostOf(wsA), `/jupyter/${wsA}/codeagent-lab-login`, {
+        method: 'POST',
+        cookie: `__Host-codeagent_lab_state=${fresh.state}`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...(origin === undefined ? {} : { origin }) },
+        body: new URLSearchParams({ ticket: fresh.ticket, next: fresh.next }).toString(),
+      });
+      expect(res.status, String(origin)).toBe(403);
+      expect(res.cookies).toEqual([]);
+    }
     // Another browser (another state, or none) gets nothing for a ticket either: one read from a log is useless.
     const unused = await enter(wsA, editor.token, { exchange: false });
     expect((await login(wsA, unused.ticket, unused.next, 'another-browsers-state')).status).toBe(401);
@@ -310,7 +322,7 @@ describe('JupyterLab on an origin of its own per workspace (LAB_ORIGIN, decision
     const plain = await call(hostOf(wsA), `/jupyter/${wsA}/codeagent-lab-login`, {
       method: 'POST',
       cookie: `codeagent_lab_state=${unused.state}`,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: `http://${platform}` },
       body: new URLSearchParams({ ticket: unused.ticket }).toString(),
     });
     expect(plain.status).toBe(401);

@@ -238,6 +238,17 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     // POST only: a ticket is never in an address, where an answer left at the lab's origin (a
     // proxy's own error page) would show it to a script of the lab's page (decision 0263).
     if (req.method !== 'POST') return reply.code(405).header('allow', 'POST').send({ error: 'method_not_allowed', message: 'open the lab from the platform' });
+    // Posted by the platform's page only: a lab page's own script (its origin is the lab's) could
+    // otherwise plant a state of its author's and post the author's ticket, and the member would
+    // work on as the author (the fourth review did).
+    if (req.headers.origin !== labs.platform) {
+      return reply
+        .code(403)
+        .send({
+          error: 'forbidden',
+          message: `the lab's login is posted by the platform's page; open the lab from the platform: ${labs.platform}${labRoot(ws)}lab`,
+        });
+    }
     const form = await formBody(req);
     // (Cut off or gone: an answer was written already, or nobody is left to read one.)
     if (form === 'gone') return reply.raw.headersSent || req.raw.destroyed ? reply.hijack() : reply.code(408).send({ error: 'request_timeout' });
@@ -259,7 +270,10 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
       return answer.status === 404 ? notFound(reply, MESSAGES.jupyterNotMember) : reply.code(403).send({ error: 'forbidden', message: answer.message });
     }
     // (The backend says which: expired, made for another browser, used.)
-    const why = answer.kind === 'invalid' ? answer.message : 'this link to the lab has expired or was made for another browser';
+    const why =
+      answer.kind === 'invalid'
+        ? answer.message.replace(/; open the lab again from the platform$/, '')
+        : 'this link to the lab has expired or was made for another browser';
     return reply.code(401).send({ error: 'unauthorized', message: `${why}; ${again}` });
   };
 }
