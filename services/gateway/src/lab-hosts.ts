@@ -242,12 +242,10 @@ export function registerLabHosts(app: FastifyInstance, labs: LabOrigins, session
     // otherwise plant a state of its author's and post the author's ticket, and the member would
     // work on as the author (the fourth review did).
     if (req.headers.origin !== labs.platform) {
-      return reply
-        .code(403)
-        .send({
-          error: 'forbidden',
-          message: `the lab's login is posted by the platform's page; open the lab from the platform: ${labs.platform}${labRoot(ws)}lab`,
-        });
+      return reply.code(403).send({
+        error: 'forbidden',
+        message: `the lab's login is posted by the platform's page; open the lab from the platform: ${labs.platform}${labRoot(ws)}lab`,
+      });
     }
     const form = await formBody(req);
     // (Cut off or gone: an answer was written already, or nobody is left to read one.)
@@ -329,13 +327,16 @@ function postToLab(reply: FastifyReply, labOrigin: string, loginPath: string, ti
     `<input type="hidden" name="ticket" value="${escapeHtml(ticket)}"><input type="hidden" name="next" value="${escapeHtml(next)}">` +
     '<noscript><button type="submit">Open JupyterLab</button></noscript></form>' +
     `<script>${SUBMIT_SCRIPT}</script></body></html>`;
-  return reply
-    .code(200)
-    .header('content-type', 'text/html; charset=utf-8')
-    .header('cache-control', 'no-store')
-    .header('referrer-policy', 'no-referrer')
-    .header('content-security-policy', `default-src 'none'; script-src ${SUBMIT_HASH}; form-action ${labOrigin}; frame-ancestors 'none'; base-uri 'none'`)
-    .send(html);
+  return (
+    reply
+      .code(200)
+      .header('content-type', 'text/html; charset=utf-8')
+      .header('cache-control', 'no-store')
+      // (The platform's origin only, never its address: with `no-referrer` the post's `Origin` would be `null`, which the login refuses.)
+      .header('referrer-policy', 'strict-origin')
+      .header('content-security-policy', `default-src 'none'; script-src ${SUBMIT_HASH}; form-action ${labOrigin}; frame-ancestors 'none'; base-uri 'none'`)
+      .send(html)
+  );
 }
 
 function unavailable(reply: FastifyReply, timedOut: boolean): FastifyReply {
