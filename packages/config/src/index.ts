@@ -2,5 +2,5 @@ export { loadConfig, ConfigError, isProductionMode, LOG_FORMATS } from './settin
 export type { Config, LoadOptions, LogFormat, StorageBackend } from './settings.js';
 export { loadOrCreateSecrets, SECRETS_FILE } from './secrets.js';
 export type { GeneratedSecrets } from './secrets.js';
-export { labOriginOf, labWorkspaceOfHost, parseLabOrigins } from './lab-origin.js';
+export { labOriginOf, labWorkspaceOfHost, parseLabOrigins, underLabsDomain } from './lab-origin.js';
 export type { LabOrigins } from './lab-origin.js';

@@ -114,3 +114,15 @@ export function labWorkspaceOfHost(origins: LabOrigins, host: string | undefined
   const id = h.slice(0, dot);
   return WORKSPACE_ID.test(id) ? id : undefined;
 }
+
+/**
+ * Whether a host is under the labs' domain: a lab's, or any other name there (a wildcard DNS entry
+ * sends every name there, and none may serve the platform, same-site with every lab, where a lab's
+ * page could plant cookies). The gateway sends such requests past its fast path, to the labs' rules.
+ */
+export function underLabsDomain(origins: LabOrigins | undefined, host: string | undefined): boolean {
+  if (origins === undefined || host === undefined) return false;
+  const bare = (h: string) => hostName(h.toLowerCase()).replace(/\.$/, '');
+  const [name, suffix] = [bare(host), bare(origins.suffix)];
+  return name === suffix || name.endsWith(`.${suffix}`);
+}

@@ -34,9 +34,9 @@ import {
   withoutCookie,
   type SessionChecker,
 } from './jupyter-auth.js';
-import { labHostWorkspace, labStateKey, registerLabHosts, startLabLogin, underLabsDomain } from './lab-hosts.js';
+import { labHostWorkspace, labStateKey, registerLabHosts, startLabLogin } from './lab-hosts.js';
 import { ROUTES, UPSTREAMS, USER_ID_HEADER, largeAnswer, takesUpgrade, upstreamFailure, workspaceBridgeUrl, type UpstreamName } from './routes.js';
-import type { LabOrigins } from '@codeagent/config';
+import { underLabsDomain, type LabOrigins } from '@codeagent/config';
 import { InMemoryBody, SMALL_BODY_BYTES, UpstreamPool } from './upstream-pool.js';
 import { OpenSockets } from './open-sockets.js';
 import { answerExpectContinue, forwardedHeaders } from './forwarding.js';

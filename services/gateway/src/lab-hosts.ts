@@ -13,7 +13,8 @@ import {
   refusedCrossSite,
   withoutCookie,
 } from '@codeagent/auth';
-import { labOriginOf, labWorkspaceOfHost, type LabOrigins } from '@codeagent/config';
+import { labOriginOf, labWorkspaceOfHost, underLabsDomain, type LabOrigins } from '@codeagent/config';
+
 import { isPageRequest, labWorkspaceOf, loginRedirect, type SessionChecker } from './jupyter-auth.js';
 import { MESSAGES } from './routes.js';
 
@@ -129,22 +130,6 @@ export function startLabLogin(reply: FastifyReply, labs: LabOrigins, key: Buffer
 /** The workspace whose lab's host a request addressed, or undefined. */
 export function labHostWorkspace(labs: LabOrigins | undefined, host: string | undefined): string | undefined {
   return labs === undefined ? undefined : labWorkspaceOfHost(labs, host);
-}
-
-/**
- * Whether a host is under the labs' domain (a lab's, or any other name there: a wildcard DNS entry
- * sends every name there, and none may serve the platform, same-site with every lab, where a lab's
- * page could plant cookies). Such requests never take the fast path.
- */
-export function underLabsDomain(labs: LabOrigins | undefined, host: string | undefined): boolean {
-  if (labs === undefined || host === undefined) return false;
-  const bare = (h: string) =>
-    h
-      .toLowerCase()
-      .replace(/:[0-9]+$/, '')
-      .replace(/\.$/, '');
-  const [name, suffix] = [bare(host), bare(labs.suffix)];
-  return name === suffix || name.endsWith(`.${suffix}`);
 }
 
 /** The path of a request after the lab's root: `codeagent-lab-login` of `/jupyter/<id>/codeagent-lab-login?…`. */
